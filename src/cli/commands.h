@@ -1,0 +1,15 @@
+// Subcommand registration. Each register_* adds a subcommand with its options and a callback that does the
+// work (errors are thrown as preface::Error and reported by main).
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace preface::cli {
+
+void register_commands(CLI::App& app);  // all of the below, in help order
+
+void register_run(CLI::App& app);       // cmd_run.cpp
+void register_eval(CLI::App& app);      // cmd_eval.cpp
+void register_tokenize(CLI::App& app);  // cmd_tokenize.cpp
+void register_synth(CLI::App& app);     // cmd_synth.cpp
+
+}  // namespace preface::cli

@@ -1,0 +1,37 @@
+// Token sampling from logits: greedy, temperature, top-k, top-p, min-p, repetition/presence/frequency
+// penalties, seeded so that the same seed and inputs give the same tokens.
+#pragma once
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+namespace preface::engine {
+
+struct SamplingParams {
+  float temperature = 0.0f;     // <= 0: greedy (argmax, lowest id on ties)
+  int32_t top_k = 0;            // <= 0: off
+  float top_p = 1.0f;           // >= 1: off
+  float min_p = 0.0f;           // <= 0: off
+  float repeat_penalty = 1.0f;  // 1: off; llama.cpp semantics over the last repeat_last_n tokens
+  int32_t repeat_last_n = 64;
+  float presence_penalty = 0.0f;   // OpenAI semantics
+  float frequency_penalty = 0.0f;  // OpenAI semantics
+  uint64_t seed = 0;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& params);
+  // Picks the next token from logits[n_vocab]. `history` is the sequence so far (prompt + generated), used by the
+  // penalties. Does not modify logits.
+  int32_t sample(const float* logits, int32_t n_vocab, std::span<const int32_t> history);
+  const SamplingParams& params() const { return params_; }
+
+ private:
+  SamplingParams params_;
+  std::mt19937_64 rng_;
+  std::vector<std::pair<float, int32_t>> candidates_;  // [n_vocab] scratch
+};
+
+}  // namespace preface::engine

@@ -1,0 +1,64 @@
+// Row dot products between a weight row (F32/F16/BF16/Q8_0/Q4_0) and activations, plus the helpers attention
+// needs. Each function exists as a scalar reference (namespace scalar) and, where the CPU has AVX2+FMA+F16C, a
+// SIMD version (namespace avx2); the unqualified functions dispatch once per process to the best available.
+// Reduction order is fixed by the code path alone (never by thread count or batch), so a given build on a given
+// CPU always produces the same bits for the same inputs.
+//
+// Quantized weights are multiplied with activations quantized to Q8_0 (per 32-value block, as ggml does), using
+// exact integer dot products per block: sum_b d_w[b] * d_x[b] * isum[b].
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "gguf/types.h"
+
+namespace preface::kernels {
+
+using gguf::BlockQ4_0;
+using gguf::BlockQ8_0;
+
+// Quantizes n values (n % 32 == 0) to n/32 Q8_0 blocks (d = absmax/127 stored as f16, q = round(x/d)).
+void quantize_row_q8_0(const float* x, BlockQ8_0* out, size_t n);
+
+// n = number of values (multiple of 32 for the quantized forms).
+float dot_f32(const float* w, const float* x, size_t n);
+float dot_f16(const uint16_t* w, const float* x, size_t n);
+float dot_bf16(const uint16_t* w, const float* x, size_t n);
+float dot_q8_0(const BlockQ8_0* w, const BlockQ8_0* x, size_t n);
+float dot_q4_0(const BlockQ4_0* w, const BlockQ8_0* x, size_t n);
+
+// y[i] += a * v[i] for a row v of f32/f16/bf16 (attention's weighted sum of V rows).
+void axpy_f32(float a, const float* v, float* y, size_t n);
+void axpy_f16(float a, const uint16_t* v, float* y, size_t n);
+void axpy_bf16(float a, const uint16_t* v, float* y, size_t n);
+
+// Row conversions used to store K/V.
+void f32_to_f16_row(const float* x, uint16_t* out, size_t n);
+void f32_to_bf16_row(const float* x, uint16_t* out, size_t n);
+
+namespace scalar {
+void quantize_row_q8_0(const float* x, BlockQ8_0* out, size_t n);
+float dot_f32(const float* w, const float* x, size_t n);
+float dot_f16(const uint16_t* w, const float* x, size_t n);
+float dot_bf16(const uint16_t* w, const float* x, size_t n);
+float dot_q8_0(const BlockQ8_0* w, const BlockQ8_0* x, size_t n);
+float dot_q4_0(const BlockQ4_0* w, const BlockQ8_0* x, size_t n);
+void axpy_f32(float a, const float* v, float* y, size_t n);
+void axpy_f16(float a, const uint16_t* v, float* y, size_t n);
+void axpy_bf16(float a, const uint16_t* v, float* y, size_t n);
+}  // namespace scalar
+
+namespace avx2 {
+bool available();  // CPU supports AVX2, FMA and F16C
+void quantize_row_q8_0(const float* x, BlockQ8_0* out, size_t n);
+float dot_f32(const float* w, const float* x, size_t n);
+float dot_f16(const uint16_t* w, const float* x, size_t n);
+float dot_bf16(const uint16_t* w, const float* x, size_t n);
+float dot_q8_0(const BlockQ8_0* w, const BlockQ8_0* x, size_t n);
+float dot_q4_0(const BlockQ4_0* w, const BlockQ8_0* x, size_t n);
+void axpy_f32(float a, const float* v, float* y, size_t n);
+void axpy_f16(float a, const uint16_t* v, float* y, size_t n);
+void axpy_bf16(float a, const uint16_t* v, float* y, size_t n);
+}  // namespace avx2
+
+}  // namespace preface::kernels

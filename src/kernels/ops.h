@@ -1,0 +1,22 @@
+// Elementwise and normalisation operations of the transformer, one token row at a time.
+#pragma once
+#include <cstddef>
+
+namespace preface::kernels {
+
+// out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]; x, w, out: [n]. out may alias x.
+void rmsnorm(const float* x, const float* w, float* out, size_t n, float eps);
+
+// Rotary position embedding applied in place to x: [n_heads][head_dim] at position `pos`.
+// Only the first n_rot dims of each head rotate; pair i (i < n_rot/2) uses theta = pos * base^(-2i/n_rot).
+// neox == false: pairs are adjacent (x[2i], x[2i+1]) — llama. neox == true: pairs are (x[i], x[i + n_rot/2])
+// — qwen2.
+void rope(float* x, size_t n_heads, size_t head_dim, size_t n_rot, int pos, float base, bool neox);
+
+// In place softmax over x[n].
+void softmax(float* x, size_t n);
+
+// gate[i] = silu(gate[i]) * up[i]; silu(v) = v / (1 + exp(-v)).
+void swiglu(float* gate, const float* up, size_t n);
+
+}  // namespace preface::kernels

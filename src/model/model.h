@@ -1,0 +1,73 @@
+// A loaded GGUF model (weights memory-mapped, never copied) and its forward pass.
+//
+// forward() runs one batch of tokens from any number of sequences. For each layer it first writes every batch
+// token's K and V into the paged KV storage, then computes each token's attention reading *only* from that
+// storage (positions 0..pos of its own sequence). So a token's output depends only on its sequence's tokens
+// 0..pos and the weights — never on which other tokens share the batch, how a prompt was chunked, or the thread
+// count — and logits are bit-identical between incremental decoding and full recompute.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gguf/reader.h"
+#include "kernels/matmul.h"
+#include "model/config.h"
+#include "model/kv_view.h"
+#include "util/thread_pool.h"
+
+namespace preface::model {
+
+struct ForwardBatch {
+  std::vector<int32_t> tokens;        // [n] token ids
+  std::vector<int32_t> pos;           // [n] position of each token in its sequence
+  std::vector<int32_t> seq;           // [n] index into block_tables
+  std::vector<uint8_t> want_logits;   // [n] 1 = produce logits for this token
+  std::vector<const std::vector<int32_t>*> block_tables;  // [n_seqs] physical block ids, cover pos of each token
+
+  size_t size() const { return tokens.size(); }
+  void clear();
+  void add(int32_t token, int32_t position, int32_t seq_index, bool logits);
+};
+
+struct LayerWeights {
+  std::vector<float> attn_norm;            // [dim]
+  kernels::Matrix wq, wk, wv, wo;          // [dim x dim], [kv x dim], [kv x dim], [dim x dim] (rows x cols)
+  std::vector<float> bq, bk, bv;           // qwen2 biases; empty for llama
+  std::vector<float> ffn_norm;             // [dim]
+  kernels::Matrix w_gate, w_up, w_down;    // [ffn x dim], [ffn x dim], [dim x ffn]
+};
+
+class Model {
+ public:
+  // Opens and validates the GGUF (every tensor present with the expected shape and a supported type).
+  // max_batch_tokens sizes the activation buffers allocated here, once.
+  static std::unique_ptr<Model> load(const std::string& path, int32_t max_batch_tokens = 512);
+
+  const Config& config() const { return config_; }
+  const gguf::File& file() const { return file_; }
+  int32_t max_batch_tokens() const { return max_batch_tokens_; }
+
+  // Runs the batch (1 <= size <= max_batch_tokens). Writes logits of tokens with want_logits, in batch order,
+  // to logits: [n_want][n_vocab]. Throws preface::Error on a malformed batch (bad token id, position beyond the
+  // block table, ...). The caller owns the KV storage behind `kv` and the block tables.
+  void forward(const ForwardBatch& batch, const KvView& kv, ThreadPool& pool, float* logits);
+
+ private:
+  Model(gguf::File file, Config config, int32_t max_batch_tokens);
+
+  gguf::File file_;
+  Config config_;
+  int32_t max_batch_tokens_;
+  kernels::Matrix tok_embd_;               // [n_vocab x dim]
+  kernels::Matrix output_;                 // [n_vocab x dim] (tok_embd_ when tied)
+  std::vector<float> output_norm_;         // [dim]
+  std::vector<LayerWeights> layers_;
+
+  // Activation buffers, [max_batch_tokens][...]:
+  std::vector<float> x_, xb_, q_, k_, v_, attn_out_, gate_, up_, ffn_out_, scores_;
+  std::vector<uint8_t> quant_scratch_;
+};
+
+}  // namespace preface::model
