@@ -1,0 +1,65 @@
+// `preface synth`: writes a random-weight model (model/synth.h) with a tokenizer copied from another GGUF.
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "cli/commands.h"
+#include "gguf/types.h"
+#include "model/synth.h"
+#include "util/error.h"
+
+namespace preface::cli {
+
+namespace {
+struct SynthOptions {
+  model::SynthSpec spec;
+  std::string type_name = "f16";
+  std::string out_path;
+};
+}  // namespace
+
+void register_synth(CLI::App& app) {
+  auto opts = std::make_shared<SynthOptions>();
+  model::SynthSpec& s = opts->spec;
+  CLI::App* cmd = app.add_subcommand(
+      "synth",
+      "Write a random-weight llama/qwen2 GGUF model (loadable by llama.cpp) with the tokenizer of another GGUF. "
+      "The same options and seed always give the same bytes.");
+  cmd->add_option("--out", opts->out_path, "Output GGUF path")->required();
+  cmd->add_option("--vocab-from", s.vocab_from, "GGUF whose tokenizer.* metadata is copied (sets the vocab size)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--arch", s.arch, "Architecture: llama, or qwen2 (adds Q/K/V biases)")
+      ->check(CLI::IsMember({"llama", "qwen2"}))
+      ->capture_default_str();
+  cmd->add_option("--dim", s.dim, "Embedding length")->capture_default_str();
+  cmd->add_option("--layers", s.n_layers, "Number of transformer blocks")->capture_default_str();
+  cmd->add_option("--heads", s.n_heads, "Attention heads")->capture_default_str();
+  cmd->add_option("--kv-heads", s.n_kv_heads, "Key/value heads (grouped-query attention)")->capture_default_str();
+  cmd->add_option("--ffn", s.ffn_dim, "Feed-forward length (0: 8/3 * dim rounded up to a multiple of 32)")
+      ->capture_default_str();
+  cmd->add_option("--ctx", s.ctx_len, "Context length written to the metadata")->capture_default_str();
+  cmd->add_option("--type", opts->type_name, "Type of the 2-D weights: f32, f16, bf16, q8_0, q4_0 (norms: F32)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0"}, CLI::ignore_case))
+      ->capture_default_str();
+  cmd->add_flag("--tied", s.tied, "Tie the output head to token_embd.weight (no output.weight)");
+  cmd->add_option("--seed", s.seed, "Random seed")->capture_default_str();
+  cmd->add_option("--rope-base", s.rope_base, "RoPE frequency base")->capture_default_str();
+  cmd->add_option("--rms-eps", s.rms_eps, "RMSNorm epsilon")->capture_default_str();
+  cmd->add_option("--name", s.name, "general.name (default: synthetic-<arch>-d<dim>-l<layers>-<type>)");
+
+  cmd->callback([opts] {
+    const auto type = gguf::tensor_type_from_name(opts->type_name);
+    if (!type) throw Error("synth: unknown --type '" + opts->type_name + "'");
+    opts->spec.type = *type;
+    model::write_synth_model(opts->spec, opts->out_path);
+    const model::SynthSpec& s = opts->spec;
+    std::printf("wrote %s: %s d%d l%d heads %d/%d ffn %d %s%s, %.1f MB\n", opts->out_path.c_str(), s.arch.c_str(),
+                s.dim, s.n_layers, s.n_heads, s.n_kv_heads, model::synth_ffn_dim(s),
+                std::string(gguf::tensor_type_name(s.type)).c_str(), s.tied ? " tied" : "",
+                static_cast<double>(std::filesystem::file_size(opts->out_path)) / 1e6);
+  });
+}
+
+}  // namespace preface::cli

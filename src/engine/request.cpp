@@ -1,0 +1,62 @@
+#include "engine/request.h"
+
+namespace preface::engine {
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::None: return "none";
+    case FinishReason::Length: return "length";
+    case FinishReason::Stop: return "stop";
+    case FinishReason::Cancelled: return "cancelled";
+    case FinishReason::Error: return "error";
+  }
+  return "unknown";
+}
+
+std::optional<TokenEvent> RequestStream::next() {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return !events_.empty() || finished_; });
+  if (events_.empty()) return std::nullopt;
+  TokenEvent ev = std::move(events_.front());
+  events_.pop_front();
+  return ev;
+}
+
+void RequestStream::cancel() {
+  std::lock_guard lock(mu_);
+  cancel_ = true;
+}
+
+bool RequestStream::cancel_requested() const {
+  std::lock_guard lock(mu_);
+  return cancel_;
+}
+
+bool RequestStream::finished() const {
+  std::lock_guard lock(mu_);
+  return finished_;
+}
+
+RequestStats RequestStream::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+void RequestStream::push(TokenEvent ev) {
+  {
+    std::lock_guard lock(mu_);
+    events_.push_back(std::move(ev));
+  }
+  cv_.notify_all();
+}
+
+void RequestStream::finish(const RequestStats& stats) {
+  {
+    std::lock_guard lock(mu_);
+    stats_ = stats;
+    finished_ = true;
+  }
+  cv_.notify_all();
+}
+
+}  // namespace preface::engine

@@ -1,0 +1,73 @@
+// What a caller submits to the engine and what it gets back. The engine sees token ids only; text, chat templates
+// and stop strings belong to the layers above.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/sampler.h"
+
+namespace preface::engine {
+
+enum class FinishReason { None, Length, Stop, Cancelled, Error };
+const char* finish_reason_name(FinishReason r);  // "length" | "stop" | "cancelled" | "error"
+
+struct RequestParams {
+  std::vector<int32_t> prompt;        // token ids, non-empty
+  SamplingParams sampling;
+  int32_t max_new_tokens = 16;        // >= 0
+  bool ignore_eos = false;            // when false, end-of-generation tokens finish with Stop
+  std::vector<int32_t> stop_token_ids;
+  std::string cache_salt;             // tenant/salt: part of the cache namespace (empty = shared)
+  bool keep_logits = false;           // record the logits of every sampled position (tests, `eval`)
+};
+
+// Timings in milliseconds since submission.
+struct RequestStats {
+  int32_t n_prompt_tokens = 0;
+  int32_t n_cached_tokens = 0;        // prompt tokens whose K/V came from the cache (never the last one)
+  int32_t n_written_tokens = 0;       // tokens whose K/V this request computed into newly registered full blocks
+  int32_t n_generated_tokens = 0;
+  int32_t n_preemptions = 0;
+  FinishReason finish = FinishReason::None;
+  std::string error;                  // set when finish == Error
+  double queue_ms = 0, first_token_ms = 0, total_ms = 0;
+  double prefill_ms = 0;              // from first scheduling to the first token
+  double decode_ms = 0;               // from the first token to the end
+};
+
+// One generated token. logits: [n_vocab] when RequestParams::keep_logits, else empty.
+struct TokenEvent {
+  int32_t token = -1;
+  std::vector<float> logits;
+};
+
+// The stream a caller reads from; written by the engine thread. Thread-safe.
+class RequestStream {
+ public:
+  // Blocks until a token is available (returns it) or the request finished (returns nullopt; see stats()).
+  std::optional<TokenEvent> next();
+  // Asks the engine to stop the request; its blocks are freed at the engine's next step.
+  void cancel();
+  bool cancel_requested() const;
+  bool finished() const;
+  RequestStats stats() const;         // final once finished() is true
+
+  // Engine side.
+  void push(TokenEvent ev);
+  void finish(const RequestStats& stats);
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<TokenEvent> events_;
+  RequestStats stats_;
+  bool finished_ = false;
+  bool cancel_ = false;
+};
+
+}  // namespace preface::engine

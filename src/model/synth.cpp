@@ -1,0 +1,160 @@
+// Random-weight model generation. Each tensor draws from its own generator seeded by (spec.seed, tensor name),
+// so values do not depend on tensor order. Normals come from std::mt19937_64 (fully specified by the standard)
+// through Box-Muller, not std::normal_distribution (implementation-defined), so files match across toolchains.
+#include "model/synth.h"
+
+#include <cmath>
+#include <numbers>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gguf/reader.h"
+#include "gguf/writer.h"
+#include "util/error.h"
+
+namespace preface::model {
+namespace {
+
+using gguf::TensorType;
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t tensor_seed(uint64_t seed, const std::string& name) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the name
+  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ull;
+  return splitmix64(seed ^ splitmix64(h));
+}
+
+// n values ~ mean + stddev * N(0, 1).
+std::vector<float> normals(uint64_t seed, size_t n, float mean, float stddev) {
+  std::mt19937_64 rng(seed);
+  std::vector<float> out(n);  // [n]
+  constexpr double k2pow53 = 0x1p-53;
+  for (size_t i = 0; i < n; i += 2) {
+    const double u1 = (static_cast<double>(rng() >> 11) + 1.0) * k2pow53;  // (0, 1]: log is finite
+    const double u2 = static_cast<double>(rng() >> 11) * k2pow53;          // [0, 1)
+    const double r = std::sqrt(-2.0 * std::log(u1));
+    const double theta = 2.0 * std::numbers::pi * u2;
+    out[i] = mean + stddev * static_cast<float>(r * std::cos(theta));
+    if (i + 1 < n) out[i + 1] = mean + stddev * static_cast<float>(r * std::sin(theta));
+  }
+  return out;
+}
+
+uint32_t file_type_of(TensorType t) {  // llama.cpp's llama_ftype
+  switch (t) {
+    case TensorType::F32: return 0;
+    case TensorType::F16: return 1;
+    case TensorType::Q4_0: return 2;
+    case TensorType::Q8_0: return 7;
+    case TensorType::BF16: return 32;
+  }
+  return 0;
+}
+
+void check_spec(const SynthSpec& s, int32_t ffn) {
+  auto fail = [](const std::string& what) { throw Error("synth: " + what); };
+  if (s.arch != "llama" && s.arch != "qwen2") fail("unsupported arch '" + s.arch + "' (llama or qwen2)");
+  if (s.dim <= 0 || s.n_layers <= 0 || s.n_heads <= 0 || s.n_kv_heads <= 0 || ffn <= 0 || s.ctx_len <= 0) {
+    fail("dim, layers, heads, kv-heads, ffn and ctx must be positive");
+  }
+  // Bounds keep a typo from asking for terabytes (the whole model is built in memory).
+  if (s.dim > 65536 || ffn > 262144 || s.n_layers > 1024) fail("dim, ffn or layers is implausibly large");
+  if (s.dim % s.n_heads != 0) fail("dim " + std::to_string(s.dim) + " is not a multiple of heads");
+  if ((s.dim / s.n_heads) % 2 != 0) fail("head dim " + std::to_string(s.dim / s.n_heads) + " must be even (rope)");
+  if (s.n_heads % s.n_kv_heads != 0) fail("heads must be a multiple of kv-heads");
+  const int32_t block = static_cast<int32_t>(gguf::type_block_values(s.type));
+  if (s.dim % block != 0 || ffn % block != 0) {
+    fail("dim and ffn must be multiples of " + std::to_string(block) + " for " +
+         std::string(gguf::tensor_type_name(s.type)));
+  }
+  if (!(s.rope_base > 0.0f) || !(s.rms_eps > 0.0f)) fail("rope base and rms eps must be positive");
+  if (s.vocab_from.empty()) fail("a vocabulary GGUF (vocab_from) is required");
+}
+
+}  // namespace
+
+int32_t synth_ffn_dim(const SynthSpec& spec) {
+  if (spec.ffn_dim != 0) return spec.ffn_dim;
+  const int64_t raw = (int64_t{8} * spec.dim + 2) / 3;
+  return static_cast<int32_t>((raw + 31) / 32 * 32);
+}
+
+void write_synth_model(const SynthSpec& spec, const std::string& out_path) {
+  const int32_t ffn = synth_ffn_dim(spec);
+  check_spec(spec, ffn);
+  const gguf::File vocab = gguf::File::open(spec.vocab_from);
+  const gguf::Value* tokens = vocab.find("tokenizer.ggml.tokens");
+  if (tokens == nullptr || !tokens->is_array() || tokens->elem_type != gguf::ValueType::STRING ||
+      tokens->strs.empty()) {
+    throw Error("synth: '" + spec.vocab_from + "' has no tokenizer.ggml.tokens string array");
+  }
+  const uint64_t n_vocab = tokens->strs.size();
+  const uint64_t dim = static_cast<uint64_t>(spec.dim);
+  const uint64_t head_dim = dim / static_cast<uint64_t>(spec.n_heads);
+  const uint64_t kv_dim = head_dim * static_cast<uint64_t>(spec.n_kv_heads);
+  const std::string a = spec.arch + ".";
+
+  gguf::Writer w;
+  w.set_string("general.architecture", spec.arch);
+  w.set_string("general.name", !spec.name.empty() ? spec.name
+                                                   : "synthetic-" + spec.arch + "-d" + std::to_string(spec.dim) +
+                                                         "-l" + std::to_string(spec.n_layers) + "-" +
+                                                         std::string(gguf::tensor_type_name(spec.type)));
+  w.set_u32("general.alignment", 32);
+  w.set_u32("general.file_type", file_type_of(spec.type));
+  w.set_u32(a + "context_length", static_cast<uint32_t>(spec.ctx_len));
+  w.set_u32(a + "embedding_length", static_cast<uint32_t>(spec.dim));
+  w.set_u32(a + "block_count", static_cast<uint32_t>(spec.n_layers));
+  w.set_u32(a + "feed_forward_length", static_cast<uint32_t>(ffn));
+  w.set_u32(a + "attention.head_count", static_cast<uint32_t>(spec.n_heads));
+  w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(spec.n_kv_heads));
+  w.set_f32(a + "attention.layer_norm_rms_epsilon", spec.rms_eps);
+  w.set_f32(a + "rope.freq_base", spec.rope_base);
+  w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(head_dim));
+  w.set_u32(a + "vocab_size", static_cast<uint32_t>(n_vocab));
+  for (const auto& [key, value] : vocab.metadata()) {
+    if (key.starts_with("tokenizer.")) w.set_value(key, value);
+  }
+
+  // Matrices {n_cols, n_rows} ~ N(0, 1/n_cols): each output is a sum of n_cols unit-variance terms, so
+  // activations keep unit scale and logits are O(1) after the final RMS norm.
+  auto matrix = [&](const std::string& name, uint64_t n_cols, uint64_t n_rows) {
+    const float stddev = 1.0f / std::sqrt(static_cast<float>(n_cols));
+    w.add_tensor_f32(name, spec.type, {n_cols, n_rows}, normals(tensor_seed(spec.seed, name), n_cols * n_rows,
+                                                                0.0f, stddev));
+  };
+  auto norm_or_bias = [&](const std::string& name, uint64_t n, float mean, float stddev) {
+    w.add_tensor_f32(name, TensorType::F32, {n}, normals(tensor_seed(spec.seed, name), n, mean, stddev));
+  };
+
+  matrix("token_embd.weight", dim, n_vocab);
+  norm_or_bias("output_norm.weight", dim, 1.0f, 0.05f);
+  if (!spec.tied) matrix("output.weight", dim, n_vocab);
+  for (int32_t layer = 0; layer < spec.n_layers; ++layer) {
+    const std::string p = "blk." + std::to_string(layer) + ".";
+    norm_or_bias(p + "attn_norm.weight", dim, 1.0f, 0.05f);
+    matrix(p + "attn_q.weight", dim, dim);
+    matrix(p + "attn_k.weight", dim, kv_dim);
+    matrix(p + "attn_v.weight", dim, kv_dim);
+    if (spec.arch == "qwen2") {
+      norm_or_bias(p + "attn_q.bias", dim, 0.0f, 0.1f);
+      norm_or_bias(p + "attn_k.bias", kv_dim, 0.0f, 0.1f);
+      norm_or_bias(p + "attn_v.bias", kv_dim, 0.0f, 0.1f);
+    }
+    matrix(p + "attn_output.weight", dim, dim);
+    norm_or_bias(p + "ffn_norm.weight", dim, 1.0f, 0.05f);
+    matrix(p + "ffn_gate.weight", dim, static_cast<uint64_t>(ffn));
+    matrix(p + "ffn_up.weight", dim, static_cast<uint64_t>(ffn));
+    matrix(p + "ffn_down.weight", static_cast<uint64_t>(ffn), dim);
+  }
+  w.write(out_path);
+}
+
+}  // namespace preface::model

@@ -1,0 +1,35 @@
+// Synthetic models: random-weight GGUF files in the llama/qwen2 layout that llama.cpp loads, for tests and
+// benchmarks of any size. Output depends only on the spec (same spec and seed -> identical bytes).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "gguf/types.h"
+
+namespace preface::model {
+
+struct SynthSpec {
+  std::string arch = "llama";  // "llama" | "qwen2" (qwen2 adds F32 Q/K/V biases)
+  int32_t dim = 128;           // embedding length; multiple of n_heads (and of 32 for quantized types)
+  int32_t n_layers = 2;
+  int32_t n_heads = 8;
+  int32_t n_kv_heads = 2;      // divides n_heads
+  int32_t ffn_dim = 0;         // 0: 8/3 * dim rounded up to a multiple of 32
+  int32_t ctx_len = 2048;
+  float rope_base = 10000.0f;
+  float rms_eps = 1e-5f;
+  gguf::TensorType type = gguf::TensorType::F16;  // 2-D weights incl. token_embd; norms and biases are F32
+  bool tied = false;           // no output.weight: the output head reuses token_embd.weight
+  uint64_t seed = 0;
+  std::string vocab_from;      // GGUF whose tokenizer.* metadata is copied verbatim; n_vocab = its token count
+  std::string name;            // general.name; empty: "synthetic-<arch>-d<dim>-l<layers>-<type>"
+};
+
+// The ffn_dim actually used for `spec` (resolves 0 to the default).
+int32_t synth_ffn_dim(const SynthSpec& spec);
+
+// Writes the model to `out_path`. Throws preface::Error for an inconsistent spec, an unreadable vocab file or
+// an I/O failure.
+void write_synth_model(const SynthSpec& spec, const std::string& out_path);
+
+}  // namespace preface::model
