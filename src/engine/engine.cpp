@@ -1,0 +1,298 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "model/fingerprint.h"
+#include "util/error.h"
+
+namespace preface::engine {
+namespace {
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+int32_t n_blocks_for_budget(const model::Config& cfg, model::KvType type, int32_t block_size, uint64_t budget) {
+  const uint64_t per_block =
+      2ull * cfg.n_layers * cfg.kv_row_values() * model::kv_type_bytes(type) * static_cast<uint64_t>(block_size);
+  const uint64_t n = budget / per_block;
+  if (n < 1) {
+    throw Error("KV cache budget of " + std::to_string(budget) + " bytes holds no block (one block of " +
+                std::to_string(block_size) + " tokens needs " + std::to_string(per_block) + " bytes)");
+  }
+  return static_cast<int32_t>(std::min<uint64_t>(n, 1u << 24));
+}
+
+}  // namespace
+
+uint64_t default_kv_cache_bytes() {
+  uint64_t available_kib = 0;
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string line; std::getline(meminfo, line);) {
+    if (line.rfind("MemAvailable:", 0) == 0) {
+      std::istringstream(line.substr(13)) >> available_kib;
+      break;
+    }
+  }
+  const uint64_t quarter = available_kib * 1024 / 4;
+  return std::clamp<uint64_t>(quarter, 64ull << 20, 8ull << 30);
+}
+
+std::optional<model::KvType> kv_type_from_name(std::string_view name) {
+  for (model::KvType t : {model::KvType::F32, model::KvType::F16, model::KvType::BF16}) {
+    if (name == model::kv_type_name(t)) return t;
+  }
+  return std::nullopt;
+}
+
+Engine::Engine(model::Model& model, const Tokenizer& tokenizer, const EngineConfig& config)
+    : model_(model),
+      tokenizer_(tokenizer),
+      config_(config),
+      fingerprint_(model::model_fingerprint(model.file().mapping())),
+      threads_(config.n_threads > 0 ? config.n_threads : ThreadPool::hardware_threads()),
+      storage_(model.config(), config.kv_type, config.block_size,
+               n_blocks_for_budget(model.config(), config.kv_type, config.block_size,
+                                   config.kv_cache_bytes ? config.kv_cache_bytes : default_kv_cache_bytes())),
+      pool_(storage_.n_blocks(), config.block_size),
+      index_(pool_),
+      scheduler_(pool_, index_, storage_, config.prefix_cache, config.max_running) {
+  if (config_.max_batch_tokens < 1 || config_.max_batch_tokens > model.max_batch_tokens()) {
+    throw Error("max batch tokens must be in [1, " + std::to_string(model.max_batch_tokens()) + "], got " +
+                std::to_string(config_.max_batch_tokens));
+  }
+  if (config_.max_running < 1) throw Error("max running sequences must be >= 1");
+  const auto& cfg = model.config();
+  std::ostringstream rope;
+  rope << "base=" << cfg.rope_base << ";n_rot=" << cfg.n_rot << ";neox=" << cfg.rope_neox;
+  rope_desc_ = rope.str();
+  logits_.resize(static_cast<size_t>(config_.max_running) * static_cast<size_t>(cfg.n_vocab));
+  publish_counters();
+}
+
+Engine::~Engine() { stop(); }
+
+kv::Digest Engine::cache_namespace(const std::string& salt) const {
+  return kv::namespace_digest(fingerprint_, model::kv_type_name(config_.kv_type), config_.block_size, rope_desc_,
+                              salt);
+}
+
+std::shared_ptr<RequestStream> Engine::submit(RequestParams params) {
+  const auto& cfg = model_.config();
+  const auto n_prompt = static_cast<int64_t>(params.prompt.size());
+  if (n_prompt == 0) throw Error("the prompt is empty");
+  for (int32_t t : params.prompt) {
+    if (t < 0 || t >= cfg.n_vocab) {
+      throw Error("token id " + std::to_string(t) + " is out of range [0, " + std::to_string(cfg.n_vocab) + ")");
+    }
+  }
+  if (n_prompt >= cfg.ctx_len) {
+    throw Error("the prompt is " + std::to_string(n_prompt) + " tokens; the model's context is " +
+                std::to_string(cfg.ctx_len) + " tokens");
+  }
+  const int64_t pool_tokens = static_cast<int64_t>(pool_.n_blocks()) * config_.block_size;
+  if (n_prompt + 1 > pool_tokens) {
+    throw Error("the prompt is " + std::to_string(n_prompt) + " tokens; the KV cache holds " +
+                std::to_string(pool_tokens) + " tokens");
+  }
+  if (params.max_new_tokens < 0) throw Error("max tokens must be >= 0");
+
+  auto stream = std::make_shared<RequestStream>();
+  uint64_t id;
+  {
+    std::lock_guard lock(inbox_mu_);
+    id = next_id_++;
+  }
+  auto seq = std::make_unique<Sequence>(id, std::move(params), stream);
+  seq->t_submit = Clock::now();
+  seq->tokens = seq->params.prompt;
+  seq->n_prompt = static_cast<int32_t>(n_prompt);
+  seq->stats.n_prompt_tokens = seq->n_prompt;
+  seq->max_total_tokens = static_cast<int32_t>(std::min<int64_t>(cfg.ctx_len, pool_tokens));
+  seq->ns = cache_namespace(seq->params.cache_salt);
+  if (config_.prefix_cache) seq->prompt_hashes = kv::block_hashes(seq->ns, seq->tokens, config_.block_size);
+  if (seq->params.max_new_tokens == 0) {
+    seq->stats.finish = FinishReason::Length;
+    stream->finish(seq->stats);
+    std::lock_guard lock(inbox_mu_);
+    ++n_requests_;
+    return stream;
+  }
+  {
+    std::lock_guard lock(inbox_mu_);
+    ++n_requests_;
+    inbox_.push_back(std::move(seq));
+  }
+  inbox_cv_.notify_all();
+  return stream;
+}
+
+void Engine::drain_inbox() {
+  std::vector<std::unique_ptr<Sequence>> incoming;
+  {
+    std::lock_guard lock(inbox_mu_);
+    incoming.swap(inbox_);
+  }
+  for (auto& seq : incoming) {
+    n_prompt_tokens_ += seq->n_prompt;
+    scheduler_.add(std::move(seq));
+  }
+}
+
+bool Engine::step() {
+  drain_inbox();
+  for (Sequence* seq : scheduler_.all()) {
+    if (seq->stream->cancel_requested()) finish(*seq, FinishReason::Cancelled);
+  }
+  if (scheduler_.idle()) {
+    publish_counters();
+    return false;
+  }
+  const std::vector<ScheduledChunk> plan = scheduler_.schedule(config_.max_batch_tokens);
+  if (plan.empty()) {
+    // Nothing could run although requests wait: the oldest one cannot fit beside the pinned blocks.
+    if (scheduler_.n_running() == 0) {
+      finish(*scheduler_.all().front(), FinishReason::Error, "the KV cache has no room for this request");
+    }
+    publish_counters();
+    return true;
+  }
+  batch_.clear();
+  batch_.block_tables.clear();
+  for (size_t s = 0; s < plan.size(); ++s) {
+    const Sequence& seq = *plan[s].seq;
+    batch_.block_tables.push_back(&seq.block_table);
+    for (int32_t i = 0; i < plan[s].n_tokens; ++i) {
+      const int32_t pos = seq.n_computed + i;
+      const bool last = pos == seq.n_tokens() - 1;
+      batch_.add(seq.tokens[static_cast<size_t>(pos)], pos, static_cast<int32_t>(s), last);
+    }
+  }
+  model_.forward(batch_, storage_.view(), threads_, logits_.data());
+  ++n_steps_;
+  after_forward(plan);
+  publish_counters();
+  return true;
+}
+
+void Engine::after_forward(const std::vector<ScheduledChunk>& plan) {
+  const int32_t n_vocab = model_.config().n_vocab;
+  size_t logits_row = 0;
+  std::vector<Sequence*> finished;
+  for (const ScheduledChunk& chunk : plan) {
+    Sequence& seq = *chunk.seq;
+    scheduler_.on_computed(chunk);
+    if (seq.n_computed != seq.n_tokens()) continue;  // a prefill chunk short of the end: no logits
+    const float* logits = logits_.data() + logits_row++ * static_cast<size_t>(n_vocab);
+    const int32_t token = seq.sampler.sample(logits, n_vocab, seq.tokens);
+    const auto now = Clock::now();
+    if (seq.stats.n_generated_tokens == 0) seq.t_first_token = now;
+    seq.stats.n_generated_tokens++;
+    ++n_generated_tokens_;
+    const bool is_stop = (!seq.params.ignore_eos && tokenizer_.is_end_of_generation(token)) ||
+                         std::find(seq.params.stop_token_ids.begin(), seq.params.stop_token_ids.end(), token) !=
+                             seq.params.stop_token_ids.end();
+    if (is_stop) {
+      seq.stats.finish = FinishReason::Stop;
+      finished.push_back(&seq);
+      continue;
+    }
+    seq.tokens.push_back(token);
+    TokenEvent ev;
+    ev.token = token;
+    if (seq.params.keep_logits) ev.logits.assign(logits, logits + n_vocab);
+    seq.stream->push(std::move(ev));
+    if (seq.stats.n_generated_tokens >= seq.params.max_new_tokens || seq.n_tokens() >= seq.max_total_tokens) {
+      seq.stats.finish = FinishReason::Length;
+      finished.push_back(&seq);
+    }
+  }
+  for (Sequence* seq : finished) finish(*seq, seq->stats.finish);
+}
+
+void Engine::finish(Sequence& seq, FinishReason reason, const std::string& error) {
+  const auto now = Clock::now();
+  RequestStats stats = seq.stats;
+  stats.finish = reason;
+  stats.error = error;
+  stats.total_ms = ms_between(seq.t_submit, now);
+  if (seq.admitted_once) {
+    stats.queue_ms = ms_between(seq.t_submit, seq.t_first_scheduled);
+    if (stats.n_generated_tokens > 0) {
+      stats.first_token_ms = ms_between(seq.t_submit, seq.t_first_token);
+      stats.prefill_ms = ms_between(seq.t_first_scheduled, seq.t_first_token);
+      stats.decode_ms = ms_between(seq.t_first_token, now);
+    }
+  } else {
+    stats.queue_ms = stats.total_ms;
+  }
+  std::unique_ptr<Sequence> owned = scheduler_.remove(&seq);  // frees its blocks now
+  ++n_requests_finished_;
+  owned->stream->finish(stats);
+}
+
+void Engine::run_until_idle() {
+  while (step()) {
+  }
+}
+
+void Engine::start() {
+  std::lock_guard lock(inbox_mu_);
+  if (loop_.joinable()) return;
+  stopping_ = false;
+  loop_ = std::thread([this] {
+    while (true) {
+      {
+        std::unique_lock lock(inbox_mu_);
+        inbox_cv_.wait(lock, [&] { return stopping_ || !inbox_.empty() || !scheduler_.idle(); });
+        if (stopping_) break;
+      }
+      step();
+    }
+  });
+}
+
+void Engine::stop() {
+  {
+    std::lock_guard lock(inbox_mu_);
+    stopping_ = true;
+  }
+  inbox_cv_.notify_all();
+  if (loop_.joinable()) loop_.join();
+  drain_inbox();
+  for (Sequence* seq : scheduler_.all()) finish(*seq, FinishReason::Cancelled);
+  publish_counters();
+}
+
+void Engine::publish_counters() {
+  EngineCounters c;
+  c.n_requests_finished = n_requests_finished_;
+  c.n_prompt_tokens = n_prompt_tokens_;
+  c.n_generated_tokens = n_generated_tokens_;
+  c.prefix = index_.stats();
+  c.n_blocks_total = pool_.n_blocks();
+  c.n_blocks_in_use = pool_.n_in_use();
+  c.n_blocks_cached = pool_.n_cached();
+  c.n_blocks_free = pool_.n_free();
+  c.n_evictions = pool_.n_evictions();
+  c.n_preemptions = scheduler_.n_preemptions();
+  c.n_waiting = scheduler_.n_waiting();
+  c.n_running = scheduler_.n_running();
+  c.n_steps = n_steps_;
+  std::lock_guard lock(inbox_mu_);
+  c.n_requests = n_requests_;
+  c.n_waiting += static_cast<int32_t>(inbox_.size());
+  published_ = c;
+}
+
+EngineCounters Engine::counters() const {
+  std::lock_guard lock(inbox_mu_);
+  return published_;
+}
+
+void Engine::check_invariants() const { scheduler_.check_invariants(); }
+
+}  // namespace preface::engine

@@ -1,0 +1,114 @@
+// The engine: one model, one paged KV pool shared by every request, automatic prefix caching and continuous
+// batching. Callers submit token ids and read a RequestStream; a loop (background thread, or step() driven by the
+// caller) packs decode tokens of running sequences and prefill chunks of waiting ones into one batch per step.
+//
+// Exactness: a token's logits depend only on its sequence's tokens and the weights (see model/model.h), and cache
+// hits copy K/V bytes verbatim, so outputs are bit-identical whether a prefix was cached, how prompts were
+// chunked, which requests shared a batch, and how many threads ran.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/request.h"
+#include "engine/scheduler.h"
+#include "kv/block_pool.h"
+#include "kv/kv_storage.h"
+#include "kv/prefix_index.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+#include "util/thread_pool.h"
+
+namespace preface::engine {
+
+struct EngineConfig {
+  model::KvType kv_type = model::KvType::F16;
+  int32_t block_size = 16;              // tokens per KV block
+  uint64_t kv_cache_bytes = 0;          // KV pool budget; 0 = default_kv_cache_bytes()
+  int32_t max_batch_tokens = 512;       // tokens per step (<= the model's max_batch_tokens)
+  int32_t max_running = 64;             // sequences running at once
+  int32_t n_threads = 0;                // 0 = hardware threads
+  bool prefix_cache = true;             // false: no lookups, no registration (every request computes its prompt)
+};
+
+// A sensible KV budget: 25% of MemAvailable, at most 8 GiB, at least 64 MiB.
+uint64_t default_kv_cache_bytes();
+std::optional<model::KvType> kv_type_from_name(std::string_view name);
+
+// Snapshot of the engine's counters (for metrics and logs).
+struct EngineCounters {
+  int64_t n_requests = 0, n_requests_finished = 0;
+  int64_t n_prompt_tokens = 0, n_generated_tokens = 0;
+  kv::PrefixStats prefix;
+  int32_t n_blocks_total = 0, n_blocks_in_use = 0, n_blocks_cached = 0, n_blocks_free = 0;
+  int64_t n_evictions = 0, n_preemptions = 0;
+  int32_t n_waiting = 0, n_running = 0;
+  int64_t n_steps = 0;
+};
+
+class Engine {
+ public:
+  // The model and tokenizer must outlive the engine. Allocates the KV pool now. Throws preface::Error on a bad
+  // config (e.g. a budget too small for one block, max_batch_tokens above the model's).
+  Engine(model::Model& model, const Tokenizer& tokenizer, const EngineConfig& config);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Validates and queues a request. Throws preface::Error for an empty prompt, a token id out of range, a prompt
+  // that does not fit the model's context or the whole KV pool (messages give both numbers).
+  std::shared_ptr<RequestStream> submit(RequestParams params);
+
+  // Caller-driven mode (tests, CLI): one scheduling step; false when there was nothing to do.
+  bool step();
+  void run_until_idle();
+  // Background mode: a thread runs steps while there is work. stop() cancels what is left and joins.
+  void start();
+  void stop();
+
+  EngineCounters counters() const;
+  // Throws std::logic_error when the pool's or scheduler's invariants fail.
+  void check_invariants() const;
+
+  const EngineConfig& config() const { return config_; }
+  const model::Model& model() const { return model_; }
+  const kv::KvStorage& storage() const { return storage_; }
+  const std::string& model_fingerprint() const { return fingerprint_; }
+  kv::Digest cache_namespace(const std::string& salt) const;
+
+ private:
+  void drain_inbox();
+  void finish(Sequence& seq, FinishReason reason, const std::string& error = {});
+  void after_forward(const std::vector<ScheduledChunk>& plan);
+  void publish_counters();
+
+  model::Model& model_;
+  const Tokenizer& tokenizer_;
+  EngineConfig config_;
+  std::string fingerprint_;
+  std::string rope_desc_;
+  ThreadPool threads_;
+  kv::KvStorage storage_;
+  kv::BlockPool pool_;
+  kv::PrefixIndex index_;
+  Scheduler scheduler_;
+  model::ForwardBatch batch_;
+  std::vector<float> logits_;           // [max_running][n_vocab]
+  int64_t n_requests_finished_ = 0, n_prompt_tokens_ = 0, n_generated_tokens_ = 0, n_steps_ = 0;
+
+  // Shared with submitters (under inbox_mu_).
+  mutable std::mutex inbox_mu_;
+  std::condition_variable inbox_cv_;
+  std::vector<std::unique_ptr<Sequence>> inbox_;
+  uint64_t next_id_ = 1;
+  int64_t n_requests_ = 0;
+  bool stopping_ = false;
+  EngineCounters published_;            // refreshed after every step
+  std::thread loop_;
+};
+
+}  // namespace preface::engine

@@ -1,0 +1,246 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "util/error.h"
+
+namespace preface::engine {
+namespace {
+
+int32_t blocks_for(int32_t n_positions, int32_t block_size) {
+  return (n_positions + block_size - 1) / block_size;
+}
+
+}  // namespace
+
+Scheduler::Scheduler(kv::BlockPool& pool, kv::PrefixIndex& index, kv::KvStorage& storage, bool prefix_cache,
+                     int32_t max_running)
+    : pool_(pool), index_(index), storage_(storage), prefix_cache_(prefix_cache), max_running_(max_running) {}
+
+void Scheduler::add(std::unique_ptr<Sequence> seq) {
+  seq->last_hash = seq->ns;
+  waiting_.push_back(seq.get());
+  owned_.push_back(std::move(seq));
+}
+
+std::vector<ScheduledChunk> Scheduler::schedule(int32_t budget) {
+  ++step_id_;
+  std::vector<ScheduledChunk> plan;
+  // Passes 1 and 2: decodes first so a long prefill never stalls them, then prefill chunks. running_ may shrink
+  // as sequences are preempted, so iterate over a snapshot and skip the ones no longer running.
+  for (int pass = 0; pass < 2; ++pass) {
+    const std::vector<Sequence*> snapshot = running_;
+    for (Sequence* seq : snapshot) {
+      if (budget <= 0) break;
+      if (!seq->running || seq->planned_step == step_id_) continue;
+      const bool is_decode = seq->n_remaining() == 1;
+      if (is_decode != (pass == 0)) continue;
+      const int32_t n = std::min(seq->n_remaining(), budget);
+      if (!ensure_blocks(*seq, seq->n_computed + n)) continue;
+      seq->planned_step = step_id_;
+      plan.push_back({seq, n});
+      budget -= n;
+    }
+  }
+  // Pass 3: admit waiting sequences in order; a deferred one (waiting on another's prefix) lets later ones by,
+  // a lack of memory stops admission (so later requests cannot starve an earlier large one).
+  for (size_t i = 0; i < waiting_.size() && budget > 0 && n_running() < max_running_;) {
+    Sequence* seq = waiting_[i];
+    const Admit result = try_admit(*seq, budget, plan);
+    if (result == Admit::NoRoom) break;
+    if (result == Admit::Deferred) {
+      ++i;
+      continue;
+    }
+    budget -= plan.back().n_tokens;
+    // Preemptions during admission push victims to the front, so find seq again; the victims stay behind it.
+    const auto it = std::find(waiting_.begin(), waiting_.end(), seq);
+    i = static_cast<size_t>(it - waiting_.begin());
+    waiting_.erase(it);
+  }
+  return plan;
+}
+
+Scheduler::Admit Scheduler::try_admit(Sequence& seq, int32_t budget, std::vector<ScheduledChunk>& plan) {
+  const int32_t block_size = pool_.block_size();
+  const int32_t max_cached = seq.n_tokens() - 1;  // the last token is always computed, to produce logits
+  kv::PrefixMatch match;
+  match.last_hash = seq.ns;
+  if (prefix_cache_) {
+    const kv::PrefixMatch peek = index_.match(seq.ns, seq.tokens, max_cached);
+    const size_t next_block = peek.block_ids.size();
+    if (next_block < seq.prompt_hashes.size()) {
+      const auto it = pending_.find(seq.prompt_hashes[next_block]);
+      if (it != pending_.end() && it->second > 0) return Admit::Deferred;
+    }
+    match = index_.match_and_acquire(seq.ns, seq.tokens, max_cached);
+  }
+  const int32_t n_start = match.n_cached_tokens + match.n_partial_tokens;
+  const int32_t n_chunk = std::min(seq.n_tokens() - n_start, budget);
+  const int32_t n_need = blocks_for(n_start + n_chunk, block_size) - static_cast<int32_t>(match.block_ids.size());
+  std::optional<std::vector<int32_t>> fresh;
+  while (!(fresh = pool_.allocate(n_need))) {
+    Sequence* victim = pick_victim(nullptr);
+    if (victim == nullptr) {  // undo the lookup's references and wait for memory
+      std::vector<int32_t> refs = match.block_ids;
+      if (match.partial_src_block >= 0) refs.push_back(match.partial_src_block);
+      pool_.release(refs);
+      return Admit::NoRoom;
+    }
+    preempt(*victim);
+  }
+  seq.block_table = match.block_ids;
+  seq.block_table.insert(seq.block_table.end(), fresh->begin(), fresh->end());
+  if (match.partial_src_block >= 0) {  // copy-on-write: the shared rows go into our own fresh block
+    storage_.copy_rows(match.partial_src_block, fresh->front(), match.n_partial_tokens);
+    const int32_t src = match.partial_src_block;
+    pool_.release(std::span<const int32_t>(&src, 1));
+  }
+  seq.n_computed = n_start;
+  seq.n_hashed_blocks = static_cast<int32_t>(match.block_ids.size());
+  seq.n_hit_blocks = seq.n_hashed_blocks;
+  seq.last_hash = match.last_hash;
+  if (!seq.admitted_once) {
+    seq.admitted_once = true;
+    seq.stats.n_cached_tokens = n_start;
+    seq.t_first_scheduled = Clock::now();
+  }
+  if (prefix_cache_) announce_pending(seq, seq.n_hashed_blocks);
+  seq.running = true;
+  seq.planned_step = step_id_;
+  running_.push_back(&seq);
+  plan.push_back({&seq, n_chunk});
+  return Admit::Ok;
+}
+
+bool Scheduler::ensure_blocks(Sequence& seq, int32_t n_positions) {
+  const int32_t n_need = blocks_for(n_positions, pool_.block_size()) - static_cast<int32_t>(seq.block_table.size());
+  if (n_need <= 0) return true;
+  while (true) {
+    if (auto fresh = pool_.allocate(n_need)) {
+      seq.block_table.insert(seq.block_table.end(), fresh->begin(), fresh->end());
+      return true;
+    }
+    Sequence* victim = pick_victim(&seq);
+    if (victim == nullptr) {
+      preempt(seq);  // nobody else to take from: step back and retry when memory frees up
+      return false;
+    }
+    preempt(*victim);
+  }
+}
+
+Sequence* Scheduler::pick_victim(const Sequence* except) const {
+  for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+    if (*it != except && (*it)->planned_step != step_id_) return *it;
+  }
+  return nullptr;
+}
+
+void Scheduler::preempt(Sequence& seq) {
+  release_blocks(seq);
+  seq.n_computed = 0;
+  seq.n_hashed_blocks = 0;
+  seq.n_hit_blocks = 0;
+  seq.last_hash = seq.ns;
+  seq.running = false;
+  seq.stats.n_preemptions++;
+  ++n_preemptions_;
+  running_.erase(std::find(running_.begin(), running_.end(), &seq));
+  waiting_.push_front(&seq);
+}
+
+void Scheduler::release_blocks(Sequence& seq) {
+  retract_pending(seq);
+  pool_.release(seq.block_table);  // back to front: the deepest block is evicted first
+  seq.block_table.clear();
+}
+
+void Scheduler::announce_pending(Sequence& seq, int32_t lo) {
+  seq.pending_lo = lo;
+  seq.pending_hi = std::max(lo, static_cast<int32_t>(seq.prompt_hashes.size()));
+  for (int32_t b = seq.pending_lo; b < seq.pending_hi; ++b) pending_[seq.prompt_hashes[b]]++;
+}
+
+void Scheduler::retract_pending(Sequence& seq) {
+  for (int32_t b = seq.pending_lo; b < seq.pending_hi; ++b) {
+    auto it = pending_.find(seq.prompt_hashes[b]);
+    if (--it->second == 0) pending_.erase(it);
+  }
+  seq.pending_lo = seq.pending_hi = 0;
+}
+
+void Scheduler::on_computed(const ScheduledChunk& chunk) {
+  Sequence& seq = *chunk.seq;
+  seq.n_computed += chunk.n_tokens;
+  if (!prefix_cache_) return;
+  const int32_t block_size = pool_.block_size();
+  // Register each block as soon as it is full, so concurrent requests with the same prefix can share it.
+  while ((seq.n_hashed_blocks + 1) * block_size <= seq.n_computed) {
+    const int32_t b = seq.n_hashed_blocks;
+    const int32_t block_id = seq.block_table[b];
+    const std::span<const int32_t> tokens(seq.tokens.data() + static_cast<size_t>(b) * block_size, block_size);
+    const kv::Digest hash = index_.register_full_block(seq.ns, block_id, seq.last_hash, tokens);
+    const bool ours = pool_.is_registered(block_id) && pool_.key(block_id).hash == hash;
+    if (ours && b >= seq.n_hit_blocks && (b + 1) * block_size <= seq.n_prompt) {
+      seq.stats.n_written_tokens += block_size;
+    }
+    if (b == seq.pending_lo && seq.pending_lo < seq.pending_hi) {
+      auto it = pending_.find(seq.prompt_hashes[b]);
+      if (--it->second == 0) pending_.erase(it);
+      seq.pending_lo++;
+    }
+    seq.last_hash = hash;
+    seq.n_hashed_blocks++;
+  }
+}
+
+std::unique_ptr<Sequence> Scheduler::remove(Sequence* seq) {
+  release_blocks(*seq);
+  if (seq->running) {
+    running_.erase(std::find(running_.begin(), running_.end(), seq));
+  } else if (auto it = std::find(waiting_.begin(), waiting_.end(), seq); it != waiting_.end()) {
+    waiting_.erase(it);
+  }
+  seq->running = false;
+  auto owned = std::find_if(owned_.begin(), owned_.end(), [&](const auto& p) { return p.get() == seq; });
+  std::unique_ptr<Sequence> out = std::move(*owned);
+  owned_.erase(owned);
+  return out;
+}
+
+std::vector<Sequence*> Scheduler::all() const {
+  std::vector<Sequence*> out(running_.begin(), running_.end());
+  out.insert(out.end(), waiting_.begin(), waiting_.end());
+  return out;
+}
+
+void Scheduler::check_invariants() const {
+  pool_.check_invariants();
+  std::vector<int32_t> refs(static_cast<size_t>(pool_.n_blocks()), 0);
+  for (const auto& seq : owned_) {
+    if (!seq->running && !seq->block_table.empty()) {
+      throw std::logic_error("scheduler: waiting sequence " + std::to_string(seq->id) + " holds blocks");
+    }
+    for (int32_t id : seq->block_table) refs[static_cast<size_t>(id)]++;
+  }
+  for (int32_t id = 0; id < pool_.n_blocks(); ++id) {
+    if (refs[static_cast<size_t>(id)] != pool_.ref_count(id)) {
+      throw std::logic_error("scheduler: block " + std::to_string(id) + " has ref count " +
+                             std::to_string(pool_.ref_count(id)) + " but sequences hold it " +
+                             std::to_string(refs[static_cast<size_t>(id)]) + " times");
+    }
+  }
+  std::unordered_map<kv::Digest, int32_t, kv::DigestHash> expected;
+  for (const auto& seq : owned_) {
+    for (int32_t b = seq->pending_lo; b < seq->pending_hi; ++b) expected[seq->prompt_hashes[b]]++;
+  }
+  if (expected != pending_) throw std::logic_error("scheduler: pending block counts inconsistent");
+  if (running_.size() + waiting_.size() != owned_.size()) {
+    throw std::logic_error("scheduler: running + waiting != live sequences");
+  }
+}
+
+}  // namespace preface::engine

@@ -1,0 +1,80 @@
+// Decides what runs each step: which sequences, how many tokens each, and which blocks they hold. Owns the
+// sequences; uses the block pool, prefix index and KV storage (for copy-on-write of partial hits).
+//
+// Each step, under a token budget:
+//   1. running sequences with one token left (decode), oldest first;
+//   2. running sequences still prefilling, a chunk each, oldest first;
+//   3. waiting sequences in arrival order: look up the cached prefix, take the hit blocks, copy a partial hit into
+//      a fresh block, allocate blocks for the first chunk. A sequence whose next uncached block is being computed
+//      right now by a running sequence waits for it (so a shared prefix is computed once).
+// When the pool cannot supply blocks (after evicting cached ones, which allocation does LRU-first), the youngest
+// running sequence not yet scheduled this step is preempted: its blocks are released (full ones stay cached) and
+// it goes back to the front of the waiting queue, to resume from whatever prefix is still cached.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/sequence.h"
+#include "kv/block_pool.h"
+#include "kv/kv_storage.h"
+#include "kv/prefix_index.h"
+
+namespace preface::engine {
+
+struct ScheduledChunk {
+  Sequence* seq = nullptr;
+  int32_t n_tokens = 0;  // computes seq->tokens[n_computed, n_computed + n_tokens)
+};
+
+class Scheduler {
+ public:
+  Scheduler(kv::BlockPool& pool, kv::PrefixIndex& index, kv::KvStorage& storage, bool prefix_cache,
+            int32_t max_running);
+
+  void add(std::unique_ptr<Sequence> seq);  // to the back of the waiting queue
+  // Plans one step of at most `budget` tokens. The returned sequences hold blocks covering their chunks.
+  std::vector<ScheduledChunk> schedule(int32_t budget);
+  // After the forward pass: advances n_computed and registers newly full blocks in the prefix index.
+  void on_computed(const ScheduledChunk& chunk);
+  // Releases a sequence's blocks and forgets it. Returns ownership so the caller can report on it.
+  std::unique_ptr<Sequence> remove(Sequence* seq);
+
+  // Every sequence (running first, then waiting), for cancellation checks.
+  std::vector<Sequence*> all() const;
+  int32_t n_running() const { return static_cast<int32_t>(running_.size()); }
+  int32_t n_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  int64_t n_preemptions() const { return n_preemptions_; }
+  bool idle() const { return running_.empty() && waiting_.empty(); }
+  // Pool invariants plus: blocks held by sequences == pool's references, pending counts consistent.
+  void check_invariants() const;
+
+ private:
+  enum class Admit { Ok, Deferred, NoRoom };
+  Admit try_admit(Sequence& seq, int32_t budget, std::vector<ScheduledChunk>& plan);
+  // Grows seq's block table to cover n_positions, preempting others if needed. False: seq itself was preempted
+  // or (when it is alone) cannot fit.
+  bool ensure_blocks(Sequence& seq, int32_t n_positions);
+  // The youngest running sequence not planned this step, other than `except`, or nullptr.
+  Sequence* pick_victim(const Sequence* except) const;
+  void preempt(Sequence& seq);
+  void release_blocks(Sequence& seq);
+  void announce_pending(Sequence& seq, int32_t lo);
+  void retract_pending(Sequence& seq);
+
+  kv::BlockPool& pool_;
+  kv::PrefixIndex& index_;
+  kv::KvStorage& storage_;
+  bool prefix_cache_;
+  int32_t max_running_;
+  std::vector<std::unique_ptr<Sequence>> owned_;  // every live sequence
+  std::vector<Sequence*> running_;                // admission order (oldest first)
+  std::deque<Sequence*> waiting_;                 // arrival order; preempted ones go to the front
+  std::unordered_map<kv::Digest, int32_t, kv::DigestHash> pending_;  // block hash -> running seqs computing it
+  int64_t n_preemptions_ = 0;
+  uint64_t step_id_ = 0;                          // Sequence::planned_step == step_id_: in this step's plan
+};
+
+}  // namespace preface::engine

@@ -1,0 +1,50 @@
+// One request inside the engine. A sequence has two counters, not phases: tokens known (prompt + generated so far)
+// and tokens computed (K/V present in its blocks). Prefill, chunked prefill, cache hits and decode are all "compute
+// tokens[n_computed, size) a chunk at a time"; when a chunk reaches the end, the logits of the last token are
+// sampled and the new token is appended.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engine/request.h"
+#include "engine/sampler.h"
+#include "kv/hash.h"
+
+namespace preface::engine {
+
+using Clock = std::chrono::steady_clock;
+
+struct Sequence {
+  Sequence(uint64_t id_, RequestParams params_, std::shared_ptr<RequestStream> stream_)
+      : id(id_), params(std::move(params_)), stream(std::move(stream_)), sampler(params.sampling) {}
+
+  int32_t n_tokens() const { return static_cast<int32_t>(tokens.size()); }
+  int32_t n_remaining() const { return n_tokens() - n_computed; }  // tokens still to compute (>= 1 while alive)
+
+  uint64_t id;
+  RequestParams params;
+  std::shared_ptr<RequestStream> stream;
+  Sampler sampler;                      // lives across preemption: the RNG stream continues
+  kv::Digest ns;                        // cache namespace h_0
+  std::vector<kv::Digest> prompt_hashes;  // [n_prompt / block_size] chain hashes of the prompt's full blocks
+
+  std::vector<int32_t> tokens;          // [n_prompt + n_generated]
+  int32_t n_prompt = 0;
+  int32_t n_computed = 0;               // tokens[0, n_computed) have K/V in block_table
+  int32_t max_total_tokens = 0;         // generation stops (Length) when tokens reach this (context / pool cap)
+  std::vector<int32_t> block_table;     // physical block ids; covers positions [0, n_computed) and the chunk
+  int32_t n_hashed_blocks = 0;          // leading full blocks offered to the prefix index
+  kv::Digest last_hash;                 // chain hash of block n_hashed_blocks - 1 (ns when none)
+  int32_t n_hit_blocks = 0;             // leading blocks that came from the cache at the latest admission
+  int32_t pending_lo = 0, pending_hi = 0;  // prompt_hashes[lo, hi) are announced as being computed by this seq
+
+  bool running = false;
+  uint64_t planned_step = 0;            // the scheduler step that last planned this sequence
+  bool admitted_once = false;
+  RequestStats stats;
+  Clock::time_point t_submit, t_first_scheduled, t_first_token;
+};
+
+}  // namespace preface::engine
