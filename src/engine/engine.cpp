@@ -147,6 +147,7 @@ bool Engine::step() {
   for (Sequence* seq : scheduler_.all()) {
     if (seq->stream->cancel_requested()) finish(*seq, FinishReason::Cancelled);
   }
+  pins_.expire(pool_, now());
   if (scheduler_.idle()) {
     publish_counters();
     return false;
@@ -173,9 +174,38 @@ bool Engine::step() {
   }
   model_.forward(batch_, storage_.view(), threads_, logits_.data());
   ++n_steps_;
+  update_pins(plan);
   after_forward(plan);
   publish_counters();
   return true;
+}
+
+std::chrono::steady_clock::time_point Engine::now() const {
+  return config_.clock ? config_.clock() : std::chrono::steady_clock::now();
+}
+
+void Engine::update_pins(const std::vector<ScheduledChunk>& plan) {
+  if (!config_.prefix_cache) return;
+  const auto t = now();
+  for (const ScheduledChunk& chunk : plan) {
+    Sequence& seq = *chunk.seq;
+    if (!seq.hits_touched) {  // a hit refreshes the pins of the blocks it used
+      seq.hits_touched = true;
+      const auto n_hit = std::min<size_t>(static_cast<size_t>(seq.n_hit_blocks), seq.prompt_hashes.size());
+      for (size_t b = 0; b < n_hit; ++b) pins_.touch(seq.prompt_hashes[b], t);
+    }
+    // Blocks become pinnable once registered; on_computed registers them after this step's forward, so this
+    // pins what was registered up to the previous step (the last ones are pinned when the sequence finishes).
+    pin_requested(seq, t);
+  }
+}
+
+void Engine::pin_requested(const Sequence& seq, std::chrono::steady_clock::time_point t) {
+  for (const CachePin& pin : seq.params.cache_pins) {
+    const int32_t n_blocks = std::min({pin.n_tokens / config_.block_size, seq.n_hashed_blocks,
+                                       static_cast<int32_t>(seq.prompt_hashes.size())});
+    for (int32_t b = 0; b < n_blocks; ++b) pins_.pin(pool_, seq.prompt_hashes[static_cast<size_t>(b)], pin.ttl, t);
+  }
 }
 
 void Engine::after_forward(const std::vector<ScheduledChunk>& plan) {
@@ -214,6 +244,7 @@ void Engine::after_forward(const std::vector<ScheduledChunk>& plan) {
 }
 
 void Engine::finish(Sequence& seq, FinishReason reason, const std::string& error) {
+  if (config_.prefix_cache && reason != FinishReason::Cancelled) pin_requested(seq, this->now());
   const auto now = Clock::now();
   RequestStats stats = seq.stats;
   stats.finish = reason;
@@ -282,6 +313,7 @@ void Engine::publish_counters() {
   c.n_waiting = scheduler_.n_waiting();
   c.n_running = scheduler_.n_running();
   c.n_steps = n_steps_;
+  c.n_pinned_blocks = pins_.n_pinned();
   std::lock_guard lock(inbox_mu_);
   c.n_requests = n_requests_;
   c.n_waiting += static_cast<int32_t>(inbox_.size());

@@ -6,7 +6,9 @@
 // hits copy K/V bytes verbatim, so outputs are bit-identical whether a prefix was cached, how prompts were
 // chunked, which requests shared a batch, and how many threads ran.
 #pragma once
+#include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -14,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/pins.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "kv/block_pool.h"
@@ -33,6 +36,7 @@ struct EngineConfig {
   int32_t max_running = 64;             // sequences running at once
   int32_t n_threads = 0;                // 0 = hardware threads
   bool prefix_cache = true;             // false: no lookups, no registration (every request computes its prompt)
+  std::function<std::chrono::steady_clock::time_point()> clock;  // for pin TTLs; empty = steady_clock::now
 };
 
 // A sensible KV budget: 25% of MemAvailable, at most 8 GiB, at least 64 MiB.
@@ -47,6 +51,7 @@ struct EngineCounters {
   int32_t n_blocks_total = 0, n_blocks_in_use = 0, n_blocks_cached = 0, n_blocks_free = 0;
   int64_t n_evictions = 0, n_preemptions = 0;
   int32_t n_waiting = 0, n_running = 0;
+  int32_t n_pinned_blocks = 0;
   int64_t n_steps = 0;
 };
 
@@ -85,6 +90,9 @@ class Engine {
   void finish(Sequence& seq, FinishReason reason, const std::string& error = {});
   void after_forward(const std::vector<ScheduledChunk>& plan);
   void publish_counters();
+  void update_pins(const std::vector<ScheduledChunk>& plan);
+  void pin_requested(const Sequence& seq, std::chrono::steady_clock::time_point t);
+  std::chrono::steady_clock::time_point now() const;
 
   model::Model& model_;
   const Tokenizer& tokenizer_;
@@ -96,6 +104,7 @@ class Engine {
   kv::BlockPool pool_;
   kv::PrefixIndex index_;
   Scheduler scheduler_;
+  PinTable pins_;
   model::ForwardBatch batch_;
   std::vector<float> logits_;           // [max_running][n_vocab]
   int64_t n_requests_finished_ = 0, n_prompt_tokens_ = 0, n_generated_tokens_ = 0, n_steps_ = 0;

@@ -1,6 +1,7 @@
 // What a caller submits to the engine and what it gets back. The engine sees token ids only; text, chat templates
 // and stop strings belong to the layers above.
 #pragma once
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -16,6 +17,12 @@ namespace preface::engine {
 enum class FinishReason { None, Length, Stop, Cancelled, Error };
 const char* finish_reason_name(FinishReason r);  // "length" | "stop" | "cancelled" | "error"
 
+// Keep the full blocks of the prompt prefix [0, n_tokens) cached (never evicted) for ttl after the last use.
+struct CachePin {
+  int32_t n_tokens = 0;
+  std::chrono::seconds ttl{300};
+};
+
 struct RequestParams {
   std::vector<int32_t> prompt;        // token ids, non-empty
   SamplingParams sampling;
@@ -24,6 +31,7 @@ struct RequestParams {
   std::vector<int32_t> stop_token_ids;
   std::string cache_salt;             // tenant/salt: part of the cache namespace (empty = shared)
   bool keep_logits = false;           // record the logits of every sampled position (tests, `eval`)
+  std::vector<CachePin> cache_pins;   // explicit caching breakpoints (Anthropic cache_control)
 };
 
 // Timings in milliseconds since submission.

@@ -29,9 +29,12 @@ class Sampler {
   const SamplingParams& params() const { return params_; }
 
  private:
+  void apply_penalties(std::span<const int32_t> history);  // adjusts candidates_[id].first in place
+
   SamplingParams params_;
   std::mt19937_64 rng_;
   std::vector<std::pair<float, int32_t>> candidates_;  // [n_vocab] scratch
+  std::vector<int32_t> counts_;                        // [n_vocab] occurrences in history, scratch
 };
 
 }  // namespace preface::engine

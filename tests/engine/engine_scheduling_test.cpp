@@ -213,3 +213,53 @@ TEST_F(EngineScheduling, RandomizedTrafficMatchesColdReferences) {
 
 }  // namespace
 }  // namespace preface::test
+
+namespace preface::test {
+namespace {
+
+// Explicit caching: a pinned prefix survives pressure that evicts everything else, until its TTL passes
+// (a fake clock drives time); a hit refreshes the TTL.
+TEST_F(EngineScheduling, PinnedPrefixSurvivesEvictionUntilTtl) {
+  std::mt19937_64 rng(7);
+  auto fake_now = std::chrono::steady_clock::time_point{};
+  auto cfg = small_config(16, 64);
+  cfg.clock = [&] { return fake_now; };
+  engine::Engine eng(*lm_.model, *lm_.tokenizer, cfg);
+  const auto system = random_tokens(rng, 64, 512);
+  auto pinned = greedy_request(system, 1);
+  pinned.cache_pins.push_back({64, std::chrono::seconds(300)});
+  auto s = eng.submit(pinned);
+  eng.run_until_idle();
+  EXPECT_EQ(collect(*s).stats.n_written_tokens, 64);
+  EXPECT_EQ(eng.counters().n_pinned_blocks, 4);
+  auto flood = [&] {  // fill the rest of the pool twice over with unrelated prompts
+    for (int i = 0; i < 6; ++i) {
+      auto f = eng.submit(greedy_request(random_tokens(rng, 100, 512), 1));
+      eng.run_until_idle();
+      collect(*f);
+    }
+  };
+  auto hit_count = [&] {
+    auto again = system;
+    again.push_back(7);
+    auto h = eng.submit(greedy_request(again, 1));
+    eng.run_until_idle();
+    return collect(*h).stats.n_cached_tokens;
+  };
+  flood();
+  EXPECT_EQ(hit_count(), 64);  // survived the flood; this hit refreshes the TTL to t=200s+300s
+  fake_now += std::chrono::seconds(200);
+  EXPECT_EQ(hit_count(), 64);
+  fake_now += std::chrono::seconds(250);  // 450 s: alive only because the hit at 200 s refreshed it
+  flood();
+  EXPECT_EQ(hit_count(), 64);
+  fake_now += std::chrono::seconds(301);
+  eng.step();  // expiry happens at a step
+  EXPECT_EQ(eng.counters().n_pinned_blocks, 0);
+  flood();
+  EXPECT_EQ(hit_count(), 0);
+  eng.check_invariants();
+}
+
+}  // namespace
+}  // namespace preface::test

@@ -1,0 +1,41 @@
+// Explicit prompt caching (Anthropic's cache_control): a request may ask that the full blocks of its prompt prefix
+// [0, n_tokens) stay cached for a TTL. Pinned blocks are never evicted; each hit on a pinned block, or a new
+// request pinning it again, pushes its expiry to max(current, now + ttl). Expired pins are dropped at each step.
+// Pins are keyed by block hash, so they follow the cached content, not a request.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <unordered_map>
+
+#include "kv/block_pool.h"
+#include "kv/hash.h"
+
+namespace preface::engine {
+
+class PinTable {
+ public:
+  using TimePoint = std::chrono::steady_clock::time_point;
+  using Duration = std::chrono::steady_clock::duration;
+
+  // Pins the registered block holding `hash` (no-op if none) until now + ttl, or extends an existing pin.
+  void pin(kv::BlockPool& pool, const kv::Digest& hash, Duration ttl, TimePoint now);
+  // A hit on `hash`: extends its pin, if any, by its own TTL.
+  void touch(const kv::Digest& hash, TimePoint now);
+  // Unpins every pin whose expiry is <= now. Returns how many expired.
+  int32_t expire(kv::BlockPool& pool, TimePoint now);
+  // Forgets pins on blocks the pool no longer has registered under their hash (after a purge).
+  void forget_unregistered(const kv::BlockPool& pool);
+
+  int32_t n_pinned() const { return static_cast<int32_t>(pins_.size()); }
+  bool is_pinned(const kv::Digest& hash) const { return pins_.count(hash) != 0; }
+
+ private:
+  struct Pin {
+    int32_t block_id;
+    Duration ttl;
+    TimePoint expires_at;
+  };
+  std::unordered_map<kv::Digest, Pin, kv::DigestHash> pins_;
+};
+
+}  // namespace preface::engine
