@@ -1,0 +1,298 @@
+#include "kv/block_pool.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "util/error.h"
+
+namespace preface::kv {
+namespace {
+
+[[noreturn]] void broken(const std::string& what) { throw std::logic_error("BlockPool invariant: " + what); }
+
+}  // namespace
+
+BlockPool::BlockPool(int32_t n_blocks, int32_t block_size) : block_size_(block_size) {
+  if (n_blocks < 1 || block_size < 1) {
+    throw Error("BlockPool: need n_blocks >= 1 and block_size >= 1, got " + std::to_string(n_blocks) + " and " +
+                std::to_string(block_size));
+  }
+  blocks_.resize(static_cast<size_t>(n_blocks));
+  tokens_.assign(static_cast<size_t>(n_blocks) * static_cast<size_t>(block_size), 0);
+  hash_to_block_.reserve(static_cast<size_t>(n_blocks));
+  parent_to_children_.reserve(static_cast<size_t>(n_blocks));
+  for (int32_t id = 0; id < n_blocks; ++id) queue_push_back(id);
+  n_free_ = n_blocks;
+}
+
+void BlockPool::check_id(int32_t block_id, const char* op) const {
+  if (block_id < 0 || block_id >= n_blocks()) {
+    throw Error(std::string("BlockPool::") + op + ": block id " + std::to_string(block_id) + " out of range [0, " +
+                std::to_string(n_blocks()) + ")");
+  }
+}
+
+int32_t& BlockPool::state_counter(const Block& b) {
+  if (b.ref_count > 0) return n_in_use_;
+  return b.registered ? n_cached_ : n_free_;
+}
+
+void BlockPool::queue_push_front(int32_t block_id) {
+  Block& b = blocks_[block_id];
+  b.prev_id = -1;
+  b.next_id = head_id_;
+  if (head_id_ >= 0) blocks_[head_id_].prev_id = block_id;
+  head_id_ = block_id;
+  if (tail_id_ < 0) tail_id_ = block_id;
+  b.queued = true;
+  ++n_queued_;
+}
+
+void BlockPool::queue_push_back(int32_t block_id) {
+  Block& b = blocks_[block_id];
+  b.next_id = -1;
+  b.prev_id = tail_id_;
+  if (tail_id_ >= 0) blocks_[tail_id_].next_id = block_id;
+  tail_id_ = block_id;
+  if (head_id_ < 0) head_id_ = block_id;
+  b.queued = true;
+  ++n_queued_;
+}
+
+void BlockPool::queue_remove(int32_t block_id) {
+  Block& b = blocks_[block_id];
+  if (b.prev_id >= 0) blocks_[b.prev_id].next_id = b.next_id;
+  else head_id_ = b.next_id;
+  if (b.next_id >= 0) blocks_[b.next_id].prev_id = b.prev_id;
+  else tail_id_ = b.prev_id;
+  b.prev_id = b.next_id = -1;
+  b.queued = false;
+  --n_queued_;
+}
+
+void BlockPool::unregister(int32_t block_id) {
+  Block& b = blocks_[block_id];
+  --state_counter(b);
+  hash_to_block_.erase(b.key.hash);
+  auto [first, last] = parent_to_children_.equal_range(b.key.parent_hash);
+  for (auto it = first; it != last; ++it) {
+    if (it->second == block_id) {
+      parent_to_children_.erase(it);
+      break;
+    }
+  }
+  b.registered = false;
+  b.pin_count = 0;
+  ++state_counter(b);
+}
+
+std::optional<std::vector<int32_t>> BlockPool::allocate(int32_t n) {
+  if (n < 0) throw Error("BlockPool::allocate: negative block count " + std::to_string(n));
+  if (n > n_queued_) return std::nullopt;
+  std::vector<int32_t> ids;  // [n] in free-queue order
+  ids.reserve(static_cast<size_t>(n));
+  for (int32_t i = 0; i < n; ++i) {
+    const int32_t id = head_id_;
+    queue_remove(id);
+    if (blocks_[id].registered) {
+      unregister(id);
+      ++n_evictions_;
+    }
+    Block& b = blocks_[id];
+    --state_counter(b);
+    b.ref_count = 1;
+    ++state_counter(b);
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+void BlockPool::touch(std::span<const int32_t> block_ids) {
+  for (const int32_t id : block_ids) check_id(id, "touch");
+  for (const int32_t id : block_ids) {
+    Block& b = blocks_[id];
+    if (b.queued) queue_remove(id);
+    --state_counter(b);
+    ++b.ref_count;
+    ++state_counter(b);
+  }
+}
+
+void BlockPool::release(std::span<const int32_t> block_ids) {
+  for (const int32_t id : block_ids) {
+    check_id(id, "release");
+    if (blocks_[id].ref_count == 0) throw Error("BlockPool::release: block " + std::to_string(id) + " is not in use");
+  }
+  std::vector<int32_t> sorted(block_ids.begin(), block_ids.end());  // [n] duplicate check only
+  std::sort(sorted.begin(), sorted.end());
+  if (const auto dup = std::adjacent_find(sorted.begin(), sorted.end()); dup != sorted.end()) {
+    throw Error("BlockPool::release: block " + std::to_string(*dup) + " listed twice");
+  }
+  for (auto it = block_ids.rbegin(); it != block_ids.rend(); ++it) {
+    Block& b = blocks_[*it];
+    --state_counter(b);
+    --b.ref_count;
+    ++state_counter(b);
+    if (b.ref_count > 0 || b.pin_count > 0) continue;
+    if (b.registered) queue_push_back(*it);
+    else queue_push_front(*it);
+  }
+}
+
+bool BlockPool::register_block(int32_t block_id, const BlockKey& key, std::span<const int32_t> block_tokens) {
+  check_id(block_id, "register_block");
+  Block& b = blocks_[block_id];
+  if (b.ref_count == 0) {
+    throw Error("BlockPool::register_block: block " + std::to_string(block_id) + " is not in use");
+  }
+  if (block_tokens.size() != static_cast<size_t>(block_size_)) {
+    throw Error("BlockPool::register_block: block " + std::to_string(block_id) + " given " +
+                std::to_string(block_tokens.size()) + " tokens, block size is " + std::to_string(block_size_));
+  }
+  if (b.registered) {
+    if (b.key.hash == key.hash && b.key.parent_hash == key.parent_hash && b.key.root == key.root) return true;
+    throw Error("BlockPool::register_block: block " + std::to_string(block_id) + " is already registered as " +
+                to_hex(b.key.hash, 16));
+  }
+  if (hash_to_block_.contains(key.hash)) return false;
+  --state_counter(b);
+  b.registered = true;
+  b.key = key;
+  ++state_counter(b);
+  std::copy(block_tokens.begin(), block_tokens.end(), tokens_.begin() + static_cast<ptrdiff_t>(block_id) * block_size_);
+  hash_to_block_.emplace(key.hash, block_id);
+  parent_to_children_.emplace(key.parent_hash, block_id);
+  return true;
+}
+
+int32_t BlockPool::find(const Digest& hash) const {
+  const auto it = hash_to_block_.find(hash);
+  return it == hash_to_block_.end() ? -1 : it->second;
+}
+
+std::vector<int32_t> BlockPool::children_of(const Digest& parent_hash) const {
+  std::vector<int32_t> ids;  // [n_children] ascending
+  auto [first, last] = parent_to_children_.equal_range(parent_hash);
+  for (auto it = first; it != last; ++it) ids.push_back(it->second);
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+void BlockPool::pin(int32_t block_id) {
+  check_id(block_id, "pin");
+  Block& b = blocks_[block_id];
+  if (!b.registered) throw Error("BlockPool::pin: block " + std::to_string(block_id) + " holds no registered hash");
+  if (b.queued) queue_remove(block_id);
+  ++b.pin_count;
+}
+
+void BlockPool::unpin(int32_t block_id) {
+  check_id(block_id, "unpin");
+  Block& b = blocks_[block_id];
+  if (b.pin_count == 0) throw Error("BlockPool::unpin: block " + std::to_string(block_id) + " is not pinned");
+  if (--b.pin_count == 0 && b.ref_count == 0) queue_push_back(block_id);
+}
+
+int32_t BlockPool::purge_namespace(const Digest& root) {
+  int32_t n_purged = 0;
+  for (int32_t id = 0; id < n_blocks(); ++id) {
+    Block& b = blocks_[id];
+    if (!b.registered || b.key.root != root) continue;
+    unregister(id);
+    ++n_purged;
+    if (b.ref_count > 0) continue;
+    if (b.queued) queue_remove(id);
+    queue_push_front(id);
+  }
+  return n_purged;
+}
+
+int32_t BlockPool::ref_count(int32_t block_id) const {
+  check_id(block_id, "ref_count");
+  return blocks_[block_id].ref_count;
+}
+
+int32_t BlockPool::pin_count(int32_t block_id) const {
+  check_id(block_id, "pin_count");
+  return blocks_[block_id].pin_count;
+}
+
+bool BlockPool::is_registered(int32_t block_id) const {
+  check_id(block_id, "is_registered");
+  return blocks_[block_id].registered;
+}
+
+const BlockKey& BlockPool::key(int32_t block_id) const {
+  check_id(block_id, "key");
+  return blocks_[block_id].key;
+}
+
+std::span<const int32_t> BlockPool::block_tokens(int32_t block_id) const {
+  check_id(block_id, "block_tokens");
+  return std::span<const int32_t>(tokens_).subspan(static_cast<size_t>(block_id) * block_size_, block_size_);
+}
+
+std::vector<int32_t> BlockPool::free_queue() const {
+  std::vector<int32_t> ids;  // [n_queued] head first
+  ids.reserve(static_cast<size_t>(n_queued_));
+  for (int32_t id = head_id_; id >= 0 && ids.size() <= blocks_.size(); id = blocks_[id].next_id) ids.push_back(id);
+  return ids;
+}
+
+void BlockPool::check_invariants() const {
+  // Queue: a well-linked list from head to tail holding exactly the ref-0 unpinned blocks.
+  int32_t n_walked = 0;
+  int32_t prev = -1;
+  for (int32_t id = head_id_; id >= 0; id = blocks_[id].next_id) {
+    if (id >= n_blocks()) broken("queue link to block " + std::to_string(id) + " out of range");
+    if (++n_walked > n_blocks()) broken("free queue has a cycle");
+    const Block& b = blocks_[id];
+    if (b.prev_id != prev) broken("block " + std::to_string(id) + " prev link is " + std::to_string(b.prev_id));
+    if (!b.queued) broken("block " + std::to_string(id) + " reachable from the queue but not marked queued");
+    prev = id;
+  }
+  if (prev != tail_id_) broken("queue tail is " + std::to_string(tail_id_) + ", walk ends at " + std::to_string(prev));
+  if (n_walked != n_queued_) broken("queue walk found " + std::to_string(n_walked) + " blocks, count says " +
+                                    std::to_string(n_queued_));
+
+  int32_t n_free = 0, n_cached = 0, n_in_use = 0, n_registered = 0, n_queued = 0;
+  for (int32_t id = 0; id < n_blocks(); ++id) {
+    const Block& b = blocks_[id];
+    const std::string name = "block " + std::to_string(id);
+    if (b.ref_count < 0 || b.pin_count < 0) broken(name + " has a negative ref or pin count");
+    if (b.queued != (b.ref_count == 0 && b.pin_count == 0)) {
+      broken(name + (b.queued ? " is queued but referenced or pinned" : " is idle but not queued"));
+    }
+    if (b.pin_count > 0 && !b.registered) broken(name + " is pinned but not registered");
+    n_queued += b.queued ? 1 : 0;
+    if (b.ref_count > 0) ++n_in_use;
+    else if (b.registered) ++n_cached;
+    else ++n_free;
+    if (!b.registered) continue;
+    ++n_registered;
+    if (find(b.key.hash) != id) broken(name + " is registered but the hash map does not point at it");
+    int32_t n_child_entries = 0;
+    auto [first, last] = parent_to_children_.equal_range(b.key.parent_hash);
+    for (auto it = first; it != last; ++it) n_child_entries += (it->second == id) ? 1 : 0;
+    if (n_child_entries != 1) broken(name + " appears " + std::to_string(n_child_entries) + " times as a child");
+  }
+  if (n_queued != n_queued_) broken("queued flags count " + std::to_string(n_queued) + " blocks");
+  if (n_free != n_free_ || n_cached != n_cached_ || n_in_use != n_in_use_) {
+    broken("state counts free/cached/in-use " + std::to_string(n_free_) + "/" + std::to_string(n_cached_) + "/" +
+           std::to_string(n_in_use_) + ", recount " + std::to_string(n_free) + "/" + std::to_string(n_cached) + "/" +
+           std::to_string(n_in_use));
+  }
+  if (n_free + n_cached + n_in_use != n_blocks()) broken("free + cached + in use != n_blocks");
+  // Every map entry is matched by a registered block above, so equal sizes mean no stale entries.
+  if (static_cast<int32_t>(hash_to_block_.size()) != n_registered) {
+    broken("hash map has " + std::to_string(hash_to_block_.size()) + " entries for " + std::to_string(n_registered) +
+           " registered blocks");
+  }
+  if (static_cast<int32_t>(parent_to_children_.size()) != n_registered) {
+    broken("children map has " + std::to_string(parent_to_children_.size()) + " entries for " +
+           std::to_string(n_registered) + " registered blocks");
+  }
+}
+
+}  // namespace preface::kv

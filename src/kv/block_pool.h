@@ -1,0 +1,139 @@
+// Metadata of the paged KV cache: n_blocks preallocated blocks (ids 0 .. n_blocks-1), their ref counts, an
+// intrusive LRU free queue and the hash map of registered (full, reusable) blocks. No K/V bytes live here
+// (kv_storage owns them, indexed by the same block ids); the prefix index computes hashes and matches prompts.
+//
+// Block states (every block is in exactly one):
+//   in use  ref_count > 0                       held by >= 1 sequence; never in the free queue
+//   cached  ref_count == 0, registered          reusable by a prefix hit until evicted
+//   free    ref_count == 0, not registered      holds nothing reusable
+// Free and cached blocks sit in the free queue (head = evicted/reused first), except pinned ones.
+//
+// Free queue order (LRU):
+//   allocate(n)  pops n blocks from the head; a popped cached block loses its hash (an eviction).
+//   release(ids) walks ids back to front (the deepest block of a sequence first). A block reaching ref 0 goes to
+//                the tail if registered (so a sequence's prefix outlives its tail), to the head if not (nothing to
+//                keep, reuse it first).
+//   touch(ids)   refs blocks (a prefix hit); a ref-0 block leaves the queue wherever it is (O(1), intrusive).
+// Pinning (prompt caching with cache_control): pin_count > 0 keeps a registered block out of the free queue while
+// its ref count is 0, so allocation never evicts it; unpin to 0 puts it at the tail. Expiry (TTL) is the
+// caller's clock: it unpins when the pin expires.
+//
+// Registration keeps one block per hash: when a hash is already registered to another block, the new block stays
+// unregistered (block tables are append-only, so its holder keeps using it; on release it is recycled first).
+//
+// Single-threaded; the scheduler owns the pool. Contract violations by the caller (ids out of range, releasing a
+// free block, wrong block length) throw preface::Error and leave the pool unchanged; check_invariants() throws
+// std::logic_error when internal state is inconsistent (a bug here).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "kv/hash.h"
+
+namespace preface::kv {
+
+// What a registered block is known by.
+struct BlockKey {
+  Digest hash;         // chain hash h_i of the block
+  Digest parent_hash;  // h_{i-1}; equals root for the first block of a sequence
+  Digest root;         // namespace digest h_0 of the chain (purge_namespace matches on it)
+};
+
+class BlockPool {
+ public:
+  // Throws preface::Error unless n_blocks >= 1 and block_size >= 1.
+  BlockPool(int32_t n_blocks, int32_t block_size);
+  BlockPool(const BlockPool&) = delete;
+  BlockPool& operator=(const BlockPool&) = delete;
+  BlockPool(BlockPool&&) = default;
+  BlockPool& operator=(BlockPool&&) = default;
+
+  int32_t n_blocks() const { return static_cast<int32_t>(blocks_.size()); }
+  int32_t block_size() const { return block_size_; }  // tokens per block
+
+  // n fresh blocks (ref 1 each), taken from the free-queue head in order, evicting the hashes they held; nullopt
+  // (and nothing changes) when fewer than n blocks are allocatable. Never allocates partially.
+  std::optional<std::vector<int32_t>> allocate(int32_t n);
+  // ref_count += 1 for each id (duplicates count twice); a ref-0 block leaves the free queue.
+  void touch(std::span<const int32_t> block_ids);
+  // ref_count -= 1 for each id, back to front; see the queue order above. Throws (changing nothing) on an id out of
+  // range, a block with ref 0, or a duplicate id.
+  void release(std::span<const int32_t> block_ids);
+
+  // Registers an in-use block under key; block_tokens must hold block_size ids. Returns true when registered,
+  // false when key.hash is already registered to another block (this one stays unregistered). The hash is
+  // trusted: the prefix index computes it; tests pass arbitrary hashes to force collisions. Re-registering a block
+  // under its own key returns true; under another key throws.
+  bool register_block(int32_t block_id, const BlockKey& key, std::span<const int32_t> block_tokens);
+
+  // The block registered under hash, or -1.
+  int32_t find(const Digest& hash) const;
+  // Registered blocks whose parent hash is parent_hash, ascending ids (candidates for a partial match).
+  std::vector<int32_t> children_of(const Digest& parent_hash) const;
+
+  // pin_count += 1; the block must be registered. A pinned ref-0 block is cached but not allocatable.
+  void pin(int32_t block_id);
+  // pin_count -= 1 (must be > 0); at 0 with ref 0 the block goes to the free-queue tail.
+  void unpin(int32_t block_id);
+  // Unregisters every block whose key.root is root and drops its pins; ref-0 ones go to the free-queue head
+  // (in ascending id order, so the highest id ends up first). In-use ones keep serving their holders but can no
+  // longer be hit. Returns the number of blocks unregistered.
+  int32_t purge_namespace(const Digest& root);
+
+  // Per-block metadata; all throw preface::Error on an id out of range.
+  int32_t ref_count(int32_t block_id) const;
+  int32_t pin_count(int32_t block_id) const;
+  bool is_registered(int32_t block_id) const;
+  const BlockKey& key(int32_t block_id) const;                  // meaningful only when registered
+  std::span<const int32_t> block_tokens(int32_t block_id) const;  // [block_size]; meaningful only when registered
+
+  int32_t n_free() const { return n_free_; }
+  int32_t n_cached() const { return n_cached_; }
+  int32_t n_in_use() const { return n_in_use_; }
+  int32_t n_allocatable() const { return n_queued_; }  // free + cached - pinned cached
+  int64_t n_evictions() const { return n_evictions_; }  // hashes dropped by allocate()
+
+  // The free queue, head (next to be allocated) first.
+  std::vector<int32_t> free_queue() const;
+
+  // Throws std::logic_error naming the first violated invariant: queue links and membership (ref 0, unpinned
+  // <=> queued), state counts (free + cached + in use == n_blocks), pins only on registered blocks, and the hash
+  // and children maps pointing exactly at the registered blocks holding those hashes.
+  void check_invariants() const;
+
+ private:
+  struct Block {
+    int32_t ref_count = 0;
+    int32_t pin_count = 0;
+    int32_t prev_id = -1;  // free-queue neighbours; -1 = none (also when not queued)
+    int32_t next_id = -1;
+    bool queued = false;
+    bool registered = false;  // key and tokens valid; hash_to_block_[key.hash] == this block
+    BlockKey key;
+  };
+
+  void check_id(int32_t block_id, const char* op) const;
+  int32_t& state_counter(const Block& b);
+  void queue_push_front(int32_t block_id);
+  void queue_push_back(int32_t block_id);
+  void queue_remove(int32_t block_id);
+  void unregister(int32_t block_id);
+
+  int32_t block_size_;
+  std::vector<Block> blocks_;     // [n_blocks]
+  std::vector<int32_t> tokens_;   // [n_blocks][block_size] token ids of registered blocks
+  int32_t head_id_ = -1;          // free-queue ends; -1 when empty
+  int32_t tail_id_ = -1;
+  int32_t n_queued_ = 0;
+  int32_t n_free_ = 0;
+  int32_t n_cached_ = 0;
+  int32_t n_in_use_ = 0;
+  int64_t n_evictions_ = 0;
+  std::unordered_map<Digest, int32_t, DigestHash> hash_to_block_;          // registered hash -> block id
+  std::unordered_multimap<Digest, int32_t, DigestHash> parent_to_children_;  // parent hash -> registered block ids
+};
+
+}  // namespace preface::kv
