@@ -4,7 +4,8 @@
 //   model "gpt2":  byte-level BPE: GPT-2 byte-to-unicode map, merge ranks from tokenizer.ggml.merges, and a
 //                  pre-tokenizer regex chosen by tokenizer.ggml.pre (default/gpt-2, llama-bpe, qwen2,
 //                  deepseek-llm, falcon, starcoder, ...).
-// Token ids are int32_t in [0, n_vocab).
+// Token ids are int32_t in [0, n_vocab). A Tokenizer is immutable after from_gguf(): all methods are const and
+// safe to call from several threads at once.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -25,17 +26,22 @@ class Tokenizer {
   // Throws preface::Error when the metadata is missing, inconsistent or names an unsupported model/pre.
   static std::unique_ptr<Tokenizer> from_gguf(const gguf::File& file);
 
-  // Encodes `text`. add_bos: prepend BOS (callers usually pass add_bos_default()). parse_special: when true,
-  // control/user-defined token texts in `text` (e.g. "<|im_start|>") become their ids; when false they are
-  // tokenized as plain text.
+  // Encodes `text`. add_bos: prepend BOS (callers usually pass add_bos_default()); ignored when the vocab has
+  // no BOS. parse_special: when true, control/user-defined token texts in `text` (e.g. "<|im_start|>") become
+  // their ids; when false control tokens are tokenized as plain text. As in llama.cpp (and Hugging Face),
+  // user-defined tokens are split out even when parse_special is false. EOS is never appended (see
+  // add_eos_default()). Empty text gives no ids besides BOS.
   virtual std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special = false) const = 0;
 
   // The raw bytes a token stands for ("▁" -> ' ', <0x0A> -> '\n', byte-level BPE unmapped). Control tokens
-  // (BOS/EOS/...) decode to an empty string. May be a partial UTF-8 sequence.
+  // (BOS/EOS/...), the unknown token and unused tokens decode to an empty string; user-defined tokens to their
+  // text. May be a partial UTF-8 sequence. Throws preface::Error for an id outside [0, n_vocab).
   virtual std::string token_to_bytes(int32_t id) const = 0;
 
-  // Decodes a whole sequence. Like llama.cpp, a SentencePiece space prefix on the first token after BOS
-  // (or at the start) is removed when the model adds a space prefix.
+  // Decodes a whole sequence: the concatenated token_to_bytes(). When the model adds a space prefix, one
+  // leading ' ' of the first token (after a leading BOS, if any) is removed, so decode(encode(s, true)) == s.
+  // (llama.cpp's detokenize strips it only when no BOS leads; this follows Hugging Face's decode.) No
+  // clean_up_tokenization_spaces step is applied, so BPE decoding is the exact inverse of encoding.
   std::string decode(const std::vector<int32_t>& ids) const;
 
   int32_t n_vocab() const { return static_cast<int32_t>(pieces_.size()); }
@@ -44,7 +50,10 @@ class Tokenizer {
   int32_t bos_id() const { return bos_id_; }  // -1 when absent
   int32_t eos_id() const { return eos_id_; }  // -1 when absent
   int32_t eot_id() const { return eot_id_; }  // -1 when absent
+  int32_t unk_id() const { return unk_id_; }  // -1 when absent
   bool add_bos_default() const { return add_bos_; }
+  // tokenizer.ggml.add_eos_token; encode() never appends EOS, callers that want it append eos_id().
+  bool add_eos_default() const { return add_eos_; }
   bool adds_space_prefix() const { return add_space_prefix_; }
   // True for ids that end generation (EOS, EOT, and other end-of-generation control tokens).
   bool is_end_of_generation(int32_t id) const;
@@ -52,17 +61,20 @@ class Tokenizer {
  protected:
   std::vector<std::string> pieces_;   // [n_vocab] token text as stored in the GGUF
   std::vector<TokenAttr> attrs_;      // [n_vocab]
-  std::vector<int32_t> eog_ids_;      // end-of-generation ids
-  int32_t bos_id_ = -1, eos_id_ = -1, eot_id_ = -1;
+  std::vector<int32_t> eog_ids_;      // end-of-generation ids, sorted
+  int32_t bos_id_ = -1, eos_id_ = -1, eot_id_ = -1, unk_id_ = -1;
   bool add_bos_ = false;
+  bool add_eos_ = false;
   bool add_space_prefix_ = false;
 };
 
 // Streams decoded text: bytes of a token that end mid UTF-8 character are held until the character is
-// complete. The leading-space rule of Tokenizer::decode applies to the first token pushed.
+// complete. When at_text_start is true the leading-space rule of Tokenizer::decode applies to the first token
+// pushed (after a BOS); pass false when the tokens continue text decoded elsewhere (e.g. generated tokens
+// after a prompt), where a leading space is part of the output.
 class StreamDecoder {
  public:
-  explicit StreamDecoder(const Tokenizer& tok) : tok_(tok) {}
+  explicit StreamDecoder(const Tokenizer& tok, bool at_text_start = true) : tok_(tok), first_(at_text_start) {}
   // Returns the text that became complete with this token (possibly empty).
   std::string push(int32_t id);
   // Returns any held bytes (an incomplete character at the end of the stream), as they are.
@@ -70,8 +82,8 @@ class StreamDecoder {
 
  private:
   const Tokenizer& tok_;
-  std::string pending_;
-  bool first_ = true;
+  std::string pending_;  // bytes of an incomplete UTF-8 character (at most 3)
+  bool first_ = true;    // the leading-space rule is still to be applied
 };
 
 }  // namespace preface
