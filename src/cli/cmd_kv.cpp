@@ -1,0 +1,204 @@
+// `preface kv`: the KV-cache calculator. For a model shape (built in, or read from a GGUF): bytes per token
+// for each KV dtype, the tokens and blocks a byte budget holds, and what a prefix of N tokens costs in memory and
+// saves in prefill compute. Text for people, --json for machines.
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/options.h"
+#include "gguf/reader.h"
+#include "kv/capacity.h"
+#include "util/error.h"
+
+namespace preface::cli {
+namespace {
+
+struct KvOptions {
+  ModelOptions model;
+  std::string shape;
+  std::string kv_type = "f16";
+  int32_t block_size = 16;
+  std::string mem;          // --mem, parse_bytes syntax; empty: a table of common budgets
+  std::string prefix;       // --prefix, tokens (decimal digits); empty: no prefix
+  bool json = false;
+  bool list_shapes = false;
+};
+
+// Budgets shown when --mem is absent.
+constexpr uint64_t kDefaultBudgets[] = {1ull << 30, 8ull << 30, 16ull << 30, 64ull << 30};
+
+// 8030261248 -> "8,030,261,248".
+std::string group_digits(uint64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i != 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+// short_sci(9.797e13, 1) = "9.8e13"; short_sci(8030261248, 2) = "8.03e9".
+std::string short_sci(double v, int n_decimals) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.*e", n_decimals, v);
+  std::string s = buf;
+  const size_t e = s.find('e');
+  if (e == std::string::npos) return s;
+  std::string mant = s.substr(0, e), exp = s.substr(e + 1);
+  const bool neg = !exp.empty() && exp[0] == '-';
+  if (!exp.empty() && (exp[0] == '+' || exp[0] == '-')) exp.erase(0, 1);
+  while (exp.size() > 1 && exp[0] == '0') exp.erase(0, 1);
+  return mant + "e" + (neg ? "-" : "") + exp;
+}
+
+// Everything printed, computed before printing so that an error leaves no partial report.
+struct Report {
+  kv::KvShape shape;
+  kv::KvDtype dtype = kv::KvDtype::F16;
+  std::vector<kv::KvBudget> budgets;  // [1] with --mem, else one per kDefaultBudgets
+  std::optional<kv::PrefixCost> prefix;
+};
+
+uint64_t parse_token_count(const std::string& text) {
+  if (text.empty() || text.size() > 19 || text.find_first_not_of("0123456789") != std::string::npos) {
+    throw Error("--prefix '" + text + "': expected a whole number of tokens");
+  }
+  return std::stoull(text);
+}
+
+kv::KvShape load_shape(const KvOptions& o) {
+  if (!o.shape.empty()) {
+    if (auto s = kv::builtin_shape(o.shape)) return *s;
+    std::string names;
+    for (const std::string& n : kv::builtin_shape_names()) names += (names.empty() ? "" : ", ") + n;
+    throw Error("unknown shape '" + o.shape + "' (built in: " + names + ")");
+  }
+  const gguf::File file = gguf::File::open(resolve_model_path(o.model.model_path));
+  return kv::shape_from_gguf(file);
+}
+
+nlohmann::json budget_json(const kv::KvBudget& b) {
+  return {{"budget_bytes", b.budget_bytes}, {"block_bytes", b.block_bytes}, {"n_blocks", b.n_blocks},
+          {"n_tokens", b.n_tokens}};
+}
+
+void print_json(const KvOptions& o, const Report& r) {
+  const kv::KvShape& s = r.shape;
+  nlohmann::json j;
+  j["shape"] = {{"name", s.name},           {"arch", s.arch},         {"n_layers", s.n_layers},
+                {"n_heads", s.n_heads},     {"n_kv_heads", s.n_kv_heads}, {"head_dim", s.head_dim},
+                {"dim", s.dim},             {"ffn_dim", s.ffn_dim},   {"n_vocab", s.n_vocab},
+                {"tied_embeddings", s.tied_embeddings}, {"qkv_bias", s.qkv_bias}, {"n_params", s.n_params},
+                {"params_source", std::string(kv::param_source_text(s.params_source))}};
+  nlohmann::json per_token = nlohmann::json::object();
+  for (kv::KvDtype d : kv::kAllKvDtypes) per_token[std::string(kv::kv_dtype_name(d))] = kv::kv_bytes_per_token(s, d);
+  j["bytes_per_token"] = per_token;
+  j["kv_type"] = std::string(kv::kv_dtype_name(r.dtype));
+  j["block_size"] = o.block_size;
+  j["budgets"] = nlohmann::json::array();
+  for (const kv::KvBudget& b : r.budgets) j["budgets"].push_back(budget_json(b));
+  if (r.prefix) {
+    const kv::PrefixCost& c = *r.prefix;
+    j["prefix"] = {{"n_tokens", c.n_tokens},       {"exact_bytes", c.exact_bytes}, {"n_blocks", c.n_blocks},
+                   {"block_bytes", c.block_bytes}, {"prefill_flops", c.prefill_flops}};
+  }
+  std::printf("%s\n", j.dump(2).c_str());
+}
+
+void print_text(const KvOptions& o, const Report& r) {
+  const kv::KvShape& s = r.shape;
+  const kv::KvDtype t = r.dtype;
+  const std::string dtype(kv::kv_dtype_name(t));
+  std::printf("shape       %s (%s): %d layers, %d heads, %d KV heads, head dim %d, dim %d, ffn %d, vocab %d%s%s\n",
+              s.name.c_str(), s.arch.c_str(), s.n_layers, s.n_heads, s.n_kv_heads, s.head_dim, s.dim, s.ffn_dim,
+              s.n_vocab, s.tied_embeddings ? ", tied embeddings" : "", s.qkv_bias ? ", QKV bias" : "");
+  std::printf("parameters  %s (%s, %s)\n", group_digits(s.n_params).c_str(), short_sci(double(s.n_params), 2).c_str(),
+              std::string(kv::param_source_text(s.params_source)).c_str());
+  std::printf("KV per token = 2 x %d layers x %d KV heads x %d head dim x bytes per value:\n", s.n_layers,
+              s.n_kv_heads, s.head_dim);
+  for (kv::KvDtype d : kv::kAllKvDtypes) {
+    const uint64_t n = kv::kv_bytes_per_token(s, d);
+    std::printf("  %-5s %-11s %14s bytes%s\n", std::string(kv::kv_dtype_name(d)).c_str(),
+                kv::format_bytes(n).c_str(), group_digits(n).c_str(), d == t ? "   <- --kv-type" : "");
+  }
+  if (s.head_dim % 32 != 0) {
+    std::printf("  (q8_0 pads each head row of %d values to whole 32-value blocks)\n", s.head_dim);
+  }
+  std::printf("block       %d tokens = %s in %s\n", o.block_size, kv::format_bytes(r.budgets.at(0).block_bytes).c_str(),
+              dtype.c_str());
+  if (o.mem.empty()) std::printf("budgets     (common sizes; --mem sets one)\n");
+  for (const kv::KvBudget& b : r.budgets) {
+    std::printf("budget      %s (%s bytes) holds %s blocks = %s tokens\n", kv::format_bytes(b.budget_bytes).c_str(),
+                group_digits(b.budget_bytes).c_str(), group_digits(b.n_blocks).c_str(),
+                group_digits(b.n_tokens).c_str());
+  }
+  if (r.prefix) {
+    const kv::PrefixCost& c = *r.prefix;
+    std::printf("prefix      %s tokens take %s (%s bytes) exactly; %s blocks = %s (%s bytes) in the pool\n",
+                group_digits(c.n_tokens).c_str(), kv::format_bytes(c.exact_bytes).c_str(),
+                group_digits(c.exact_bytes).c_str(), group_digits(c.n_blocks).c_str(),
+                kv::format_bytes(c.block_bytes).c_str(), group_digits(c.block_bytes).c_str());
+    std::printf("            a hit saves ~%s prefill FLOPs (2 x %s params x %s tokens)\n",
+                short_sci(c.prefill_flops, 1).c_str(), short_sci(double(s.n_params), 2).c_str(),
+                group_digits(c.n_tokens).c_str());
+  }
+}
+
+void run_kv(const KvOptions& o) {
+  if (o.list_shapes) {
+    for (const std::string& name : kv::builtin_shape_names()) {
+      const kv::KvShape s = *kv::builtin_shape(name);
+      std::printf("%-15s %3d layers %3d heads %2d KV heads head dim %3d  %s params\n", name.c_str(), s.n_layers,
+                  s.n_heads, s.n_kv_heads, s.head_dim, short_sci(double(s.n_params), 2).c_str());
+    }
+    return;
+  }
+  Report r;
+  r.dtype = kv::parse_kv_dtype(o.kv_type);
+  r.shape = load_shape(o);
+  if (!o.mem.empty()) {
+    const uint64_t budget_bytes = kv::parse_bytes(o.mem);
+    if (budget_bytes == 0) throw Error("--mem must be more than 0 bytes");
+    r.budgets.push_back(kv::fit_budget(r.shape, r.dtype, o.block_size, budget_bytes));
+  } else {
+    for (uint64_t b : kDefaultBudgets) r.budgets.push_back(kv::fit_budget(r.shape, r.dtype, o.block_size, b));
+  }
+  if (!o.prefix.empty()) {
+    r.prefix = kv::prefix_cost(r.shape, r.dtype, o.block_size, parse_token_count(o.prefix));
+  }
+  if (o.json) {
+    print_json(o, r);
+  } else {
+    print_text(o, r);
+  }
+}
+
+}  // namespace
+
+void register_kv(CLI::App& app) {
+  auto opts = std::make_shared<KvOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "kv", "KV-cache calculator: bytes per token, tokens per memory budget, what a cached prefix costs and saves");
+  add_model_path_option(*cmd, opts->model);
+  cmd->add_option("--shape", opts->shape, "A built-in model shape instead of -m (see --list-shapes)")
+      ->excludes(cmd->get_option("--model"));
+  cmd->add_flag("--list-shapes", opts->list_shapes, "List the built-in shapes and exit");
+  cmd->add_option("--kv-type", opts->kv_type, "KV value type: f32, f16, bf16 or q8_0")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0"}, CLI::ignore_case))
+      ->capture_default_str();
+  cmd->add_option("--block-size", opts->block_size, "Tokens per KV block")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--mem", opts->mem, "Memory budget, e.g. 2GiB, 512MiB, 8GB, 1e9 (default: a few common sizes)")
+      ->type_name("BYTES");
+  cmd->add_option("--prefix", opts->prefix, "Prefix length in tokens: its cost and savings")->type_name("TOKENS");
+  cmd->add_flag("--json", opts->json, "Print JSON instead of text");
+  cmd->callback([opts] { run_kv(*opts); });
+}
+
+}  // namespace preface::cli

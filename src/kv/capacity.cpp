@@ -1,0 +1,348 @@
+#include "kv/capacity.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+
+#include "util/error.h"
+
+namespace preface::kv {
+namespace {
+
+constexpr int32_t kMaxShapeDim = 1 << 16;  // bound on layers, heads, head_dim: keeps products < 2^64
+constexpr int32_t kMaxBlockSize = 1 << 20;
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// a * b, or preface::Error naming `what` when the product exceeds 2^64 - 1.
+uint64_t checked_mul(uint64_t a, uint64_t b, const char* what) {
+  uint64_t out = 0;
+  if (__builtin_mul_overflow(a, b, &out)) throw Error(std::string(what) + " does not fit in 64 bits");
+  return out;
+}
+
+void check_block_size(int32_t block_size) {
+  if (block_size < 1 || block_size > kMaxBlockSize) {
+    throw Error("block size " + std::to_string(block_size) + " is out of range [1, " +
+                std::to_string(kMaxBlockSize) + "]");
+  }
+}
+
+struct BuiltinRow {
+  const char* name;
+  const char* arch;
+  int32_t n_layers, n_heads, n_kv_heads, head_dim, dim, ffn_dim, n_vocab;
+  bool tied_embeddings, qkv_bias;
+};
+
+// Published configurations (the models' config.json on their official Hugging Face repositories).
+// *stories260k: llama2.c's checkpoint ties the classifier (260,032 parameters); its GGUF conversion stores a
+// separate output.weight (292,800 parameters counted from the file).
+constexpr BuiltinRow kBuiltins[] = {
+    // name             arch     layers heads kv  hdim  dim   ffn    vocab  tied   bias
+    {"llama2-7b",      "llama", 32,    32,   32, 128,  4096, 11008, 32000,  false, false},
+    {"llama2-13b",     "llama", 40,    40,   40, 128,  5120, 13824, 32000,  false, false},
+    {"llama3-8b",      "llama", 32,    32,   8,  128,  4096, 14336, 128256, false, false},
+    {"llama3-70b",     "llama", 80,    64,   8,  128,  8192, 28672, 128256, false, false},
+    {"mistral-7b",     "llama", 32,    32,   8,  128,  4096, 14336, 32000,  false, false},  // v0.1
+    {"qwen2-7b",       "qwen2", 28,    28,   4,  128,  3584, 18944, 152064, false, true},
+    {"qwen2.5-0.5b",   "qwen2", 24,    14,   2,  64,   896,  4864,  151936, true,  true},
+    {"tinyllama-1.1b", "llama", 22,    32,   4,  64,   2048, 5632,  32000,  false, false},
+    {"smollm-135m",    "llama", 30,    9,    3,  64,   576,  1536,  49152,  true,  false},
+    {"stories260k",    "llama", 5,     8,    4,  8,    64,   172,   512,    true,  false},  // llama2.c, tied*
+};
+
+// The positive integer at `key`; when absent, `fallback` unless it is 0 (the key is required).
+int32_t meta_count(const gguf::File& file, const std::string& key, int32_t fallback) {
+  if (!file.find(key)) {
+    if (fallback > 0) return fallback;
+    throw Error("metadata " + key + " is missing");
+  }
+  const int64_t v = file.get_int(key);
+  if (v <= 0 || v > std::numeric_limits<int32_t>::max()) {
+    throw Error("metadata " + key + " = " + std::to_string(v) + " is out of range");
+  }
+  return static_cast<int32_t>(v);
+}
+
+}  // namespace
+
+std::string_view kv_dtype_name(KvDtype t) {
+  switch (t) {
+    case KvDtype::F32: return "f32";
+    case KvDtype::F16: return "f16";
+    case KvDtype::BF16: return "bf16";
+    case KvDtype::Q8_0: return "q8_0";
+  }
+  return "?";
+}
+
+std::optional<KvDtype> kv_dtype_from_name(std::string_view name) {
+  const std::string n = lower(name);
+  for (KvDtype t : kAllKvDtypes) {
+    if (n == kv_dtype_name(t)) return t;
+  }
+  return std::nullopt;
+}
+
+KvDtype parse_kv_dtype(std::string_view name) {
+  if (auto t = kv_dtype_from_name(name)) return *t;
+  throw Error("unknown KV type '" + std::string(name) + "' (choose f32, f16, bf16 or q8_0)");
+}
+
+double kv_bytes_per_value(KvDtype t) {
+  switch (t) {
+    case KvDtype::F32: return 4.0;
+    case KvDtype::F16: return 2.0;
+    case KvDtype::BF16: return 2.0;
+    case KvDtype::Q8_0: return 34.0 / 32.0;
+  }
+  return 0.0;
+}
+
+uint64_t kv_bytes_per_head_row(KvDtype t, int32_t head_dim) {
+  if (head_dim < 1 || head_dim > kMaxShapeDim) throw Error("head_dim " + std::to_string(head_dim) + " is out of range");
+  const auto n = static_cast<uint64_t>(head_dim);
+  switch (t) {
+    case KvDtype::F32: return 4 * n;
+    case KvDtype::F16: return 2 * n;
+    case KvDtype::BF16: return 2 * n;
+    case KvDtype::Q8_0: return (n + 31) / 32 * 34;
+  }
+  return 0;
+}
+
+std::string_view param_source_text(ParamSource s) {
+  return s == ParamSource::ComputedFromShape ? "computed from the shape" : "counted from the file's tensors";
+}
+
+void validate_shape(const KvShape& s) {
+  const auto check = [&](const char* field, int32_t v) {
+    if (v < 1 || v > kMaxShapeDim) {
+      throw Error("shape '" + s.name + "': " + field + " = " + std::to_string(v) + " is out of range [1, " +
+                  std::to_string(kMaxShapeDim) + "]");
+    }
+  };
+  check("n_layers", s.n_layers);
+  check("n_kv_heads", s.n_kv_heads);
+  check("head_dim", s.head_dim);
+  if (s.n_heads != 0 && (s.n_heads < 0 || s.n_heads % s.n_kv_heads != 0)) {
+    throw Error("shape '" + s.name + "': n_heads " + std::to_string(s.n_heads) + " is not a multiple of n_kv_heads " +
+                std::to_string(s.n_kv_heads));
+  }
+}
+
+uint64_t shape_param_count(const KvShape& s) {
+  validate_shape(s);
+  const auto dim = static_cast<uint64_t>(s.dim);
+  const auto q_width = static_cast<uint64_t>(s.n_heads) * static_cast<uint64_t>(s.head_dim);
+  const auto kv_width = static_cast<uint64_t>(s.n_kv_heads) * static_cast<uint64_t>(s.head_dim);
+  const uint64_t embed = dim * static_cast<uint64_t>(s.n_vocab) * (s.tied_embeddings ? 1 : 2);
+  const uint64_t attn = 2 * dim * q_width + 2 * dim * kv_width + (s.qkv_bias ? q_width + 2 * kv_width : 0);
+  const uint64_t ffn = 3 * dim * static_cast<uint64_t>(s.ffn_dim);
+  const uint64_t per_layer = attn + ffn + 2 * dim;
+  return embed + static_cast<uint64_t>(s.n_layers) * per_layer + dim;
+}
+
+std::optional<KvShape> builtin_shape(std::string_view name) {
+  const std::string n = lower(name);
+  for (const BuiltinRow& r : kBuiltins) {
+    if (n != r.name) continue;
+    KvShape s;
+    s.name = r.name;
+    s.arch = r.arch;
+    s.n_layers = r.n_layers;
+    s.n_heads = r.n_heads;
+    s.n_kv_heads = r.n_kv_heads;
+    s.head_dim = r.head_dim;
+    s.dim = r.dim;
+    s.ffn_dim = r.ffn_dim;
+    s.n_vocab = r.n_vocab;
+    s.tied_embeddings = r.tied_embeddings;
+    s.qkv_bias = r.qkv_bias;
+    s.n_params = shape_param_count(s);
+    s.params_source = ParamSource::ComputedFromShape;
+    return s;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> builtin_shape_names() {
+  std::vector<std::string> names;
+  for (const BuiltinRow& r : kBuiltins) names.emplace_back(r.name);
+  return names;
+}
+
+KvShape shape_from_gguf(const gguf::File& file) {
+  KvShape s;
+  s.arch = file.get_string("general.architecture");
+  s.name = std::filesystem::path(file.path()).filename().string();
+  const std::string p = s.arch + ".";
+  s.dim = meta_count(file, p + "embedding_length", 0);
+  s.n_layers = meta_count(file, p + "block_count", 0);
+  s.n_heads = meta_count(file, p + "attention.head_count", 0);
+  s.n_kv_heads = meta_count(file, p + "attention.head_count_kv", s.n_heads);
+  s.head_dim = meta_count(file, p + "attention.key_length", s.dim % s.n_heads == 0 ? s.dim / s.n_heads : 0);
+  if (meta_count(file, p + "attention.value_length", s.head_dim) != s.head_dim) {
+    throw Error("unsupported: " + p + "attention.value_length differs from the key length");
+  }
+  const gguf::Value* ffn = file.find(p + "feed_forward_length");
+  s.ffn_dim = ffn != nullptr && !ffn->is_array() ? meta_count(file, p + "feed_forward_length", 0) : 0;  // 0: unknown
+  if (const gguf::TensorInfo* embd = file.find_tensor("token_embd.weight"); embd && embd->dims.size() == 2) {
+    s.n_vocab = static_cast<int32_t>(std::min<uint64_t>(embd->dims[1], std::numeric_limits<int32_t>::max()));
+  }
+  s.tied_embeddings = file.find_tensor("output.weight") == nullptr;
+  s.qkv_bias = file.find_tensor("blk.0.attn_q.bias") != nullptr;
+  validate_shape(s);
+  uint64_t n_params = 0;
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    if (__builtin_add_overflow(n_params, t.n_values, &n_params)) throw Error("tensor element count overflows");
+  }
+  s.n_params = n_params;
+  s.params_source = ParamSource::CountedFromTensors;
+  return s;
+}
+
+uint64_t kv_bytes_per_token(const KvShape& s, KvDtype t) {
+  validate_shape(s);
+  // < 2 * 2^16 * 2^16 * (2^16 * 34 / 32 + 34): far below 2^64.
+  return 2 * static_cast<uint64_t>(s.n_layers) * static_cast<uint64_t>(s.n_kv_heads) *
+         kv_bytes_per_head_row(t, s.head_dim);
+}
+
+KvBudget fit_budget(const KvShape& s, KvDtype t, int32_t block_size, uint64_t budget_bytes) {
+  check_block_size(block_size);
+  KvBudget b;
+  b.budget_bytes = budget_bytes;
+  b.block_bytes = checked_mul(kv_bytes_per_token(s, t), static_cast<uint64_t>(block_size), "bytes per block");
+  b.n_blocks = budget_bytes / b.block_bytes;
+  b.n_tokens = b.n_blocks * static_cast<uint64_t>(block_size);  // <= budget_bytes / bytes_per_token
+  return b;
+}
+
+PrefixCost prefix_cost(const KvShape& s, KvDtype t, int32_t block_size, uint64_t n_tokens) {
+  check_block_size(block_size);
+  const uint64_t per_token = kv_bytes_per_token(s, t);
+  const auto bs = static_cast<uint64_t>(block_size);
+  PrefixCost c;
+  c.n_tokens = n_tokens;
+  c.exact_bytes = checked_mul(n_tokens, per_token, "prefix bytes");
+  c.n_blocks = n_tokens / bs + (n_tokens % bs != 0 ? 1 : 0);
+  c.block_bytes = checked_mul(checked_mul(c.n_blocks, bs, "prefix block tokens"), per_token, "prefix block bytes");
+  c.prefill_flops = 2.0 * static_cast<double>(s.n_params) * static_cast<double>(n_tokens);
+  return c;
+}
+
+namespace {
+
+// The multiplier of a unit suffix (already lower case, spaces trimmed); 0 when unknown.
+uint64_t unit_multiplier(const std::string& unit) {
+  struct Unit {
+    const char* name;
+    uint64_t bytes;
+  };
+  static constexpr Unit kUnits[] = {
+      {"", 1},          {"b", 1},
+      {"kib", 1ull << 10}, {"mib", 1ull << 20}, {"gib", 1ull << 30}, {"tib", 1ull << 40}, {"pib", 1ull << 50},
+      {"kb", 1000ull},     {"mb", 1000000ull},  {"gb", 1000000000ull}, {"tb", 1000000000000ull},
+      {"pb", 1000000000000000ull},
+  };
+  for (const Unit& u : kUnits) {
+    if (unit == u.name) return u.bytes;
+  }
+  return 0;
+}
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+}  // namespace
+
+uint64_t parse_bytes(std::string_view text) {
+  const auto fail = [&](const std::string& why) -> Error {
+    return Error("bad byte size '" + std::string(text) + "': " + why);
+  };
+  size_t begin = 0, end = text.size();
+  while (begin < end && std::isspace(static_cast<unsigned char>(text[begin]))) ++begin;
+  while (end > begin && std::isspace(static_cast<unsigned char>(text[end - 1]))) --end;
+  const std::string_view s = text.substr(begin, end - begin);
+  if (s.empty()) throw fail("empty");
+  if (s[0] == '-') throw fail("must not be negative");
+
+  // value = digits x 10^exp10 x unit, computed exactly in 128 bits.
+  std::string digits;  // mantissa digits, integer and fraction parts, no point
+  int64_t exp10 = 0;
+  size_t i = 0;
+  for (; i < s.size() && is_digit(s[i]); ++i) digits += s[i];
+  if (i < s.size() && s[i] == '.') {
+    for (++i; i < s.size() && is_digit(s[i]); ++i, --exp10) digits += s[i];
+  }
+  if (digits.empty()) throw fail("expected a number, e.g. 2GiB, 512MiB, 1e9");
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    const bool negative = i < s.size() && s[i] == '-';
+    if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
+    if (i >= s.size() || !is_digit(s[i])) throw fail("exponent without digits");
+    int64_t e = 0;
+    for (; i < s.size() && is_digit(s[i]); ++i) e = std::min<int64_t>(e * 10 + (s[i] - '0'), 1000000);
+    exp10 += negative ? -e : e;
+  }
+  while (i < s.size() && s[i] == ' ') ++i;
+  const uint64_t unit = unit_multiplier(lower(s.substr(i)));
+  if (unit == 0) {
+    const std::string u = lower(s.substr(i));
+    if (u == "k" || u == "m" || u == "g" || u == "t" || u == "p") {
+      throw fail("ambiguous unit '" + std::string(s.substr(i)) + "': write " + std::string(s.substr(i)) +
+                 "iB (powers of 1024) or " + std::string(s.substr(i)) + "B (powers of 1000)");
+    }
+    throw fail("unknown unit '" + std::string(s.substr(i)) + "' (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)");
+  }
+
+  const size_t first = digits.find_first_not_of('0');
+  if (first == std::string::npos) return 0;
+  digits.erase(0, first);
+  while (digits.back() == '0') {
+    digits.pop_back();
+    ++exp10;
+  }
+  if (digits.size() > 20) throw fail("more than 20 significant digits");
+  unsigned __int128 v = 0;  // < 10^20 < 2^67, times unit <= 2^50: < 2^117
+  for (char c : digits) v = v * 10 + static_cast<unsigned>(c - '0');
+  v *= unit;
+  constexpr auto kMax = static_cast<unsigned __int128>(std::numeric_limits<uint64_t>::max());
+  for (; exp10 > 0; --exp10) {
+    v *= 10;
+    if (v > kMax) throw fail("larger than 2^64 - 1 bytes");
+  }
+  for (; exp10 < 0 && v != 0; ++exp10) v /= 10;  // rounds down to whole bytes
+  if (v > kMax) throw fail("larger than 2^64 - 1 bytes");
+  return static_cast<uint64_t>(v);
+}
+
+std::string format_bytes(uint64_t n_bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  if (n_bytes < 1024) return std::to_string(n_bytes) + " B";
+  size_t u = 0;
+  double v = static_cast<double>(n_bytes);
+  while (v >= 1024.0 && u + 1 < std::size(kUnits)) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", v);
+  std::string out = buf;
+  if (out == "1024.00" && u + 1 < std::size(kUnits)) {  // 1023.995.. rounds up: show the next unit
+    out = "1.00";
+    ++u;
+  }
+  while (out.back() == '0') out.pop_back();
+  if (out.back() == '.') out.pop_back();
+  return out + " " + kUnits[u];
+}
+
+}  // namespace preface::kv

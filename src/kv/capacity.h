@@ -1,0 +1,104 @@
+// KV-cache capacity arithmetic (`preface kv`, the start-up capacity line, --kv-cache-mem): how many bytes one
+// token's K and V take for a model shape and a KV dtype, how many tokens and blocks fit in a byte budget, and
+// what a cached prefix costs in memory and saves in prefill compute. Pure functions; bad input throws
+// preface::Error.
+//
+//   bytes per token = 2 (K and V) x n_layers x n_kv_heads x head_dim x bytes per value
+//   bytes per value: f32 4, f16 2, bf16 2, q8_0 34/32 (blocks of 32 values: an f16 scale + 32 int8)
+// A q8_0 head row of head_dim values is stored as ceil(head_dim / 32) blocks, so a head_dim that is not a
+// multiple of 32 is padded (real models use 64 or 128, where 34/32 is exact).
+#pragma once
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gguf/reader.h"
+
+namespace preface::kv {
+
+enum class KvDtype { F32, F16, BF16, Q8_0 };
+
+inline constexpr std::array<KvDtype, 4> kAllKvDtypes = {KvDtype::F32, KvDtype::F16, KvDtype::BF16, KvDtype::Q8_0};
+
+std::string_view kv_dtype_name(KvDtype t);                           // "f32" | "f16" | "bf16" | "q8_0"
+std::optional<KvDtype> kv_dtype_from_name(std::string_view name);    // the names above, case-insensitive
+KvDtype parse_kv_dtype(std::string_view name);                       // throws preface::Error naming the choices
+double kv_bytes_per_value(KvDtype t);                                // 4, 2, 2, 1.0625
+// Bytes of one head's K (or V) row of head_dim values (q8_0: whole 32-value blocks).
+uint64_t kv_bytes_per_head_row(KvDtype t, int32_t head_dim);
+
+enum class ParamSource {
+  ComputedFromShape,   // shape_param_count: embeddings, attention, SwiGLU FFN, RMSNorm weights
+  CountedFromTensors,  // the sum of n_values over the GGUF's tensors
+};
+std::string_view param_source_text(ParamSource s);  // "computed from the shape" | "counted from the file's tensors"
+
+// The dimensions that size the KV cache, plus those that size the weights (for the parameter count).
+struct KvShape {
+  std::string name;            // the built-in name, or the GGUF file name
+  std::string arch = "llama";  // GGUF general.architecture
+  int32_t n_layers = 0;
+  int32_t n_heads = 0;
+  int32_t n_kv_heads = 0;      // grouped-query attention: n_heads % n_kv_heads == 0
+  int32_t head_dim = 0;        // values per head row of K, V and Q
+  int32_t dim = 0;             // embedding length
+  int32_t ffn_dim = 0;         // SwiGLU hidden size; 0 when unknown (read from a file whose arch differs)
+  int32_t n_vocab = 0;
+  bool tied_embeddings = false;  // the output head reuses token_embd (counted once)
+  bool qkv_bias = false;         // Q/K/V projections carry biases (qwen2)
+  uint64_t n_params = 0;
+  ParamSource params_source = ParamSource::ComputedFromShape;
+};
+
+// Throws preface::Error unless n_layers, n_kv_heads and head_dim are in [1, 65536] (so every product below fits
+// in 64 bits) and, when n_heads is set, n_heads is a multiple of n_kv_heads.
+void validate_shape(const KvShape& shape);
+
+// Parameters of a Llama-family decoder with this shape: token_embd (+ output unless tied) + per layer
+// (Q, K, V, O projections, Q/K/V biases when qkv_bias, gate/up/down FFN, two norms) + the final norm.
+uint64_t shape_param_count(const KvShape& shape);
+
+// Built-in shapes of well-known models (published dimensions; n_params = shape_param_count, which equals the
+// published exact counts). Names are lower case, e.g. "llama3-8b"; lookup is case-insensitive.
+std::optional<KvShape> builtin_shape(std::string_view name);
+std::vector<std::string> builtin_shape_names();  // in table order
+
+// The shape from a GGUF's `<arch>.*` metadata (any architecture with the standard keys; head_dim is
+// attention.key_length when present, else embedding_length / head_count) with n_params counted from its
+// tensors. Throws preface::Error on missing or inconsistent keys, or K and V head sizes that differ.
+KvShape shape_from_gguf(const gguf::File& file);
+
+uint64_t kv_bytes_per_token(const KvShape& shape, KvDtype t);  // validates the shape
+
+// Whole blocks of block_size tokens that fit in budget_bytes (a paged pool holds only whole blocks).
+struct KvBudget {
+  uint64_t budget_bytes = 0;
+  uint64_t block_bytes = 0;  // bytes_per_token * block_size
+  uint64_t n_blocks = 0;     // floor(budget_bytes / block_bytes)
+  uint64_t n_tokens = 0;     // n_blocks * block_size
+};
+KvBudget fit_budget(const KvShape& shape, KvDtype t, int32_t block_size, uint64_t budget_bytes);
+
+// What caching the first n_tokens of a prompt costs and saves.
+struct PrefixCost {
+  uint64_t n_tokens = 0;
+  uint64_t exact_bytes = 0;   // n_tokens * bytes_per_token
+  uint64_t n_blocks = 0;      // ceil(n_tokens / block_size)
+  uint64_t block_bytes = 0;   // n_blocks * block_size * bytes_per_token: what the pool really holds
+  double prefill_flops = 0;   // about 2 x n_params x n_tokens (one multiply-add per weight per token)
+};
+PrefixCost prefix_cost(const KvShape& shape, KvDtype t, int32_t block_size, uint64_t n_tokens);
+
+// "2GiB", "512 MiB", "1.5GB", "1e9", "4096": a whole number of bytes. Units (case-insensitive): B, KiB, MiB,
+// GiB, TiB, PiB (powers of 1024) and KB, MB, GB, TB, PB (powers of 1000); none means bytes. The number is
+// decimal with an optional fraction and exponent; a fractional byte count is rounded down. Throws
+// preface::Error for empty, negative, malformed, ambiguous ("2G") or unknown units, and values above 2^64 - 1.
+uint64_t parse_bytes(std::string_view text);
+
+// Binary units with up to two decimals, trailing zeros dropped: "512 B", "128 KiB", "762.5 MiB", "1.33 GiB".
+std::string format_bytes(uint64_t n_bytes);
+
+}  // namespace preface::kv
