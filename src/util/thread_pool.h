@@ -16,8 +16,11 @@ class ThreadPool {
 
   int n_threads() const { return n_threads_; }
 
-  // Calls fn(begin, end) over disjoint contiguous ranges covering [0, n), one range per thread (ranges aligned
-  // to `grain` items), and returns when all are done. Must not be called re-entrantly from inside fn.
+  // Calls fn(begin, end) over n_threads() disjoint contiguous ranges covering [0, n) (ranges aligned to `grain`
+  // items; empty ones are skipped), concurrently, and returns when all are done. Range boundaries depend only
+  // on n, grain and n_threads(); which thread runs which range does not matter (the caller takes ranges a late
+  // worker has not started). An exception thrown by fn is rethrown here after all ranges finish. Must not be
+  // called re-entrantly from inside fn (such a call, or one racing from another thread, runs fn(0, n) inline).
   void parallel_for(int64_t n, const std::function<void(int64_t begin, int64_t end)>& fn, int64_t grain = 1);
 
   // The number of hardware threads (>= 1).

@@ -1,0 +1,122 @@
+// Micro-benchmarks: thread pool call overhead, row dots and matmul throughput.
+//   bytes_per_second: weight bytes read per second; items_per_second: multiply-adds * 2 (FLOP/s).
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "gguf/types.h"
+#include "kernels/dot.h"
+#include "kernels/matmul.h"
+#include "util/fp16.h"
+#include "util/thread_pool.h"
+
+namespace preface::kernels {
+namespace {
+
+// Random weights of `type`, n_rows x n_cols. Returns the bytes (row-major GGUF encoding).
+std::vector<uint8_t> random_weights(gguf::TensorType type, int64_t n_rows, int64_t n_cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  const size_t n = static_cast<size_t>(n_rows * n_cols);
+  std::vector<float> values(n);  // [n_rows][n_cols]
+  for (float& v : values) v = uni(rng);
+  std::vector<uint8_t> bytes(gguf::row_bytes(type, static_cast<size_t>(n_cols)) * static_cast<size_t>(n_rows));
+  switch (type) {
+    case gguf::TensorType::F32:
+      std::memcpy(bytes.data(), values.data(), n * sizeof(float));
+      break;
+    case gguf::TensorType::F16:
+      f32_to_f16_row(values.data(), reinterpret_cast<uint16_t*>(bytes.data()), n);
+      break;
+    case gguf::TensorType::BF16:
+      f32_to_bf16_row(values.data(), reinterpret_cast<uint16_t*>(bytes.data()), n);
+      break;
+    case gguf::TensorType::Q8_0:
+      quantize_row_q8_0(values.data(), reinterpret_cast<BlockQ8_0*>(bytes.data()), n);
+      break;
+    case gguf::TensorType::Q4_0: {
+      auto* blocks = reinterpret_cast<BlockQ4_0*>(bytes.data());
+      for (size_t b = 0; b < n / kQuantBlock; ++b) {
+        blocks[b].d = f32_to_f16(uni(rng) * 0.1f);
+        for (uint8_t& q : blocks[b].qs) q = static_cast<uint8_t>(rng());
+      }
+      break;
+    }
+  }
+  return bytes;
+}
+
+void BM_ParallelForOverhead(benchmark::State& state) {
+  ThreadPool pool(static_cast<int>(state.range(0)));
+  std::vector<float> data(64);  // [64]
+  for (auto _ : state) {
+    pool.parallel_for(
+        64, [&](int64_t b, int64_t e) { for (int64_t i = b; i < e; ++i) data[static_cast<size_t>(i)] += 1.0f; }, 1);
+  }
+  benchmark::DoNotOptimize(data.data());
+}
+BENCHMARK(BM_ParallelForOverhead)->Arg(1)->Arg(2)->UseRealTime();
+
+// args: weight type, n_rows, n_cols, n_tokens, threads. With several weight copies (n_copies) cycled through,
+// the weights no longer fit in cache and the number approaches memory bandwidth.
+void run_matmul(benchmark::State& state, gguf::TensorType type, int n_copies) {
+  const int64_t n_rows = state.range(0);
+  const int64_t n_cols = state.range(1);
+  const int64_t n_tokens = state.range(2);
+  ThreadPool pool(static_cast<int>(state.range(3)));
+  std::vector<std::vector<uint8_t>> weights;
+  for (int c = 0; c < n_copies; ++c) weights.push_back(random_weights(type, n_rows, n_cols, 1234 + c));
+  std::vector<float> x(static_cast<size_t>(n_tokens * n_cols), 0.5f);  // [n_tokens][n_cols]
+  std::vector<float> y(static_cast<size_t>(n_tokens * n_rows));        // [n_tokens][n_rows]
+  std::vector<uint8_t> scratch;
+  size_t copy = 0;
+  for (auto _ : state) {
+    const Matrix w{type, weights[copy].data(), n_rows, n_cols};
+    matmul(pool, w, x.data(), n_tokens, y.data(), scratch);
+    benchmark::DoNotOptimize(y.data());
+    copy = (copy + 1) % weights.size();
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(weights[0].size()));
+  state.SetItemsProcessed(state.iterations() * 2 * n_rows * n_cols * n_tokens);
+}
+
+void BM_MatmulQ8_0(benchmark::State& state) { run_matmul(state, gguf::TensorType::Q8_0, 1); }
+void BM_MatmulQ4_0(benchmark::State& state) { run_matmul(state, gguf::TensorType::Q4_0, 1); }
+void BM_MatmulF16(benchmark::State& state) { run_matmul(state, gguf::TensorType::F16, 1); }
+void BM_MatmulF32(benchmark::State& state) { run_matmul(state, gguf::TensorType::F32, 1); }
+// Copies of 2048 x 2048 weights cycled (~430 MB in all, beyond L3): weights come from DRAM, as in decoding a
+// large model.
+void BM_MatmulQ8_0Dram(benchmark::State& state) { run_matmul(state, gguf::TensorType::Q8_0, 96); }
+void BM_MatmulQ4_0Dram(benchmark::State& state) { run_matmul(state, gguf::TensorType::Q4_0, 182); }
+
+#define PREFACE_MATMUL_ARGS                                                                                  \
+  ArgNames({"rows", "cols", "tokens", "threads"})                                                            \
+      ->Args({2048, 768, 1, 1})                                                                              \
+      ->Args({2048, 768, 1, 2})                                                                              \
+      ->Args({2048, 768, 512, 1})                                                                            \
+      ->Args({2048, 768, 512, 2})                                                                            \
+      ->UseRealTime()
+BENCHMARK(BM_MatmulQ8_0)->PREFACE_MATMUL_ARGS;
+BENCHMARK(BM_MatmulQ4_0)->PREFACE_MATMUL_ARGS;
+BENCHMARK(BM_MatmulF16)->PREFACE_MATMUL_ARGS;
+BENCHMARK(BM_MatmulF32)->PREFACE_MATMUL_ARGS;
+#define PREFACE_DRAM_ARGS \
+  ArgNames({"rows", "cols", "tokens", "threads"})->Args({2048, 2048, 1, 1})->Args({2048, 2048, 1, 2})->UseRealTime()
+BENCHMARK(BM_MatmulQ8_0Dram)->PREFACE_DRAM_ARGS;
+BENCHMARK(BM_MatmulQ4_0Dram)->PREFACE_DRAM_ARGS;
+
+void BM_DotQ8_0(benchmark::State& state) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  std::vector<float> xf(n, 0.25f);  // [n]
+  std::vector<BlockQ8_0> w(n / kQuantBlock), x(n / kQuantBlock);
+  quantize_row_q8_0(xf.data(), w.data(), n);
+  quantize_row_q8_0(xf.data(), x.data(), n);
+  for (auto _ : state) benchmark::DoNotOptimize(dot_q8_0(w.data(), x.data(), n));
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.size() * sizeof(BlockQ8_0)));
+}
+BENCHMARK(BM_DotQ8_0)->Arg(768)->Arg(4096);
+
+}  // namespace
+}  // namespace preface::kernels

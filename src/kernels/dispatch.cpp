@@ -1,0 +1,77 @@
+// Runtime selection between the scalar and AVX2 kernels, and the dispatching entry points of dot.h.
+#include "kernels/dispatch.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "util/fp16.h"
+
+namespace preface::kernels {
+
+namespace avx2 {
+// Compiled without -mavx2 so that the check itself runs on any x86-64.
+bool available() {
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+}
+}  // namespace avx2
+
+namespace {
+
+constexpr KernelTable kScalar = {
+    scalar::quantize_row_q8_0, scalar::dot_f32,  scalar::dot_f16,  scalar::dot_bf16,
+    scalar::dot_q8_0,          scalar::dot_q4_0, scalar::axpy_f32, scalar::axpy_f16,
+    scalar::axpy_bf16,         scalar::f32_to_f16_row, scalar::f32_to_bf16_row,
+};
+
+constexpr KernelTable kAvx2 = {
+    avx2::quantize_row_q8_0, avx2::dot_f32,  avx2::dot_f16,  avx2::dot_bf16,
+    avx2::dot_q8_0,          avx2::dot_q4_0, avx2::axpy_f32, avx2::axpy_f16,
+    avx2::axpy_bf16,         avx2::f32_to_f16_row, avx2::f32_to_bf16_row,
+};
+
+// PREFACE_KERNELS=scalar forces the scalar kernels (to cross-check a whole model run against the reference).
+const KernelTable& choose_table() {
+  const char* forced = std::getenv("PREFACE_KERNELS");
+  if (forced != nullptr && std::strcmp(forced, "scalar") == 0) return kScalar;
+  return avx2::available() ? kAvx2 : kScalar;
+}
+
+}  // namespace
+
+const KernelTable& kernel_table() {
+  static const KernelTable& table = choose_table();
+  return table;
+}
+
+void quantize_row_q8_0(const float* x, BlockQ8_0* out, size_t n) { kernel_table().quantize_row_q8_0(x, out, n); }
+float dot_f32(const float* w, const float* x, size_t n) { return kernel_table().dot_f32(w, x, n); }
+float dot_f16(const uint16_t* w, const float* x, size_t n) { return kernel_table().dot_f16(w, x, n); }
+float dot_bf16(const uint16_t* w, const float* x, size_t n) { return kernel_table().dot_bf16(w, x, n); }
+float dot_q8_0(const BlockQ8_0* w, const BlockQ8_0* x, size_t n) { return kernel_table().dot_q8_0(w, x, n); }
+float dot_q4_0(const BlockQ4_0* w, const BlockQ8_0* x, size_t n) { return kernel_table().dot_q4_0(w, x, n); }
+void axpy_f32(float a, const float* v, float* y, size_t n) { kernel_table().axpy_f32(a, v, y, n); }
+void axpy_f16(float a, const uint16_t* v, float* y, size_t n) { kernel_table().axpy_f16(a, v, y, n); }
+void axpy_bf16(float a, const uint16_t* v, float* y, size_t n) { kernel_table().axpy_bf16(a, v, y, n); }
+void f32_to_f16_row(const float* x, uint16_t* out, size_t n) { kernel_table().f32_to_f16_row(x, out, n); }
+void f32_to_bf16_row(const float* x, uint16_t* out, size_t n) { kernel_table().f32_to_bf16_row(x, out, n); }
+
+void dequantize_row_q8_0(const BlockQ8_0* x, float* out, size_t n) {
+  for (size_t b = 0; b < n / kQuantBlock; ++b) {
+    const float d = f16_to_f32(x[b].d);
+    for (size_t j = 0; j < kQuantBlock; ++j) out[b * kQuantBlock + j] = d * static_cast<float>(x[b].qs[j]);
+  }
+}
+
+void dequantize_row_q4_0(const BlockQ4_0* x, float* out, size_t n) {
+  constexpr size_t kHalf = kQuantBlock / 2;
+  for (size_t b = 0; b < n / kQuantBlock; ++b) {
+    const float d = f16_to_f32(x[b].d);
+    float* ob = out + b * kQuantBlock;  // [32]
+    for (size_t j = 0; j < kHalf; ++j) {
+      ob[j] = d * static_cast<float>((x[b].qs[j] & 0x0f) - 8);
+      ob[j + kHalf] = d * static_cast<float>((x[b].qs[j] >> 4) - 8);
+    }
+  }
+}
+
+}  // namespace preface::kernels

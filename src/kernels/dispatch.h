@@ -1,0 +1,28 @@
+// The kernel table chosen once per process (AVX2 when the CPU has it, else scalar). Internal to src/kernels:
+// hot loops fetch the table once and call through its pointers instead of the dispatching wrappers.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/dot.h"
+
+namespace preface::kernels {
+
+struct KernelTable {
+  void (*quantize_row_q8_0)(const float*, BlockQ8_0*, size_t);
+  float (*dot_f32)(const float*, const float*, size_t);
+  float (*dot_f16)(const uint16_t*, const float*, size_t);
+  float (*dot_bf16)(const uint16_t*, const float*, size_t);
+  float (*dot_q8_0)(const BlockQ8_0*, const BlockQ8_0*, size_t);
+  float (*dot_q4_0)(const BlockQ4_0*, const BlockQ8_0*, size_t);
+  void (*axpy_f32)(float, const float*, float*, size_t);
+  void (*axpy_f16)(float, const uint16_t*, float*, size_t);
+  void (*axpy_bf16)(float, const uint16_t*, float*, size_t);
+  void (*f32_to_f16_row)(const float*, uint16_t*, size_t);
+  void (*f32_to_bf16_row)(const float*, uint16_t*, size_t);
+};
+
+// Constant after its first (thread-safe) initialisation.
+const KernelTable& kernel_table();
+
+}  // namespace preface::kernels

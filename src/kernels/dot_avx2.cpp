@@ -1,0 +1,122 @@
+// AVX2+FMA+F16C float-type kernels: dots, axpy and f32 -> f16/bf16 row conversion.
+//
+// Dot reduction order (fixed by n alone): four 8-lane FMA accumulators over 32-value steps, then 8-value steps
+// into the first, then (acc0 + acc1) + (acc2 + acc3), a fixed-order horizontal sum, then the < 8 tail values
+// added left to right.
+//
+// This file must not call inline functions shared with baseline code (e.g. util/fp16.h): the linker may keep
+// this AVX2-compiled copy for every caller. Tails therefore reuse the vector code on a padded copy.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/dot.h"
+#include "kernels/simd_avx2.h"
+
+namespace preface::kernels::avx2 {
+
+namespace {
+
+// LoadVec: const W* -> __m256 of 8 values; LoadOne: W -> float.
+template <typename W, typename LoadVec, typename LoadOne>
+float dot_impl(const W* w, const float* x, size_t n, LoadVec load_vec, LoadOne load_one) {
+  __m256 acc0 = _mm256_setzero_ps();
+  __m256 acc1 = _mm256_setzero_ps();
+  __m256 acc2 = _mm256_setzero_ps();
+  __m256 acc3 = _mm256_setzero_ps();
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    acc0 = _mm256_fmadd_ps(load_vec(w + i), _mm256_loadu_ps(x + i), acc0);
+    acc1 = _mm256_fmadd_ps(load_vec(w + i + 8), _mm256_loadu_ps(x + i + 8), acc1);
+    acc2 = _mm256_fmadd_ps(load_vec(w + i + 16), _mm256_loadu_ps(x + i + 16), acc2);
+    acc3 = _mm256_fmadd_ps(load_vec(w + i + 24), _mm256_loadu_ps(x + i + 24), acc3);
+  }
+  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(load_vec(w + i), _mm256_loadu_ps(x + i), acc0);
+  float sum = hsum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
+  for (; i < n; ++i) sum += load_one(w[i]) * x[i];
+  return sum;
+}
+
+// y[i] = fma(a, v[i], y[i]) for every i, vector and tail alike.
+template <typename V, typename LoadVec, typename LoadOne>
+void axpy_impl(float a, const V* v, float* y, size_t n, LoadVec load_vec, LoadOne load_one) {
+  const __m256 va = _mm256_set1_ps(a);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, load_vec(v + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] = __builtin_fmaf(a, load_one(v[i]), y[i]);  // one vfmadd with -mfma
+}
+
+const auto load_f32 = [](const float* p) { return _mm256_loadu_ps(p); };
+const auto one_f32 = [](float v) { return v; };
+const auto load_f16 = [](const uint16_t* p) { return load_f16x8(p); };
+const auto one_f16 = [](uint16_t h) { return half_to_float(h); };
+const auto load_bf16 = [](const uint16_t* p) { return load_bf16x8(p); };
+const auto one_bf16 = [](uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+};
+
+// Converts n_tail < 8 values through an 8-wide kernel via zero-padded copies.
+template <typename Convert8>
+void convert_tail(const float* x, uint16_t* out, size_t n_tail, Convert8 convert8) {
+  float in8[8] = {};
+  uint16_t out8[8];
+  std::memcpy(in8, x, n_tail * sizeof(float));
+  convert8(in8, out8);
+  std::memcpy(out, out8, n_tail * sizeof(uint16_t));
+}
+
+// f32 -> f16 for 8 values. F16C rounds to nearest even like f32_to_f16; only NaNs differ (F16C keeps payload
+// bits), so NaN lanes are replaced with f32_to_f16's canonical quiet NaN, sign | 0x7e00.
+void f16_x8(const float* x, uint16_t* out) {
+  const __m256 v = _mm256_loadu_ps(x);
+  const __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256i nan32 = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));  // [8] 0 / -1
+  const __m128i nan16 = _mm_packs_epi32(_mm256_castsi256_si128(nan32), _mm256_extracti128_si256(nan32, 1));
+  const __m128i canon = _mm_or_si128(_mm_and_si128(h, _mm_set1_epi16(static_cast<int16_t>(0x8000))),
+                                     _mm_set1_epi16(0x7e00));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_blendv_epi8(h, canon, nan16));
+}
+
+// f32 -> bf16 for 8 values: f32_to_bf16's integer rounding (bits + 0x7fff + lsb, keep the top 16 bits);
+// NaN lanes become (bits >> 16) | 0x40.
+void bf16_x8(const float* x, uint16_t* out) {
+  const __m256 v = _mm256_loadu_ps(x);
+  const __m256i bits = _mm256_castps_si256(v);
+  const __m256i top = _mm256_srli_epi32(bits, 16);
+  const __m256i lsb = _mm256_and_si256(top, _mm256_set1_epi32(1));
+  const __m256i biased = _mm256_add_epi32(_mm256_add_epi32(bits, _mm256_set1_epi32(0x7fff)), lsb);
+  const __m256i rounded = _mm256_srli_epi32(biased, 16);
+  const __m256i nan_value = _mm256_or_si256(top, _mm256_set1_epi32(0x40));
+  const __m256i nan_mask = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  const __m256i r32 = _mm256_blendv_epi8(rounded, nan_value, nan_mask);  // [8] values in 0..0xffff
+  // packus works per 128-bit lane: [r0..r3 r0..r3 | r4..r7 r4..r7]; gather qwords 0 and 2.
+  const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r32, r32), 0x08);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm256_castsi256_si128(packed));
+}
+
+}  // namespace
+
+float dot_f32(const float* w, const float* x, size_t n) { return dot_impl(w, x, n, load_f32, one_f32); }
+float dot_f16(const uint16_t* w, const float* x, size_t n) { return dot_impl(w, x, n, load_f16, one_f16); }
+float dot_bf16(const uint16_t* w, const float* x, size_t n) { return dot_impl(w, x, n, load_bf16, one_bf16); }
+
+void axpy_f32(float a, const float* v, float* y, size_t n) { axpy_impl(a, v, y, n, load_f32, one_f32); }
+void axpy_f16(float a, const uint16_t* v, float* y, size_t n) { axpy_impl(a, v, y, n, load_f16, one_f16); }
+void axpy_bf16(float a, const uint16_t* v, float* y, size_t n) { axpy_impl(a, v, y, n, load_bf16, one_bf16); }
+
+void f32_to_f16_row(const float* x, uint16_t* out, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) f16_x8(x + i, out + i);
+  if (i < n) convert_tail(x + i, out + i, n - i, f16_x8);
+}
+
+void f32_to_bf16_row(const float* x, uint16_t* out, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) bf16_x8(x + i, out + i);
+  if (i < n) convert_tail(x + i, out + i, n - i, bf16_x8);
+}
+
+}  // namespace preface::kernels::avx2

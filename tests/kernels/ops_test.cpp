@@ -1,0 +1,148 @@
+// rmsnorm, rope, softmax, swiglu against straightforward double-precision references.
+#include "kernels/ops.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/kernel_test_util.h"
+#include "util/error.h"
+
+namespace preface::kernels {
+namespace {
+
+using test::random_floats;
+
+TEST(RmsNorm, MatchesReference) {
+  for (size_t n : {1, 7, 64, 4096}) {
+    const auto x = random_floats(n, 1, 3.0f);
+    const auto w = random_floats(n, 2);
+    const float eps = 1e-5f;
+    std::vector<float> out(n);
+    rmsnorm(x.data(), w.data(), out.data(), n, eps);
+    double ss = 0;
+    for (float v : x) ss += double{v} * v;
+    const double scale = 1.0 / std::sqrt(ss / static_cast<double>(n) + eps);
+    for (size_t i = 0; i < n; ++i) {
+      const double ref = x[i] * scale * w[i];
+      EXPECT_NEAR(out[i], ref, 4e-7 * std::fabs(ref) + 1e-12) << "n " << n << " i " << i;
+    }
+    auto inplace = x;  // out may alias x
+    rmsnorm(inplace.data(), w.data(), inplace.data(), n, eps);
+    EXPECT_EQ(std::memcmp(inplace.data(), out.data(), n * sizeof(float)), 0);
+  }
+}
+
+TEST(RmsNorm, ZeroInputStaysFinite) {
+  std::vector<float> x(16, 0.0f), w(16, 1.0f), out(16);
+  rmsnorm(x.data(), w.data(), out.data(), 16, 1e-6f);
+  for (float v : out) EXPECT_EQ(v, 0.0f);
+}
+
+// Rotates pairs in double with theta_i = pos * base^(-2i/n_rot).
+std::vector<float> rope_reference(const std::vector<float>& x, size_t n_heads, size_t head_dim, size_t n_rot,
+                                  int pos, double base, bool neox) {
+  std::vector<float> out = x;  // [n_heads][head_dim]
+  for (size_t h = 0; h < n_heads; ++h) {
+    for (size_t i = 0; i < n_rot / 2; ++i) {
+      const double theta = pos * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(n_rot));
+      const size_t a = h * head_dim + (neox ? i : 2 * i);
+      const size_t b = neox ? a + n_rot / 2 : a + 1;
+      const double x0 = x[a], x1 = x[b];
+      out[a] = static_cast<float>(x0 * std::cos(theta) - x1 * std::sin(theta));
+      out[b] = static_cast<float>(x0 * std::sin(theta) + x1 * std::cos(theta));
+    }
+  }
+  return out;
+}
+
+TEST(Rope, MatchesDoubleReferenceBothModes) {
+  struct Shape {
+    size_t n_heads, head_dim, n_rot;
+  };
+  for (const Shape s : {Shape{4, 64, 64}, Shape{3, 64, 32}, Shape{2, 128, 96}, Shape{1, 10, 2}}) {
+    for (bool neox : {false, true}) {
+      for (int pos : {0, 1, 17, 500, 3000}) {
+        for (float base : {10000.0f, 1e6f}) {
+          SCOPED_TRACE("heads " + std::to_string(s.n_heads) + " dim " + std::to_string(s.head_dim) + " rot " +
+                       std::to_string(s.n_rot) + (neox ? " neox" : " adjacent") + " pos " + std::to_string(pos) +
+                       " base " + std::to_string(base));
+          const auto x = random_floats(s.n_heads * s.head_dim, 3 + pos);
+          auto got = x;
+          rope(got.data(), s.n_heads, s.head_dim, s.n_rot, pos, base, neox);
+          const auto ref = rope_reference(x, s.n_heads, s.head_dim, s.n_rot, pos, base, neox);
+          // theta is built by repeated float multiplication (as ggml does): its error grows with pos.
+          const double tol = 2e-6 + 3e-7 * pos;
+          for (size_t h = 0; h < s.n_heads; ++h) {
+            for (size_t d = 0; d < s.head_dim; ++d) {
+              const size_t i = h * s.head_dim + d;
+              if (d >= s.n_rot) {
+                ASSERT_EQ(got[i], x[i]) << "unrotated dim " << d << " changed";
+              } else {
+                ASSERT_NEAR(got[i], ref[i], tol) << "head " << h << " dim " << d;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Rope, ModesPairDifferentDims) {
+  // One head, x = e_1: adjacent mode rotates it with e_0 (theta_0 = pos), neox with e_{1 + n_rot/2}.
+  std::vector<float> adj(8, 0.0f), neox(8, 0.0f);
+  adj[1] = neox[1] = 1.0f;
+  rope(adj.data(), 1, 8, 8, 1, 10000.0f, false);
+  rope(neox.data(), 1, 8, 8, 1, 10000.0f, true);
+  EXPECT_NEAR(adj[0], -std::sin(1.0), 1e-6);
+  EXPECT_NEAR(adj[1], std::cos(1.0), 1e-6);
+  const double theta1 = std::pow(10000.0, -2.0 / 8);
+  EXPECT_NEAR(neox[1], std::cos(theta1), 1e-6);
+  EXPECT_NEAR(neox[5], std::sin(theta1), 1e-6);
+  EXPECT_EQ(neox[0], 0.0f);
+}
+
+TEST(Rope, RejectsBadRotationCount) {
+  std::vector<float> x(16);
+  EXPECT_THROW(rope(x.data(), 1, 16, 7, 0, 10000.0f, false), Error);
+  EXPECT_THROW(rope(x.data(), 1, 16, 18, 0, 10000.0f, true), Error);
+}
+
+TEST(Softmax, MatchesReference) {
+  for (size_t n : {1, 5, 100, 4096}) {
+    auto x = random_floats(n, 4, 20.0f);
+    x[0] = 1000.0f;  // large values must not overflow
+    auto got = x;
+    softmax(got.data(), n);
+    double max = -INFINITY, sum = 0, total = 0;
+    for (float v : x) max = std::fmax(max, v);
+    for (float v : x) sum += std::exp(v - max);
+    for (size_t i = 0; i < n; ++i) {
+      const double ref = std::exp(x[i] - max) / sum;
+      EXPECT_NEAR(got[i], ref, 1e-6 * ref + 1e-30) << "n " << n << " i " << i;
+      total += got[i];
+    }
+    EXPECT_NEAR(total, 1.0, 1e-5);
+  }
+  std::vector<float> masked = {0.0f, -INFINITY, 0.0f};
+  softmax(masked.data(), 3);
+  EXPECT_EQ(masked, (std::vector<float>{0.5f, 0.0f, 0.5f}));
+}
+
+TEST(Swiglu, MatchesReference) {
+  const size_t n = 1001;
+  const auto gate0 = random_floats(n, 5, 8.0f);
+  const auto up = random_floats(n, 6, 2.0f);
+  auto gate = gate0;
+  swiglu(gate.data(), up.data(), n);
+  for (size_t i = 0; i < n; ++i) {
+    const double g = gate0[i];
+    const double ref = g / (1.0 + std::exp(-g)) * up[i];
+    EXPECT_NEAR(gate[i], ref, 1e-6 * std::fabs(ref) + 1e-30) << i;
+  }
+}
+
+}  // namespace
+}  // namespace preface::kernels
