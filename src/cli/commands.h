@@ -7,9 +7,12 @@ namespace preface::cli {
 
 void register_commands(CLI::App& app);  // all of the below, in help order
 
+void register_serve(CLI::App& app);     // cmd_serve.cpp
 void register_run(CLI::App& app);       // cmd_run.cpp
 void register_eval(CLI::App& app);      // cmd_eval.cpp
 void register_tokenize(CLI::App& app);  // cmd_tokenize.cpp
 void register_synth(CLI::App& app);     // cmd_synth.cpp
+void register_kv(CLI::App& app);        // cmd_kv.cpp
+void register_bench(CLI::App& app);     // cmd_bench.cpp
 
 }  // namespace preface::cli

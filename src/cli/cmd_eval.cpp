@@ -1,0 +1,75 @@
+// `preface eval`: one JSON object in the format of ../shared/oracle/*.jsonl (prompt, tokens, argmax at every
+// prompt position, last_logits, greedy continuation), for comparing with llama.cpp.
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli/commands.h"
+#include "cli/options.h"
+#include "cli/session.h"
+
+namespace preface::cli {
+namespace {
+
+struct EvalOptions {
+  ModelOptions model;
+  std::string prompt;
+  int32_t n_greedy = 48;
+};
+
+// Keys in the oracle's order; floats printed as the shortest text that reads back as the same float.
+using OracleJson =
+    nlohmann::basic_json<nlohmann::ordered_map, std::vector, std::string, bool, int64_t, uint64_t, float>;
+
+// Index of the largest value, the lowest index on ties.
+int32_t argmax(const float* x, size_t n) {
+  return static_cast<int32_t>(std::max_element(x, x + n) - x);
+}
+
+void eval(const EvalOptions& opts) {
+  auto model = model::Model::load(resolve_model_path(opts.model.model_path));
+  const auto tokenizer = Tokenizer::from_gguf(model->file());
+  ThreadPool pool(resolve_threads(opts.model.threads));
+  const size_t n_vocab = static_cast<size_t>(model->config().n_vocab);
+
+  const std::vector<int32_t> prompt = encode_prompt(*tokenizer, opts.prompt);
+  Session session(*model, pool, parse_kv_type(opts.model.kv_type), opts.model.block_size,
+                  static_cast<int32_t>(prompt.size()) + opts.n_greedy);
+  std::vector<float> logits;  // [n_prompt][n_vocab]
+  session.feed(prompt, &logits);
+  std::vector<int32_t> argmaxes(prompt.size());
+  for (size_t i = 0; i < prompt.size(); ++i) argmaxes[i] = argmax(logits.data() + i * n_vocab, n_vocab);
+  const std::vector<float> last(logits.end() - static_cast<ptrdiff_t>(n_vocab), logits.end());
+
+  // Greedy continuation: exactly n_greedy tokens (not stopped at end-of-generation), as the oracle lists them.
+  std::vector<int32_t> greedy;
+  int32_t next = argmaxes.back();
+  while (static_cast<int32_t>(greedy.size()) < opts.n_greedy) {
+    greedy.push_back(next);
+    if (static_cast<int32_t>(greedy.size()) == opts.n_greedy || session.n_past() == session.capacity()) break;
+    next = argmax(session.feed(std::span<const int32_t>(&next, 1)), n_vocab);
+  }
+
+  const OracleJson out = {{"prompt", opts.prompt}, {"tokens", prompt},      {"argmax", argmaxes},
+                          {"last_logits", last},   {"greedy", greedy}};
+  const std::string text = out.dump(-1, ' ', false, OracleJson::error_handler_t::replace);
+  std::printf("%s\n", text.c_str());
+}
+
+}  // namespace
+
+void register_eval(CLI::App& app) {
+  auto opts = std::make_shared<EvalOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "eval", "Print one JSON line: prompt tokens, argmax at every position, last logits, greedy continuation");
+  add_model_options(*cmd, opts->model);
+  cmd->add_option("-p,--prompt", opts->prompt, "Prompt text")->required();
+  cmd->add_option("-n,--n-greedy", opts->n_greedy, "Greedy tokens to generate")
+      ->check(CLI::Range(0, 1 << 16))
+      ->capture_default_str();
+  cmd->callback([opts] { eval(*opts); });
+}
+
+}  // namespace preface::cli

@@ -1,0 +1,83 @@
+#include "cli/options.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <system_error>
+#include <vector>
+
+#include "util/error.h"
+#include "util/thread_pool.h"
+
+namespace preface::cli {
+namespace fs = std::filesystem;
+namespace {
+
+// The first *.gguf by name in dir, or empty.
+std::string first_gguf(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return {};
+  std::vector<std::string> found;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.is_regular_file(ec) && entry.path().extension() == ".gguf") found.push_back(entry.path().string());
+  }
+  if (found.empty()) return {};
+  return *std::min_element(found.begin(), found.end());
+}
+
+fs::path executable_dir() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path() : exe.parent_path();
+}
+
+}  // namespace
+
+void add_model_path_option(CLI::App& cmd, ModelOptions& opts) {
+  cmd.add_option("-m,--model", opts.model_path,
+                 "GGUF model file (default: $PREFACE_MODEL, then the first .gguf in models/, then "
+                 "../shared/models/stories260K.gguf)");
+}
+
+void add_model_options(CLI::App& cmd, ModelOptions& opts) {
+  add_model_path_option(cmd, opts);
+  cmd.add_option("--threads", opts.threads, "Worker threads (default: number of cores)")
+      ->check(CLI::Range(0, 1024));
+  cmd.add_option("--kv-type", opts.kv_type, "KV cache value type")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}))
+      ->capture_default_str();
+  cmd.add_option("--block-size", opts.block_size, "Tokens per KV cache block")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+}
+
+std::string resolve_model_path(const std::string& flag) {
+  if (!flag.empty()) return flag;
+  if (const char* env = std::getenv("PREFACE_MODEL"); env != nullptr && *env != '\0') return env;
+  const fs::path exe_dir = executable_dir();
+  std::vector<fs::path> model_dirs = {"models"};
+  if (!exe_dir.empty()) model_dirs.push_back(exe_dir / ".." / "models");
+  for (const fs::path& dir : model_dirs) {
+    if (std::string path = first_gguf(dir); !path.empty()) return path;
+  }
+  std::vector<fs::path> fallbacks = {fs::path("..") / "shared" / "models" / "stories260K.gguf"};
+  if (!exe_dir.empty()) fallbacks.push_back(exe_dir / ".." / ".." / "shared" / "models" / "stories260K.gguf");
+  std::error_code ec;
+  for (const fs::path& path : fallbacks) {
+    if (fs::is_regular_file(path, ec)) return path.lexically_normal().string();
+  }
+  throw Error(
+      "no model found: pass --model FILE, set PREFACE_MODEL, put a .gguf in models/, or provide "
+      "../shared/models/stories260K.gguf");
+}
+
+model::KvType parse_kv_type(const std::string& name) {
+  if (name == "f32") return model::KvType::F32;
+  if (name == "f16") return model::KvType::F16;
+  if (name == "bf16") return model::KvType::BF16;
+  throw Error("unknown KV type '" + name + "' (expected f32, f16 or bf16)");
+}
+
+int resolve_threads(int threads) { return threads > 0 ? threads : ThreadPool::hardware_threads(); }
+
+}  // namespace preface::cli

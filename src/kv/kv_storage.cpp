@@ -1,0 +1,52 @@
+#include "kv/kv_storage.h"
+
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "util/error.h"
+
+namespace preface::kv {
+
+KvStorage::KvStorage(const model::Config& config, model::KvType type, int32_t block_size, int32_t n_blocks) {
+  if (block_size < 1 || n_blocks < 1) {
+    throw Error("KV storage needs block_size >= 1 and n_blocks >= 1 (got " + std::to_string(block_size) + ", " +
+                std::to_string(n_blocks) + ")");
+  }
+  if (config.n_layers < 1 || config.kv_row_values() < 1) throw Error("KV storage: model config has no KV rows");
+  n_layers_ = static_cast<size_t>(config.n_layers);
+  view_.type = type;
+  view_.block_size = block_size;
+  view_.n_blocks = n_blocks;
+  view_.row_values = config.kv_row_values();
+  const size_t region_tokens = static_cast<size_t>(n_blocks) * static_cast<size_t>(block_size);
+  if (region_tokens > std::numeric_limits<size_t>::max() / bytes_per_token()) {
+    throw Error("KV storage size overflows");
+  }
+  const size_t region_bytes = region_tokens * view_.row_bytes();
+  // calloc: zeroed, and pages untouched until used.
+  data_.reset(static_cast<uint8_t*>(std::calloc(region_tokens, bytes_per_token())));
+  if (!data_) {
+    throw Error("cannot allocate " + std::to_string(region_tokens * bytes_per_token()) + " bytes of KV storage");
+  }
+  for (size_t l = 0; l < n_layers_; ++l) {
+    view_.k_layers.push_back(data_.get() + (2 * l) * region_bytes);
+    view_.v_layers.push_back(data_.get() + (2 * l + 1) * region_bytes);
+  }
+}
+
+void KvStorage::copy_rows(int32_t src_block, int32_t dst_block, int32_t n_rows) {
+  if (src_block < 0 || src_block >= view_.n_blocks || dst_block < 0 || dst_block >= view_.n_blocks) {
+    throw Error("copy_rows: block id out of range");
+  }
+  if (n_rows < 0 || n_rows > view_.block_size) throw Error("copy_rows: n_rows out of range");
+  if (src_block == dst_block || n_rows == 0) return;
+  const size_t bytes = static_cast<size_t>(n_rows) * view_.row_bytes();
+  for (size_t l = 0; l < n_layers_; ++l) {
+    const int layer = static_cast<int>(l);
+    std::memcpy(view_.k_row(layer, dst_block, 0), view_.k_row(layer, src_block, 0), bytes);
+    std::memcpy(view_.v_row(layer, dst_block, 0), view_.v_row(layer, src_block, 0), bytes);
+  }
+}
+
+}  // namespace preface::kv

@@ -1,0 +1,49 @@
+// Physical paged KV storage: one zeroed allocation holding, per layer, K and V as
+// [n_blocks][block_size][row_values] of one dtype. It knows nothing of which sequence owns which block; block
+// tables (built by the caller or a block pool) map a sequence's positions to block ids.
+//
+// Memory layout (layer-major, K before V):  layer 0 K | layer 0 V | layer 1 K | layer 1 V | ...
+// each region n_blocks * block_size * row_values * kv_type_bytes(type) bytes.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+
+#include "model/config.h"
+#include "model/kv_view.h"
+
+namespace preface::kv {
+
+class KvStorage {
+ public:
+  // Throws preface::Error when a size is not positive or the allocation fails.
+  KvStorage(const model::Config& config, model::KvType type, int32_t block_size, int32_t n_blocks);
+  KvStorage(const KvStorage&) = delete;
+  KvStorage& operator=(const KvStorage&) = delete;
+  KvStorage(KvStorage&&) noexcept = default;
+  KvStorage& operator=(KvStorage&&) noexcept = default;
+
+  // Pointers into this storage: valid while it lives (and across moves, which keep the allocation).
+  const model::KvView& view() const { return view_; }
+  model::KvType type() const { return view_.type; }
+  int32_t n_blocks() const { return view_.n_blocks; }
+  int32_t block_size() const { return view_.block_size; }
+  // K and V of one token over all layers.
+  size_t bytes_per_token() const { return 2 * n_layers_ * view_.row_bytes(); }
+  size_t size_bytes() const { return bytes_per_token() * static_cast<size_t>(view_.n_blocks) * view_.block_size; }
+
+  // Copies slots [0, n_rows) of src_block to dst_block, K and V of every layer (copy-on-write of a partial
+  // block). Throws preface::Error on an out-of-range block id or n_rows; src == dst is a no-op.
+  void copy_rows(int32_t src_block, int32_t dst_block, int32_t n_rows);
+
+ private:
+  struct FreeDeleter {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint8_t, FreeDeleter> data_;  // [n_layers][2][n_blocks][block_size][row_values] of type
+  size_t n_layers_ = 0;
+  model::KvView view_;
+};
+
+}  // namespace preface::kv

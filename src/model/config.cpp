@@ -1,0 +1,114 @@
+#include "model/config.h"
+
+#include <cmath>
+#include <limits>
+
+#include "util/error.h"
+
+namespace preface::model {
+namespace {
+
+// Upper bounds that keep buffer sizes computed from metadata far from overflow; real models are well below.
+constexpr int64_t kMaxDim = 1 << 16;
+constexpr int64_t kMaxLayers = 1 << 10;
+constexpr int64_t kMaxHeads = 1 << 10;
+constexpr int64_t kMaxCtx = 1 << 20;
+
+int32_t get_count(const gguf::File& file, const std::string& key, int64_t max_value) {
+  const int64_t v = file.get_int(key);
+  if (v <= 0 || v > max_value) {
+    throw Error("metadata " + key + " = " + std::to_string(v) + " is out of range [1, " +
+                std::to_string(max_value) + "]");
+  }
+  return static_cast<int32_t>(v);
+}
+
+int32_t try_count(const gguf::File& file, const std::string& key, int64_t max_value, int32_t fallback) {
+  return file.find(key) ? get_count(file, key, max_value) : fallback;
+}
+
+// Vocabulary size: rows of token_embd.weight (dims {dim, n_vocab}); the tokenizer must agree when present.
+int32_t read_n_vocab(const gguf::File& file) {
+  const gguf::TensorInfo* embd = file.find_tensor("token_embd.weight");
+  const gguf::Value* tokens = file.find("tokenizer.ggml.tokens");
+  int64_t n_vocab = 0;
+  if (embd != nullptr && embd->dims.size() == 2) {
+    n_vocab = static_cast<int64_t>(embd->dims[1]);
+  } else if (tokens != nullptr && tokens->is_array()) {
+    n_vocab = static_cast<int64_t>(tokens->array_size());
+  } else {
+    throw Error("cannot determine the vocabulary size: no 2-D token_embd.weight and no tokenizer.ggml.tokens");
+  }
+  if (n_vocab <= 0 || n_vocab > std::numeric_limits<int32_t>::max()) {
+    throw Error("vocabulary size " + std::to_string(n_vocab) + " is out of range");
+  }
+  if (tokens != nullptr && tokens->is_array() && static_cast<int64_t>(tokens->array_size()) != n_vocab) {
+    throw Error("token_embd.weight has " + std::to_string(n_vocab) + " rows but tokenizer.ggml.tokens has " +
+                std::to_string(tokens->array_size()) + " entries");
+  }
+  return static_cast<int32_t>(n_vocab);
+}
+
+}  // namespace
+
+Config read_config(const gguf::File& file) {
+  Config c;
+  c.arch_name = file.get_string("general.architecture");
+  if (c.arch_name == "llama") {
+    c.arch = Arch::Llama;
+    c.rope_neox = false;
+    c.qkv_bias = false;
+  } else if (c.arch_name == "qwen2") {
+    c.arch = Arch::Qwen2;
+    c.rope_neox = true;
+    c.qkv_bias = true;
+  } else {
+    throw Error("unsupported architecture '" + c.arch_name + "' (supported: llama, qwen2)");
+  }
+  c.name = file.try_string("general.name").value_or("");
+  const std::string p = c.arch_name + ".";
+
+  c.dim = get_count(file, p + "embedding_length", kMaxDim);
+  c.n_layers = get_count(file, p + "block_count", kMaxLayers);
+  c.n_heads = get_count(file, p + "attention.head_count", kMaxHeads);
+  c.n_kv_heads = try_count(file, p + "attention.head_count_kv", kMaxHeads, c.n_heads);
+  c.ffn_dim = get_count(file, p + "feed_forward_length", 4 * kMaxDim);
+  c.ctx_len = get_count(file, p + "context_length", kMaxCtx);
+  if (c.dim % c.n_heads != 0) {
+    throw Error("embedding_length " + std::to_string(c.dim) + " is not a multiple of head_count " +
+                std::to_string(c.n_heads));
+  }
+  if (c.n_heads % c.n_kv_heads != 0) {
+    throw Error("head_count " + std::to_string(c.n_heads) + " is not a multiple of head_count_kv " +
+                std::to_string(c.n_kv_heads));
+  }
+  c.head_dim = c.dim / c.n_heads;
+  for (const char* key : {"attention.key_length", "attention.value_length"}) {
+    if (file.find(p + key) && file.get_int(p + key) != c.head_dim) {
+      throw Error("unsupported: " + p + key + " differs from embedding_length / head_count");
+    }
+  }
+  c.n_rot = try_count(file, p + "rope.dimension_count", kMaxDim, c.head_dim);
+  if (c.n_rot > c.head_dim || c.n_rot % 2 != 0) {
+    throw Error("rope.dimension_count " + std::to_string(c.n_rot) + " must be even and <= head_dim " +
+                std::to_string(c.head_dim));
+  }
+  c.rope_base = static_cast<float>(file.try_float(p + "rope.freq_base").value_or(10000.0));
+  if (!(c.rope_base > 1.0f) || !std::isfinite(c.rope_base)) {
+    throw Error("rope.freq_base must be a finite value > 1");
+  }
+  const std::string scaling = file.try_string(p + "rope.scaling.type").value_or("none");
+  if (scaling != "none") throw Error("unsupported rope scaling type '" + scaling + "'");
+  if (file.find_tensor("rope_freqs.weight") != nullptr) {
+    throw Error("unsupported: rope frequency factors (rope_freqs.weight)");
+  }
+  c.rms_eps = static_cast<float>(file.get_float(p + "attention.layer_norm_rms_epsilon"));
+  if (!(c.rms_eps > 0.0f) || !std::isfinite(c.rms_eps)) {
+    throw Error("attention.layer_norm_rms_epsilon must be a finite value > 0");
+  }
+  c.n_vocab = read_n_vocab(file);
+  c.tied_embeddings = file.find_tensor("output.weight") == nullptr;
+  return c;
+}
+
+}  // namespace preface::model

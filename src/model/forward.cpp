@@ -1,0 +1,154 @@
+// Model::forward: one batch of tokens from any number of sequences through every layer.
+#include <algorithm>
+#include <string>
+
+#include "kernels/ops.h"
+#include "model/attention.h"
+#include "model/model.h"
+#include "util/error.h"
+
+namespace preface::model {
+
+void ForwardBatch::clear() {
+  tokens.clear();
+  pos.clear();
+  seq.clear();
+  want_logits.clear();
+}
+
+void ForwardBatch::add(int32_t token, int32_t position, int32_t seq_index, bool logits) {
+  tokens.push_back(token);
+  pos.push_back(position);
+  seq.push_back(seq_index);
+  want_logits.push_back(logits ? 1 : 0);
+}
+
+namespace {
+
+void check_kv(const Config& c, const KvView& kv) {
+  if (kv.row_values != c.kv_row_values()) {
+    throw Error("KV storage rows hold " + std::to_string(kv.row_values) + " values, the model needs " +
+                std::to_string(c.kv_row_values()));
+  }
+  if (kv.k_layers.size() != static_cast<size_t>(c.n_layers) ||
+      kv.v_layers.size() != static_cast<size_t>(c.n_layers)) {
+    throw Error("KV storage has the wrong number of layers for this model");
+  }
+  if (kv.block_size < 1 || kv.n_blocks < 1) throw Error("KV storage has no blocks");
+}
+
+// Every index forward() follows is checked here, before anything is written. A token reads blocks
+// 0..pos / block_size of its table; when it follows a token of the same sequence, the blocks that token needed are
+// already checked, so a typical batch costs O(tokens + blocks).
+void check_batch(const Config& c, const ForwardBatch& b, const KvView& kv, int32_t max_batch_tokens) {
+  const size_t n = b.size();
+  if (n < 1 || n > static_cast<size_t>(max_batch_tokens)) {
+    throw Error("batch of " + std::to_string(n) + " tokens, expected 1.." + std::to_string(max_batch_tokens));
+  }
+  if (b.pos.size() != n || b.seq.size() != n || b.want_logits.size() != n) {
+    throw Error("batch arrays (tokens, pos, seq, want_logits) differ in length");
+  }
+  auto fail = [](size_t t, const std::string& what) {
+    throw Error("batch token " + std::to_string(t) + ": " + what);
+  };
+  size_t n_checked = 0;  // blocks of the previous token's table known to be valid
+  for (size_t t = 0; t < n; ++t) {
+    if (b.tokens[t] < 0 || b.tokens[t] >= c.n_vocab) {
+      fail(t, "token id " + std::to_string(b.tokens[t]) + " outside [0, " + std::to_string(c.n_vocab) + ")");
+    }
+    if (b.pos[t] < 0 || b.pos[t] >= c.ctx_len) {
+      fail(t, "position " + std::to_string(b.pos[t]) + " outside the context [0, " + std::to_string(c.ctx_len) +
+                  ")");
+    }
+    if (b.seq[t] < 0 || static_cast<size_t>(b.seq[t]) >= b.block_tables.size() ||
+        b.block_tables[static_cast<size_t>(b.seq[t])] == nullptr) {
+      fail(t, "sequence index " + std::to_string(b.seq[t]) + " has no block table");
+    }
+    const std::vector<int32_t>& table = *b.block_tables[static_cast<size_t>(b.seq[t])];
+    const size_t n_needed = static_cast<size_t>(b.pos[t] / kv.block_size) + 1;
+    if (n_needed > table.size()) {
+      fail(t, "position " + std::to_string(b.pos[t]) + " is beyond its block table (" +
+                  std::to_string(table.size()) + " blocks of " + std::to_string(kv.block_size) + ")");
+    }
+    if (t == 0 || b.seq[t] != b.seq[t - 1]) n_checked = 0;
+    for (size_t i = n_checked; i < n_needed; ++i) {
+      if (table[i] < 0 || table[i] >= kv.n_blocks) {
+        fail(t, "block id " + std::to_string(table[i]) + " outside the KV storage");
+      }
+    }
+    n_checked = std::max(n_checked, n_needed);
+  }
+}
+
+void add_bias(float* x, const std::vector<float>& bias, size_t n_tokens) {
+  if (bias.empty()) return;
+  for (size_t t = 0; t < n_tokens; ++t) {
+    float* row = x + t * bias.size();
+    for (size_t i = 0; i < bias.size(); ++i) row[i] += bias[i];
+  }
+}
+
+void add_rows(float* x, const float* y, size_t n_values) {
+  for (size_t i = 0; i < n_values; ++i) x[i] += y[i];
+}
+
+}  // namespace
+
+void Model::forward(const ForwardBatch& batch, const KvView& kv, ThreadPool& pool, float* logits) {
+  const Config& c = config_;
+  check_kv(c, kv);
+  check_batch(c, batch, kv, max_batch_tokens_);
+  const size_t n = batch.size();
+  const size_t dim = static_cast<size_t>(c.dim), kv_dim = static_cast<size_t>(c.kv_row_values());
+  const size_t ffn = static_cast<size_t>(c.ffn_dim);
+  const size_t scores_stride = static_cast<size_t>(c.ctx_len + c.head_dim);
+  const int n_slots =
+      static_cast<int>(std::min<size_t>(static_cast<size_t>(pool.n_threads()), scores_.size() / scores_stride));
+  const int64_t nt = static_cast<int64_t>(n);
+
+  for (size_t t = 0; t < n; ++t) kernels::get_row(tok_embd_, batch.tokens[t], x_.data() + t * dim);
+
+  for (int32_t il = 0; il < c.n_layers; ++il) {
+    const LayerWeights& l = layers_[static_cast<size_t>(il)];
+    for (size_t t = 0; t < n; ++t) {
+      kernels::rmsnorm(x_.data() + t * dim, l.attn_norm.data(), xb_.data() + t * dim, dim, c.rms_eps);
+    }
+    kernels::matmul(pool, l.wq, xb_.data(), nt, q_.data(), quant_scratch_);
+    kernels::matmul(pool, l.wk, xb_.data(), nt, k_.data(), quant_scratch_);
+    kernels::matmul(pool, l.wv, xb_.data(), nt, v_.data(), quant_scratch_);
+    add_bias(q_.data(), l.bq, n);
+    add_bias(k_.data(), l.bk, n);
+    add_bias(v_.data(), l.bv, n);
+    for (size_t t = 0; t < n; ++t) {
+      kernels::rope(q_.data() + t * dim, c.n_heads, c.head_dim, c.n_rot, batch.pos[t], c.rope_base, c.rope_neox);
+      kernels::rope(k_.data() + t * kv_dim, c.n_kv_heads, c.head_dim, c.n_rot, batch.pos[t], c.rope_base,
+                    c.rope_neox);
+    }
+    detail::store_kv(batch, kv, il, k_.data(), v_.data());
+    detail::attention(pool, c, batch, kv, il, q_.data(), attn_out_.data(), scores_.data(), scores_stride,
+                      n_slots);
+    kernels::matmul(pool, l.wo, attn_out_.data(), nt, xb_.data(), quant_scratch_);
+    add_rows(x_.data(), xb_.data(), n * dim);
+
+    for (size_t t = 0; t < n; ++t) {
+      kernels::rmsnorm(x_.data() + t * dim, l.ffn_norm.data(), xb_.data() + t * dim, dim, c.rms_eps);
+    }
+    kernels::matmul(pool, l.w_gate, xb_.data(), nt, gate_.data(), quant_scratch_);
+    kernels::matmul(pool, l.w_up, xb_.data(), nt, up_.data(), quant_scratch_);
+    kernels::swiglu(gate_.data(), up_.data(), n * ffn);
+    kernels::matmul(pool, l.w_down, gate_.data(), nt, ffn_out_.data(), quant_scratch_);
+    add_rows(x_.data(), ffn_out_.data(), n * dim);
+  }
+
+  // Only tokens that want logits go through the output head: their normed rows are packed into xb_.
+  int64_t n_want = 0;
+  for (size_t t = 0; t < n; ++t) {
+    if (!batch.want_logits[t]) continue;
+    kernels::rmsnorm(x_.data() + t * dim, output_norm_.data(), xb_.data() + static_cast<size_t>(n_want) * dim,
+                     dim, c.rms_eps);
+    ++n_want;
+  }
+  if (n_want > 0) kernels::matmul(pool, output_, xb_.data(), n_want, logits, quant_scratch_);
+}
+
+}  // namespace preface::model

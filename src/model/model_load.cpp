@@ -1,0 +1,112 @@
+// Model::load: opens the GGUF, checks every tensor the forward pass reads (presence, shape, type), decodes
+// the small vectors (norms, biases) to f32 once and sizes the activation buffers.
+#include <algorithm>
+#include <string>
+
+#include "gguf/writer.h"
+#include "model/model.h"
+#include "util/error.h"
+
+namespace preface::model {
+namespace {
+
+constexpr int32_t kMaxBatchTokensLimit = 1 << 16;
+
+std::string dims_str(const std::vector<uint64_t>& dims) {
+  std::string s = "{";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "}";
+}
+
+// Finds `name` and checks its dims (dims[0] = row length, as GGUF stores them).
+const gguf::TensorInfo& expect_tensor(const gguf::File& file, const std::string& name,
+                                      const std::vector<uint64_t>& dims) {
+  const gguf::TensorInfo* t = file.find_tensor(name);
+  if (t == nullptr) throw Error("model tensor missing: " + name);
+  if (t->dims != dims) {
+    throw Error("tensor " + name + " has shape " + dims_str(t->dims) + ", expected " + dims_str(dims));
+  }
+  return *t;
+}
+
+// A weight matrix of n_rows x n_cols (GGUF dims {n_cols, n_rows}).
+kernels::Matrix load_matrix(const gguf::File& file, const std::string& name, int64_t n_rows, int64_t n_cols) {
+  const gguf::TensorInfo& t =
+      expect_tensor(file, name, {static_cast<uint64_t>(n_cols), static_cast<uint64_t>(n_rows)});
+  if (n_cols % static_cast<int64_t>(gguf::type_block_values(t.type)) != 0) {
+    throw Error("tensor " + name + " of type " + std::string(gguf::tensor_type_name(t.type)) +
+                " has rows of " + std::to_string(n_cols) + " values, not a whole number of blocks");
+  }
+  return kernels::Matrix{t.type, t.data, n_rows, n_cols};
+}
+
+// A 1-D tensor of n values of any supported type, decoded to f32.
+std::vector<float> load_vector(const gguf::File& file, const std::string& name, int64_t n) {
+  const gguf::TensorInfo& t = expect_tensor(file, name, {static_cast<uint64_t>(n)});
+  if (n % static_cast<int64_t>(gguf::type_block_values(t.type)) != 0) {
+    throw Error("tensor " + name + " has " + std::to_string(n) + " values, not a whole number of blocks");
+  }
+  std::vector<float> out(static_cast<size_t>(n));
+  gguf::decode_values(t.type, t.data, out.size(), out.data());
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<Model> Model::load(const std::string& path, int32_t max_batch_tokens) {
+  if (max_batch_tokens < 1 || max_batch_tokens > kMaxBatchTokensLimit) {
+    throw Error("max_batch_tokens must be in [1, " + std::to_string(kMaxBatchTokensLimit) + "]");
+  }
+  gguf::File file = gguf::File::open(path);
+  Config config = read_config(file);
+  return std::unique_ptr<Model>(new Model(std::move(file), std::move(config), max_batch_tokens));
+}
+
+// Matrices point into file_'s mapping, so they are taken only after file_ has its final home.
+Model::Model(gguf::File file, Config config, int32_t max_batch_tokens)
+    : file_(std::move(file)), config_(std::move(config)), max_batch_tokens_(max_batch_tokens) {
+  const Config& c = config_;
+  const int64_t dim = c.dim, kv = c.kv_row_values(), ffn = c.ffn_dim, vocab = c.n_vocab;
+  tok_embd_ = load_matrix(file_, "token_embd.weight", vocab, dim);
+  output_ = c.tied_embeddings ? tok_embd_ : load_matrix(file_, "output.weight", vocab, dim);
+  output_norm_ = load_vector(file_, "output_norm.weight", dim);
+  layers_.resize(static_cast<size_t>(c.n_layers));
+  for (int32_t i = 0; i < c.n_layers; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    LayerWeights& l = layers_[static_cast<size_t>(i)];
+    l.attn_norm = load_vector(file_, p + "attn_norm.weight", dim);
+    l.wq = load_matrix(file_, p + "attn_q.weight", dim, dim);
+    l.wk = load_matrix(file_, p + "attn_k.weight", kv, dim);
+    l.wv = load_matrix(file_, p + "attn_v.weight", kv, dim);
+    l.wo = load_matrix(file_, p + "attn_output.weight", dim, dim);
+    // qwen2 always has Q/K/V biases; a llama file may carry them too, and then they are applied.
+    if (c.qkv_bias || file_.find_tensor(p + "attn_q.bias") != nullptr) {
+      l.bq = load_vector(file_, p + "attn_q.bias", dim);
+      l.bk = load_vector(file_, p + "attn_k.bias", kv);
+      l.bv = load_vector(file_, p + "attn_v.bias", kv);
+    }
+    l.ffn_norm = load_vector(file_, p + "ffn_norm.weight", dim);
+    l.w_gate = load_matrix(file_, p + "ffn_gate.weight", ffn, dim);
+    l.w_up = load_matrix(file_, p + "ffn_up.weight", ffn, dim);
+    l.w_down = load_matrix(file_, p + "ffn_down.weight", dim, ffn);
+  }
+
+  const size_t n = static_cast<size_t>(max_batch_tokens_);
+  x_.assign(n * dim, 0.0f);         // [n][dim] residual stream
+  xb_.assign(n * dim, 0.0f);        // [n][dim] normed input of a block / output of wo and w_down
+  q_.assign(n * dim, 0.0f);         // [n][n_heads][head_dim]
+  k_.assign(n * kv, 0.0f);          // [n][n_kv_heads][head_dim]
+  v_.assign(n * kv, 0.0f);          // [n][n_kv_heads][head_dim]
+  attn_out_.assign(n * dim, 0.0f);  // [n][n_heads][head_dim]
+  gate_.assign(n * ffn, 0.0f);      // [n][ffn]
+  up_.assign(n * ffn, 0.0f);        // [n][ffn]
+  ffn_out_.assign(n * dim, 0.0f);   // [n][dim]
+  // [n_slots][ctx_len + head_dim] attention scratch (scores of every position, then one query head), one row per
+  // attention work slot; one slot per hardware thread, so a bigger pool works but uses no more slots than that.
+  const size_t n_slots = static_cast<size_t>(std::max(1, ThreadPool::hardware_threads()));
+  scores_.assign(n_slots * static_cast<size_t>(c.ctx_len + c.head_dim), 0.0f);
+  // Q8_0 copies of a batch of activation rows for quantized matmuls (matmul grows it if ever needed).
+  quant_scratch_.reserve(n * gguf::row_bytes(gguf::TensorType::Q8_0, ((std::max(dim, ffn) + 31) / 32) * 32));
+}
+
+}  // namespace preface::model

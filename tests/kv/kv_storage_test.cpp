@@ -1,0 +1,77 @@
+// KvStorage: sizes, layout (per layer K then V, blocks of block_size rows), zeroing and copy_rows.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+
+#include "kv/kv_storage.h"
+#include "util/error.h"
+
+namespace preface::test {
+namespace {
+
+model::Config small_config() {
+  model::Config c;
+  c.n_layers = 3;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.head_dim = 8;
+  return c;
+}
+
+TEST(KvStorage, SizesAndLayout) {
+  const kv::KvStorage s(small_config(), model::KvType::F16, 16, 5);
+  EXPECT_EQ(s.n_blocks(), 5);
+  EXPECT_EQ(s.block_size(), 16);
+  EXPECT_EQ(s.bytes_per_token(), 3u * 2u * 16u * 2u);  // layers x {K,V} x row_values x bytes
+  EXPECT_EQ(s.size_bytes(), s.bytes_per_token() * 5 * 16);
+  const model::KvView& v = s.view();
+  ASSERT_EQ(v.k_layers.size(), 3u);
+  ASSERT_EQ(v.v_layers.size(), 3u);
+  EXPECT_EQ(v.row_values, 16);
+  const size_t region = 5 * 16 * v.row_bytes();
+  for (int l = 0; l < 3; ++l) {
+    EXPECT_EQ(v.k_layers[l], v.k_layers[0] + 2 * region * l);
+    EXPECT_EQ(v.v_layers[l], v.k_layers[l] + region);
+  }
+  EXPECT_EQ(v.k_row(1, 2, 3), v.k_layers[1] + (2 * 16 + 3) * v.row_bytes());
+  for (size_t i = 0; i < s.size_bytes(); ++i) ASSERT_EQ(v.k_layers[0][i], 0) << "byte " << i;
+}
+
+TEST(KvStorage, CopyRowsCopiesThePrefixOfEveryLayer) {
+  kv::KvStorage s(small_config(), model::KvType::F32, 4, 3);
+  const model::KvView& v = s.view();
+  for (int l = 0; l < 3; ++l) {
+    for (int slot = 0; slot < 4; ++slot) {
+      std::memset(v.k_row(l, 0, slot), 10 * l + slot + 1, v.row_bytes());
+      std::memset(v.v_row(l, 0, slot), 100 + 10 * l + slot, v.row_bytes());
+    }
+  }
+  s.copy_rows(0, 2, 3);
+  for (int l = 0; l < 3; ++l) {
+    for (int slot = 0; slot < 3; ++slot) {
+      EXPECT_EQ(std::memcmp(v.k_row(l, 2, slot), v.k_row(l, 0, slot), v.row_bytes()), 0);
+      EXPECT_EQ(std::memcmp(v.v_row(l, 2, slot), v.v_row(l, 0, slot), v.row_bytes()), 0);
+    }
+    EXPECT_EQ(v.k_row(l, 2, 3)[0], 0);  // beyond n_rows: untouched
+    EXPECT_EQ(v.k_row(l, 1, 0)[0], 0);  // other blocks: untouched
+  }
+  EXPECT_THROW(s.copy_rows(0, 3, 1), Error);
+  EXPECT_THROW(s.copy_rows(0, 1, 5), Error);
+}
+
+TEST(KvStorage, BadSizesAreErrors) {
+  EXPECT_THROW(kv::KvStorage(small_config(), model::KvType::F16, 0, 4), Error);
+  EXPECT_THROW(kv::KvStorage(small_config(), model::KvType::F16, 16, 0), Error);
+}
+
+TEST(KvStorage, MoveKeepsTheAllocation) {
+  kv::KvStorage a(small_config(), model::KvType::BF16, 8, 2);
+  uint8_t* base = a.view().k_layers[0];
+  kv::KvStorage b = std::move(a);
+  EXPECT_EQ(b.view().k_layers[0], base);
+  EXPECT_EQ(b.n_blocks(), 2);
+}
+
+}  // namespace
+}  // namespace preface::test

@@ -1,0 +1,55 @@
+// Test helpers for driving Model::forward directly: KV storage over a plain byte vector (independent of
+// kv/KvStorage) and running one or more sequences in chunks.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "model/model.h"
+
+namespace preface::test {
+
+// Per layer K then V, each [n_blocks][block_size][row_values] of `type`, in one zeroed vector.
+struct TestKv {
+  TestKv(const model::Config& c, model::KvType type, int32_t block_size, int32_t n_blocks) {
+    view.type = type;
+    view.block_size = block_size;
+    view.n_blocks = n_blocks;
+    view.row_values = c.kv_row_values();
+    const size_t region = static_cast<size_t>(n_blocks) * block_size * view.row_bytes();
+    bytes.assign(region * 2 * static_cast<size_t>(c.n_layers), 0);
+    for (int32_t l = 0; l < c.n_layers; ++l) {
+      view.k_layers.push_back(bytes.data() + (2 * static_cast<size_t>(l)) * region);
+      view.v_layers.push_back(bytes.data() + (2 * static_cast<size_t>(l) + 1) * region);
+    }
+  }
+  std::vector<uint8_t> bytes;
+  model::KvView view;
+};
+
+// Runs `tokens` as one sequence from position 0 in batches of `chunk` tokens (want_logits on every token) and
+// returns all logits, [n][n_vocab].
+inline std::vector<float> run_chunked(model::Model& m, ThreadPool& pool, const model::KvView& kv,
+                                      const std::vector<int32_t>& block_table, const std::vector<int32_t>& tokens,
+                                      size_t chunk) {
+  const size_t n_vocab = static_cast<size_t>(m.config().n_vocab);
+  std::vector<float> logits(tokens.size() * n_vocab);
+  model::ForwardBatch batch;
+  batch.block_tables = {&block_table};
+  for (size_t begin = 0; begin < tokens.size(); begin += chunk) {
+    const size_t end = std::min(tokens.size(), begin + chunk);
+    batch.clear();
+    for (size_t i = begin; i < end; ++i) batch.add(tokens[i], static_cast<int32_t>(i), 0, true);
+    m.forward(batch, kv, pool, logits.data() + begin * n_vocab);
+  }
+  return logits;
+}
+
+// Block ids first..first+n-1 in reverse order, so that tests exercise the block table, not identity paging.
+inline std::vector<int32_t> reversed_blocks(int32_t n, int32_t first = 0) {
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (int32_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = first + n - 1 - i;
+  return ids;
+}
+
+}  // namespace preface::test

@@ -1,0 +1,184 @@
+// Config reading and Model::load validation: the shared models' hyper-parameters, and clear errors for an
+// unsupported architecture, a missing tensor, a tensor of the wrong shape and a malformed batch.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "gguf/writer.h"
+#include "model/config.h"
+#include "model/model.h"
+#include "model_harness.h"
+#include "support/shared_data.h"
+#include "util/error.h"
+
+namespace preface::test {
+namespace {
+
+// A tiny llama (dim 32, 1 layer, 2 heads, 1 KV head, ffn 64, vocab 16), F32 weights with small values.
+// `omit` drops a tensor; `reshape` gives that tensor one extra row.
+void write_tiny_llama(const std::string& path, const std::string& arch = "llama", const std::string& omit = "",
+                      const std::string& reshape = "") {
+  gguf::Writer w;
+  w.set_string("general.architecture", arch);
+  w.set_u32(arch + ".context_length", 64);
+  w.set_u32(arch + ".embedding_length", 32);
+  w.set_u32(arch + ".block_count", 1);
+  w.set_u32(arch + ".feed_forward_length", 64);
+  w.set_u32(arch + ".attention.head_count", 2);
+  w.set_u32(arch + ".attention.head_count_kv", 1);
+  w.set_f32(arch + ".attention.layer_norm_rms_epsilon", 1e-5f);
+  auto add = [&](const std::string& name, uint64_t n_cols, uint64_t n_rows) {
+    if (name == omit) return;
+    if (name == reshape) ++n_rows;
+    std::vector<float> values(n_cols * n_rows);
+    for (size_t i = 0; i < values.size(); ++i) values[i] = 0.01f * static_cast<float>((i * 37) % 19) - 0.09f;
+    std::vector<uint64_t> dims = {n_cols};
+    if (n_rows > 1 || name.find("norm") == std::string::npos) dims.push_back(n_rows);
+    w.add_tensor_f32(name, gguf::TensorType::F32, dims, values);
+  };
+  add("token_embd.weight", 32, 16);
+  add("output_norm.weight", 32, 1);
+  add("blk.0.attn_norm.weight", 32, 1);
+  add("blk.0.attn_q.weight", 32, 32);
+  add("blk.0.attn_k.weight", 32, 16);
+  add("blk.0.attn_v.weight", 32, 16);
+  add("blk.0.attn_output.weight", 32, 32);
+  add("blk.0.ffn_norm.weight", 32, 1);
+  add("blk.0.ffn_gate.weight", 32, 64);
+  add("blk.0.ffn_up.weight", 32, 64);
+  add("blk.0.ffn_down.weight", 64, 32);
+  w.write(path);
+}
+
+std::string load_error(const std::string& path) {
+  try {
+    model::Model::load(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Config, Stories260K) {
+  const auto path = shared_file("models/stories260K.gguf");
+  if (path.empty()) return;
+  const model::Config c = model::read_config(gguf::File::open(path.string()));
+  EXPECT_EQ(c.arch, model::Arch::Llama);
+  EXPECT_EQ(c.dim, 64);
+  EXPECT_EQ(c.n_layers, 5);
+  EXPECT_EQ(c.n_heads, 8);
+  EXPECT_EQ(c.n_kv_heads, 4);
+  EXPECT_EQ(c.head_dim, 8);
+  EXPECT_EQ(c.n_rot, 8);
+  EXPECT_EQ(c.ffn_dim, 172);
+  EXPECT_EQ(c.n_vocab, 512);
+  EXPECT_EQ(c.ctx_len, 2048);
+  EXPECT_FLOAT_EQ(c.rope_base, 10000.0f);
+  EXPECT_FALSE(c.rope_neox);
+  EXPECT_FALSE(c.qkv_bias);
+  EXPECT_FALSE(c.tied_embeddings);
+}
+
+TEST(Config, Qwen2AndTied) {
+  const auto qwen = shared_file("models/synth-qwen2-d128-bf16.gguf");
+  const auto tied = shared_file("models/synth-gpt2-d128-q8_0-tied.gguf");
+  if (qwen.empty() || tied.empty()) return;
+  const model::Config q = model::read_config(gguf::File::open(qwen.string()));
+  EXPECT_EQ(q.arch, model::Arch::Qwen2);
+  EXPECT_TRUE(q.rope_neox);
+  EXPECT_TRUE(q.qkv_bias);
+  EXPECT_FLOAT_EQ(q.rope_base, 1e6f);
+  EXPECT_EQ(q.n_kv_heads, 2);
+  EXPECT_EQ(q.n_vocab, 50257);
+  const model::Config t = model::read_config(gguf::File::open(tied.string()));
+  EXPECT_TRUE(t.tied_embeddings);
+  EXPECT_FALSE(t.rope_neox);
+  EXPECT_NO_THROW(model::Model::load(tied.string()));
+}
+
+TEST(ModelLoad, TinyModelLoadsAndRuns) {
+  const auto path = (temp_dir("model-load") / "tiny.gguf").string();
+  write_tiny_llama(path);
+  auto m = model::Model::load(path, 8);
+  EXPECT_EQ(m->config().n_vocab, 16);
+  EXPECT_EQ(m->config().kv_row_values(), 16);
+  ThreadPool pool(1);
+  TestKv kv(m->config(), model::KvType::F32, 4, 2);
+  const std::vector<float> logits = run_chunked(*m, pool, kv.view, {0, 1}, {1, 2, 3, 4, 5}, 5);
+  for (float x : logits) ASSERT_TRUE(std::isfinite(x));
+}
+
+TEST(ModelLoad, UnsupportedArchitectureIsAClearError) {
+  const auto path = (temp_dir("model-arch") / "gptneox.gguf").string();
+  write_tiny_llama(path, "gptneox");
+  EXPECT_NE(load_error(path).find("unsupported architecture 'gptneox'"), std::string::npos) << load_error(path);
+}
+
+TEST(ModelLoad, MissingTensorIsNamed) {
+  const auto path = (temp_dir("model-missing") / "missing.gguf").string();
+  write_tiny_llama(path, "llama", "blk.0.ffn_up.weight");
+  EXPECT_NE(load_error(path).find("blk.0.ffn_up.weight"), std::string::npos) << load_error(path);
+}
+
+TEST(ModelLoad, WrongShapeIsNamed) {
+  const auto path = (temp_dir("model-shape") / "shape.gguf").string();
+  write_tiny_llama(path, "llama", "", "blk.0.attn_k.weight");
+  const std::string err = load_error(path);
+  EXPECT_NE(err.find("blk.0.attn_k.weight"), std::string::npos) << err;
+  EXPECT_NE(err.find("shape"), std::string::npos) << err;
+}
+
+TEST(ModelLoad, MissingBiasForQwen2IsNamed) {
+  const auto path = (temp_dir("model-qwen") / "qwen.gguf").string();
+  write_tiny_llama(path, "qwen2");
+  EXPECT_NE(load_error(path).find("blk.0.attn_q.bias"), std::string::npos) << load_error(path);
+}
+
+TEST(ModelLoad, MissingFileIsNamed) {
+  EXPECT_NE(load_error("/nonexistent/model.gguf").find("/nonexistent/model.gguf"), std::string::npos);
+}
+
+TEST(Forward, MalformedBatchesAreErrors) {
+  const auto path = (temp_dir("model-batch") / "tiny.gguf").string();
+  write_tiny_llama(path);
+  auto m = model::Model::load(path, 4);
+  ThreadPool pool(1);
+  TestKv kv(m->config(), model::KvType::F16, 4, 2);
+  const std::vector<int32_t> table = {1, 0};
+  std::vector<float> logits(8 * 16);
+  auto forward_error = [&](const model::ForwardBatch& b) -> std::string {
+    try {
+      m->forward(b, kv.view, pool, logits.data());
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  model::ForwardBatch b;
+  b.block_tables = {&table};
+  EXPECT_NE(forward_error(b), "");  // empty
+  b.add(16, 0, 0, true);
+  EXPECT_NE(forward_error(b).find("token id 16"), std::string::npos);
+  b.clear();
+  b.add(1, 8, 0, true);
+  EXPECT_NE(forward_error(b).find("beyond its block table"), std::string::npos);
+  b.clear();
+  b.add(1, 0, 1, true);
+  EXPECT_NE(forward_error(b).find("sequence index 1"), std::string::npos);
+  b.clear();
+  b.add(1, 64, 0, true);
+  EXPECT_NE(forward_error(b).find("context"), std::string::npos);
+  b.clear();
+  for (int i = 0; i < 5; ++i) b.add(1, i, 0, true);
+  EXPECT_NE(forward_error(b).find("batch of 5"), std::string::npos);
+  const std::vector<int32_t> bad_table = {7};
+  b.clear();
+  b.block_tables = {&bad_table};
+  b.add(1, 0, 0, true);
+  EXPECT_NE(forward_error(b).find("block id 7"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace preface::test

@@ -1,0 +1,114 @@
+// Agreement with llama.cpp (../shared/oracle/<model>.jsonl, computed with an F16 KV cache): token ids, argmax at
+// every prompt position and the last position's logits. Prints the achieved differences, also with an F32 cache.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+#include "model_harness.h"
+#include "support/shared_data.h"
+#include "tokenizer/tokenizer.h"
+
+namespace preface::test {
+namespace {
+
+struct OracleCase {
+  std::string prompt;
+  std::vector<int32_t> tokens, argmax, greedy;
+  std::vector<float> last_logits;
+};
+
+std::vector<OracleCase> read_oracle(const std::filesystem::path& path) {
+  std::vector<OracleCase> cases;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const auto j = nlohmann::json::parse(line);
+    cases.push_back({j.at("prompt").get<std::string>(), j.at("tokens").get<std::vector<int32_t>>(),
+                     j.at("argmax").get<std::vector<int32_t>>(), j.at("greedy").get<std::vector<int32_t>>(),
+                     j.at("last_logits").get<std::vector<float>>()});
+  }
+  return cases;
+}
+
+int32_t argmax(const float* x, size_t n) { return static_cast<int32_t>(std::max_element(x, x + n) - x); }
+
+// All logits of `tokens` fed as one sequence through a KV cache of `kv_type`, [n][n_vocab].
+std::vector<float> prompt_logits(model::Model& m, ThreadPool& pool, model::KvType kv_type,
+                                 const std::vector<int32_t>& tokens) {
+  constexpr int32_t kBlockSize = 16;
+  const int32_t n_blocks = static_cast<int32_t>((tokens.size() + kBlockSize - 1) / kBlockSize);
+  TestKv kv(m.config(), kv_type, kBlockSize, n_blocks);
+  const std::vector<int32_t> table = reversed_blocks(n_blocks);
+  return run_chunked(m, pool, kv.view, table, tokens, tokens.size());
+}
+
+class Oracle : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Oracle, MatchesLlamaCpp) {
+  const std::string name = GetParam();
+  const auto model_path = shared_file("models/" + name + ".gguf");
+  const auto oracle_path = shared_file("oracle/" + name + ".jsonl");
+  if (model_path.empty() || oracle_path.empty()) return;
+  const bool trained = name == "stories260K";
+  auto m = model::Model::load(model_path.string(), 128);
+  const auto tok = Tokenizer::from_gguf(m->file());
+  const size_t n_vocab = static_cast<size_t>(m->config().n_vocab);
+  ThreadPool pool(2);
+  const std::vector<OracleCase> cases = read_oracle(oracle_path);
+  ASSERT_FALSE(cases.empty());
+
+  for (const OracleCase& oc : cases) {
+    SCOPED_TRACE("prompt: " + oc.prompt);
+    const std::vector<int32_t> tokens = tok->encode(oc.prompt, tok->add_bos_default());
+    ASSERT_EQ(tokens, oc.tokens);
+    ASSERT_EQ(oc.last_logits.size(), n_vocab);
+    const auto [lo, hi] = std::minmax_element(oc.last_logits.begin(), oc.last_logits.end());
+    const float range = *hi - *lo;
+    const float tolerance = trained ? 0.05f : 0.015f * range;
+
+    float diff[2] = {0.0f, 0.0f};  // max |logit - oracle| at the last position with F16, F32 KV
+    int argmax_mismatches = 0;
+    for (int k = 0; k < 2; ++k) {
+      const std::vector<float> logits =
+          prompt_logits(*m, pool, k == 0 ? model::KvType::F16 : model::KvType::F32, tokens);
+      const float* last = logits.data() + (tokens.size() - 1) * n_vocab;
+      for (size_t i = 0; i < n_vocab; ++i) diff[k] = std::max(diff[k], std::fabs(last[i] - oc.last_logits[i]));
+      if (k != 0) continue;
+      for (size_t p = 0; p < tokens.size(); ++p) {
+        const int32_t got = argmax(logits.data() + p * n_vocab, n_vocab);
+        if (got != oc.argmax[p]) ++argmax_mismatches;
+        if (trained) {
+          EXPECT_EQ(got, oc.argmax[p]) << "argmax at position " << p;
+        }
+      }
+    }
+    std::printf("[oracle] %-28s %2zu tokens  range %7.3f  max|diff| f16-kv %.5f  f32-kv %.5f  (tolerance %.4f)"
+                "  argmax mismatches %d/%zu\n",
+                name.c_str(), tokens.size(), range, diff[0], diff[1], tolerance, argmax_mismatches,
+                tokens.size());
+    EXPECT_LE(diff[0], tolerance);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(SharedModels, Oracle,
+                         ::testing::Values("stories260K", "synth-spm-d128-f16", "synth-spm-d128-q8_0",
+                                           "synth-spm-d128-q4_0", "synth-gpt2-d128-q8_0-tied",
+                                           "synth-qwen2-d128-bf16"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string s = info.param;
+                           for (char& ch : s) {
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           }
+                           return s;
+                         });
+
+}  // namespace
+}  // namespace preface::test
