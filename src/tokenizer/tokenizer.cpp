@@ -40,9 +40,13 @@ bool Tokenizer::is_end_of_generation(int32_t id) const {
 
 std::string StreamDecoder::push(int32_t id) {
   std::string bytes = tok_.token_to_bytes(id);
-  if (first_ && !(tok_.bos_id() >= 0 && id == tok_.bos_id())) {
-    if (tok_.adds_space_prefix() && !bytes.empty() && bytes[0] == ' ') bytes.erase(0, 1);
-    first_ = false;
+  if (first_) {  // the same token decode() applies the rule to: the first, or the one after a leading BOS
+    if (!after_bos_ && tok_.bos_id() >= 0 && id == tok_.bos_id()) {
+      after_bos_ = true;
+    } else {
+      if (tok_.adds_space_prefix() && !bytes.empty() && bytes[0] == ' ') bytes.erase(0, 1);
+      first_ = false;
+    }
   }
   pending_ += bytes;
   const size_t held = tok::incomplete_utf8_tail(pending_);

@@ -84,6 +84,7 @@ class StreamDecoder {
   const Tokenizer& tok_;
   std::string pending_;  // bytes of an incomplete UTF-8 character (at most 3)
   bool first_ = true;    // the leading-space rule is still to be applied
+  bool after_bos_ = false;  // a leading BOS was pushed: the rule applies to the next token, whatever it is
 };
 
 }  // namespace preface
