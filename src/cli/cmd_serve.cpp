@@ -1,0 +1,146 @@
+// `preface serve`: the OpenAI- and Anthropic-compatible HTTP server (see server/server.h). Listens first (so
+// /health answers 503 while the model loads), loads the model, prints the KV cache capacity, serves until
+// SIGINT or SIGTERM, then stops accepting, cancels in-flight requests and exits 0.
+//
+// Signals: SIGINT and SIGTERM are blocked in every thread (the mask is set before any thread starts and is
+// inherited) and the main thread takes them with sigwait(), so no handler and no global state are needed.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "cli/commands.h"
+#include "cli/options.h"
+#include "engine/engine.h"
+#include "kv/capacity.h"
+#include "model/model.h"
+#include "server/server.h"
+#include "util/error.h"
+
+namespace preface::cli {
+namespace {
+
+struct ServeOptions {
+  ModelOptions model;
+  server::ServerOptions server;
+  std::string kv_cache_mem;        // parse_bytes syntax; empty: engine::default_kv_cache_bytes()
+  std::string max_body = "16MiB";  // parse_bytes syntax
+  int32_t max_batch_tokens = 512;
+  int32_t max_running = 64;
+  bool no_prefix_cache = false;
+  std::string chat_template;       // empty: detect from the GGUF
+  std::string alias;
+  bool quiet = false;
+};
+
+sigset_t shutdown_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+
+void serve(ServeOptions& opts) {
+  const sigset_t signals = shutdown_signals();
+  if (pthread_sigmask(SIG_BLOCK, &signals, nullptr) != 0) throw Error("cannot block SIGINT/SIGTERM");
+
+  server::ModelIdentity identity;
+  identity.path = resolve_model_path(opts.model.model_path);
+  identity.alias = opts.alias;
+  if (!opts.chat_template.empty()) {
+    identity.chat_template = server::chat_template_from_name(opts.chat_template);
+    if (!identity.chat_template) {
+      throw Error("unknown chat template '" + opts.chat_template + "' (expected one of " +
+                  server::chat_template_names() + ")");
+    }
+  }
+  engine::EngineConfig config;
+  config.kv_type = parse_kv_type(opts.model.kv_type);
+  config.block_size = opts.model.block_size;
+  config.kv_cache_bytes = opts.kv_cache_mem.empty() ? engine::default_kv_cache_bytes()
+                                                    : kv::parse_bytes(opts.kv_cache_mem);
+  config.max_batch_tokens = opts.max_batch_tokens;
+  config.max_running = opts.max_running;
+  config.n_threads = resolve_threads(opts.model.threads);
+  config.prefix_cache = !opts.no_prefix_cache;
+  opts.server.limits.max_body_bytes = kv::parse_bytes(opts.max_body);
+  opts.server.log_requests = !opts.quiet;
+
+  // Declared before the server so that the server (destroyed first) stops before the engine.
+  std::unique_ptr<model::Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<engine::Engine> engine;
+  server::Server http(opts.server);
+  const int port = http.bind();
+  http.start();
+  std::fprintf(stderr, "preface: listening on http://%s:%d (loading %s)\n", opts.server.host.c_str(), port,
+               identity.path.c_str());
+
+  model = model::Model::load(identity.path, opts.max_batch_tokens);
+  tokenizer = Tokenizer::from_gguf(model->file());
+  engine = std::make_unique<engine::Engine>(*model, *tokenizer, config);
+  engine->start();
+  const kv::KvStorage& kv_store = engine->storage();
+  const auto n_tokens = static_cast<uint64_t>(kv_store.n_blocks()) * static_cast<uint64_t>(kv_store.block_size());
+  std::fprintf(stderr,
+               "preface: KV cache budget %s (%s): %zu bytes per token, %d blocks of %d tokens = %llu tokens "
+               "(%s allocated); prefix cache %s; %d threads\n",
+               kv::format_bytes(config.kv_cache_bytes).c_str(), opts.model.kv_type.c_str(),
+               kv_store.bytes_per_token(), kv_store.n_blocks(), kv_store.block_size(),
+               static_cast<unsigned long long>(n_tokens), kv::format_bytes(kv_store.size_bytes()).c_str(),
+               config.prefix_cache ? "on" : "off", config.n_threads);
+  http.attach(*engine, *tokenizer, identity);
+  const server::ServerContext* ctx = http.context();
+  std::fprintf(stderr, "preface: serving model '%s' (context %d tokens, chat template %s)\n", ctx->model_id.c_str(),
+               ctx->ctx_len(), server::chat_template_name(ctx->chat_template));
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  std::fprintf(stderr, "preface: %s received, shutting down (%d requests in flight)\n",
+               sig == SIGINT ? "SIGINT" : "SIGTERM", http.n_in_flight());
+  http.stop();
+  engine->stop();
+  std::fprintf(stderr, "preface: stopped\n");
+}
+
+}  // namespace
+
+void register_serve(CLI::App& app) {
+  auto opts = std::make_shared<ServeOptions>();
+  CLI::App* cmd = app.add_subcommand("serve", "Serve the OpenAI and Anthropic HTTP APIs with prompt caching");
+  add_model_options(*cmd, opts->model);
+  server::ServerOptions& s = opts->server;
+  cmd->add_option("--host", s.host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", s.port, "Port to listen on (0: any free port)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  cmd->add_option("--kv-cache-mem", opts->kv_cache_mem,
+                  "KV cache budget, e.g. 2GiB or 512MB (default: 25% of available memory, 64 MiB..8 GiB)");
+  cmd->add_option("--max-batch-tokens", opts->max_batch_tokens, "Tokens per engine step")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
+  cmd->add_option("--max-running", opts->max_running, "Sequences decoding at once")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  cmd->add_flag("--no-prefix-cache", opts->no_prefix_cache, "Disable prefix caching (every prompt is computed)");
+  cmd->add_option("--chat-template", opts->chat_template,
+                  "Chat template family, overriding the model's (" + server::chat_template_names() + ")");
+  cmd->add_option("--alias", opts->alias, "Model name reported and accepted by the API (default: the file name)");
+  cmd->add_option("--max-body-bytes", opts->max_body, "Largest request body; larger gets 413")->capture_default_str();
+  cmd->add_option("--max-in-flight", s.limits.max_in_flight, "Generation requests at once; more get 503")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  cmd->add_option("--http-threads", s.n_http_threads, "HTTP worker threads (0: max-in-flight + 8)")
+      ->check(CLI::Range(0, 8192))
+      ->capture_default_str();
+  cmd->add_option("--max-stop-strings", s.limits.max_stop_strings, "Stop strings per request")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
+  cmd->add_flag("--quiet", opts->quiet, "No per-request log lines");
+  cmd->callback([opts] { serve(*opts); });
+}
+
+}  // namespace preface::cli

@@ -1,0 +1,44 @@
+// The Anthropic Messages API: POST /v1/messages (and /v1/messages/count_tokens). JSON only; the HTTP layer runs
+// the generation.
+//
+// Request: model (optional here; must name the served model), max_tokens (required, >= 1), messages (roles
+// user/assistant; content a string or an array of {"type": "text"} blocks; consecutive messages of one role are
+// merged with "\n"; a final assistant message is a prefill that the reply continues), system (a string or text
+// blocks), stop_sequences, temperature [0, 1], top_p (0, 1], top_k, stream, metadata (accepted, not used),
+// cache_salt (preface extension, as in the OpenAI API). Text blocks of one message are joined with "\n".
+// Rejected with 400: other block types (images, tools), non-empty tools, thinking.
+//
+// cache_control {"type": "ephemeral", "ttl": "5m" | "1h"} on a system or message block marks a breakpoint (at
+// most 4; a "1h" breakpoint may not follow a "5m" one). Each is resolved to the number of prompt tokens up to and
+// including that block (the common token prefix of the full prompt and the conversation rendered up to the
+// block) in GenerationRequest::pins. The engine does not pin yet, so pins are only logged; automatic prefix
+// caching applies to every request, breakpoint or not.
+//
+// Usage: input_tokens = prompt tokens neither read from nor written to the cache (the uncached tail),
+// cache_read_input_tokens = prompt tokens whose K/V came from the cache, cache_creation_input_tokens = prompt
+// tokens newly written into cached blocks; the three sum to the prompt length. In a stream, message_start
+// carries input_tokens = the whole prompt and zero cache counts (the engine reports them only when the
+// request ends); message_delta carries the final values of all four fields.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "server/context.h"
+
+namespace preface::server {
+
+struct AnthropicRequest {
+  GenerationRequest generation;  // generation.pins: the cache_control breakpoints
+  bool stream = false;
+};
+
+// Throws ApiError (400). count_only: for /v1/messages/count_tokens (max_tokens not required, no breakpoints).
+AnthropicRequest parse_messages_request(const nlohmann::json& body, ServerContext& ctx, bool count_only = false);
+
+std::unique_ptr<ResponseFormat> make_messages_format(ServerContext& ctx, const AnthropicRequest& request);
+
+nlohmann::json anthropic_usage(const GenerationSummary& summary);
+
+}  // namespace preface::server

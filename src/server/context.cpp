@@ -1,0 +1,115 @@
+#include "server/context.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include "server/api_error.h"
+
+namespace preface::server {
+
+ServerContext::ServerContext(engine::Engine& engine_, const Tokenizer& tokenizer_, ChatTemplate chat_template_,
+                             std::string model_id_, std::vector<std::string> accepted_names_, ServerLimits limits_,
+                             Metrics& metrics_)
+    : engine(engine_),
+      tokenizer(tokenizer_),
+      chat_template(chat_template_),
+      model_id(std::move(model_id_)),
+      accepted_names(std::move(accepted_names_)),
+      limits(limits_),
+      metrics(metrics_),
+      created_unix(unix_now()),
+      rng_(std::random_device{}()),
+      id_salt_(rng_()) {}
+
+int32_t ServerContext::ctx_len() const { return engine.model().config().ctx_len; }
+
+void ServerContext::check_model(const std::optional<std::string>& model) const {
+  if (!model || *model == model_id) return;
+  for (const std::string& name : accepted_names) {
+    if (*model == name) return;
+  }
+  throw ApiError(400, "the model '" + *model + "' does not exist; this server serves '" + model_id + "'", "model",
+                 "model_not_found");
+}
+
+std::string ServerContext::new_id(std::string_view prefix) {
+  // A counter mixed with the per-server salt (splitmix64), so ids are unique and do not look sequential.
+  const uint64_t n = next_id_.fetch_add(1);
+  uint64_t x = n + id_salt_;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%016llx%08llx", static_cast<unsigned long long>(x),
+                static_cast<unsigned long long>(n & 0xffffffffull));
+  return std::string(prefix) + buf;
+}
+
+uint64_t ServerContext::random_seed() {
+  std::lock_guard lock(mu_);
+  return rng_();
+}
+
+int64_t ServerContext::unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::vector<int32_t> ServerContext::chat_prompt(const std::vector<ChatMessage>& messages,
+                                                bool add_generation_prompt) const {
+  try {
+    return render_chat_tokens(tokenizer, chat_template, messages, add_generation_prompt);
+  } catch (const ApiError&) {
+    throw;
+  } catch (const Error& e) {
+    throw ApiError(400, e.what(), "messages");
+  }
+}
+
+std::string sse_data(const nlohmann::json& j) { return "data: " + dump_json(j) + "\n\n"; }
+
+std::string sse_event(const std::string& name, const nlohmann::json& j) {
+  return "event: " + name + "\ndata: " + dump_json(j) + "\n\n";
+}
+
+std::string token_text(const Tokenizer& tok, int32_t id) { return tok.token_to_bytes(id); }
+
+bool is_valid_utf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      n = 1, cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      n = 2, cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      n = 3, cp = c & 0x07;
+    } else {
+      return false;
+    }
+    for (size_t k = 1; k <= n; ++k) {
+      if (i + k >= s.size()) return false;
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    // Overlong forms, surrogates and values above U+10FFFF are invalid.
+    static constexpr uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += n + 1;
+  }
+  return true;
+}
+
+nlohmann::json byte_array(const std::string& s) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const char c : s) out.push_back(static_cast<int>(static_cast<unsigned char>(c)));
+  return out;
+}
+
+}  // namespace preface::server

@@ -1,0 +1,93 @@
+// What the API layers share once the model is loaded: the engine, the tokenizer, the chat template, the model's
+// names, limits, metrics, ids and default seeds. One per server; thread-safe.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/engine.h"
+#include "server/chat_template.h"
+#include "server/generation.h"
+#include "server/metrics.h"
+#include "tokenizer/tokenizer.h"
+
+namespace preface::server {
+
+struct ServerLimits {
+  size_t max_body_bytes = 16u << 20;  // larger request bodies get 413
+  int32_t max_in_flight = 64;         // generation requests served at once; more get 503 + Retry-After
+  int32_t max_stop_strings = 16;
+  int32_t max_top_logprobs = 20;
+  int32_t retry_after_s = 1;          // the Retry-After of a 503
+};
+
+class ServerContext {
+ public:
+  // model_id: the name reported by /v1/models and in responses; accepted_names: every `model` value accepted
+  // (model_id included).
+  ServerContext(engine::Engine& engine, const Tokenizer& tokenizer, ChatTemplate chat_template, std::string model_id,
+                std::vector<std::string> accepted_names, ServerLimits limits, Metrics& metrics);
+
+  engine::Engine& engine;
+  const Tokenizer& tokenizer;
+  const ChatTemplate chat_template;
+  const std::string model_id;
+  const std::vector<std::string> accepted_names;
+  const ServerLimits limits;
+  Metrics& metrics;
+  const int64_t created_unix;         // when the model was attached (the `created` of /v1/models)
+
+  int32_t ctx_len() const;
+  // Throws ApiError 400 (code model_not_found) when `model` names neither model_id nor an accepted name. A
+  // missing model is accepted.
+  void check_model(const std::optional<std::string>& model) const;
+  // A fresh response id: prefix + 24 hex digits, unique per server.
+  std::string new_id(std::string_view prefix);
+  // A seed for a request that gave none (different for every request).
+  uint64_t random_seed();
+  static int64_t unix_now();
+
+  // Tokenizes a chat for generation; a role order or role the template rejects becomes ApiError 400.
+  std::vector<int32_t> chat_prompt(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
+
+ private:
+  std::mutex mu_;
+  std::mt19937_64 rng_;               // ids and default seeds (not security relevant)
+  uint64_t id_salt_;                  // random per server, so ids differ across restarts
+  std::atomic<uint64_t> next_id_{1};
+};
+
+// Turns one generation into an API's wire format: a JSON body, or Server-Sent Events. One object per request.
+class ResponseFormat {
+ public:
+  virtual ~ResponseFormat() = default;
+  // SSE text sent before the first token (may be empty).
+  virtual std::string stream_start(int32_t n_prompt_tokens) = 0;
+  // SSE text for one delta ("" sends nothing).
+  virtual std::string stream_delta(const GenerationDelta& delta) = 0;
+  // SSE text that ends the stream (including the API's terminator, or an error event).
+  virtual std::string stream_end(const GenerationSummary& summary) = 0;
+  // The non-streaming body.
+  virtual nlohmann::json full_response(const std::string& text, const std::vector<TokenLogprob>& logprobs,
+                                       const GenerationSummary& summary) = 0;
+};
+
+// "data: <json>\n\n"
+std::string sse_data(const nlohmann::json& j);
+// "event: <name>\ndata: <json>\n\n"
+std::string sse_event(const std::string& name, const nlohmann::json& j);
+
+// The text of a token for logprob reports: its raw bytes (possibly a partial UTF-8 character).
+std::string token_text(const Tokenizer& tok, int32_t id);
+bool is_valid_utf8(std::string_view s);
+// The bytes of a string as a JSON array of integers (OpenAI's `bytes`).
+nlohmann::json byte_array(const std::string& s);
+
+}  // namespace preface::server

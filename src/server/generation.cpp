@@ -1,0 +1,165 @@
+#include "server/generation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace preface::server {
+
+std::string StopMatcher::push(std::string_view text) {
+  if (matched()) return {};
+  held_.append(text);
+  // The earliest occurrence of any stop string wins.
+  size_t best_pos = std::string::npos;
+  for (size_t i = 0; i < stops_.size(); ++i) {
+    const size_t pos = held_.find(stops_[i]);
+    if (pos < best_pos) {
+      best_pos = pos;
+      matched_ = static_cast<int32_t>(i);
+    }
+  }
+  if (best_pos != std::string::npos) {
+    std::string out = held_.substr(0, best_pos);
+    held_.clear();
+    return out;
+  }
+  // Hold the longest suffix of held_ that is a proper prefix of some stop string.
+  size_t n_hold = 0;
+  for (const std::string& stop : stops_) {
+    for (size_t k = std::min(stop.size() - 1, held_.size()); k > n_hold; --k) {
+      if (held_.compare(held_.size() - k, k, stop, 0, k) == 0) {
+        n_hold = k;
+        break;
+      }
+    }
+  }
+  std::string out = held_.substr(0, held_.size() - n_hold);
+  held_.erase(0, held_.size() - n_hold);
+  return out;
+}
+
+std::string StopMatcher::flush() {
+  std::string out;
+  out.swap(held_);
+  return out;
+}
+
+const std::string& StopMatcher::matched_stop() const { return stops_.at(static_cast<size_t>(matched_)); }
+
+const char* openai_finish_reason(StopKind kind) { return kind == StopKind::Length ? "length" : "stop"; }
+
+const char* anthropic_stop_reason(StopKind kind) {
+  switch (kind) {
+    case StopKind::Length: return "max_tokens";
+    case StopKind::StopString: return "stop_sequence";
+    default: return "end_turn";
+  }
+}
+
+TokenLogprob token_logprob(const float* logits, int32_t n_vocab, int32_t token, int32_t n_top) {
+  const float max_logit = *std::max_element(logits, logits + n_vocab);
+  double sum = 0;
+  for (int32_t i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - max_logit));
+  const double log_z = static_cast<double>(max_logit) + std::log(sum);
+  TokenLogprob out;
+  out.token = token;
+  out.logprob = static_cast<float>(logits[token] - log_z);
+  const int32_t n = std::clamp(n_top, 0, n_vocab);
+  if (n > 0) {
+    std::vector<int32_t> ids(static_cast<size_t>(n_vocab));  // [n_vocab] candidate ids
+    std::iota(ids.begin(), ids.end(), 0);
+    // Highest logit first, lowest id on ties (the greedy sampler's order).
+    auto better = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+    std::partial_sort(ids.begin(), ids.begin() + n, ids.end(), better);
+    for (int32_t i = 0; i < n; ++i) {
+      const int32_t id = ids[static_cast<size_t>(i)];
+      out.top.push_back({id, static_cast<float>(logits[id] - log_z)});
+    }
+  }
+  return out;
+}
+
+Generation::Generation(engine::Engine& engine, const Tokenizer& tokenizer, GenerationRequest request)
+    : tokenizer_(tokenizer),
+      n_vocab_(tokenizer.n_vocab()),
+      n_prompt_(static_cast<int32_t>(request.prompt.size())),
+      n_top_logprobs_(request.n_top_logprobs),
+      decoder_(tokenizer, request.text_start),
+      stops_(std::move(request.stop)) {
+  engine::RequestParams params;
+  params.prompt = std::move(request.prompt);
+  params.sampling = request.sampling;
+  params.max_new_tokens = request.max_new_tokens;
+  params.ignore_eos = request.ignore_eos;
+  params.cache_salt = std::move(request.cache_salt);
+  params.keep_logits = request.n_top_logprobs >= 0;
+  stream_ = engine.submit(std::move(params));
+}
+
+Generation::~Generation() {
+  if (!stream_->finished()) stream_->cancel();
+}
+
+void Generation::cancel() {
+  cancelled_ = true;
+  stream_->cancel();
+}
+
+std::optional<GenerationDelta> Generation::next() {
+  if (done_) return std::nullopt;
+  std::optional<engine::TokenEvent> ev = stream_->next();
+  const auto now = std::chrono::steady_clock::now();
+  GenerationDelta delta;
+  if (!ev) {
+    const engine::RequestStats stats = stream_->stats();
+    StopKind kind = StopKind::Length;
+    if (cancelled_ || stats.finish == engine::FinishReason::Cancelled) {
+      kind = StopKind::Cancelled;
+    } else if (stats.finish == engine::FinishReason::Stop) {
+      kind = StopKind::EndOfGeneration;
+    } else if (stats.finish == engine::FinishReason::Error) {
+      kind = StopKind::Error;
+    }
+    delta.text = stops_.push(decoder_.flush());
+    if (stops_.matched()) {
+      kind = StopKind::StopString;
+    } else {
+      delta.text += stops_.flush();
+    }
+    finish(kind);
+    if (delta.text.empty()) return std::nullopt;
+    return delta;
+  }
+  if (n_consumed_ > 0) {
+    summary_.inter_token_s.push_back(std::chrono::duration<float>(now - last_token_time_).count());
+  }
+  last_token_time_ = now;
+  ++n_consumed_;
+  if (n_top_logprobs_ >= 0 && static_cast<int32_t>(ev->logits.size()) == n_vocab_) {
+    delta.logprobs.push_back(token_logprob(ev->logits.data(), n_vocab_, ev->token, n_top_logprobs_));
+  }
+  delta.text = stops_.push(decoder_.push(ev->token));
+  if (stops_.matched()) {
+    stream_->cancel();
+    while (stream_->next()) {
+    }
+    finish(StopKind::StopString);
+  }
+  return delta;
+}
+
+void Generation::finish(StopKind kind) {
+  done_ = true;
+  summary_.kind = kind;
+  summary_.stats = stream_->stats();
+  if (kind == StopKind::StopString) summary_.stop_string = stops_.matched_stop();
+  if (kind == StopKind::StopString || kind == StopKind::Cancelled) {
+    summary_.n_completion_tokens = n_consumed_;  // tokens generated past the stop are not the client's
+  } else {
+    // The engine's count includes an end-of-generation token, which is never streamed.
+    summary_.n_completion_tokens = std::max(n_consumed_, summary_.stats.n_generated_tokens);
+  }
+  if (kind == StopKind::Error) summary_.error = summary_.stats.error;
+}
+
+}  // namespace preface::server

@@ -1,0 +1,125 @@
+// One text generation over the engine, shared by every API: submits token ids, reads the request's stream,
+// detokenizes incrementally, applies stop strings and computes log-probabilities. Knows nothing of HTTP or JSON.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/engine.h"
+#include "tokenizer/tokenizer.h"
+
+namespace preface::server {
+
+// Holds back text that could be the start of a stop string, so a stop string split across tokens is never
+// partly released. Stop strings are non-empty.
+class StopMatcher {
+ public:
+  explicit StopMatcher(std::vector<std::string> stops) : stops_(std::move(stops)) {}
+  // Appends `text` and returns what is now safe to release. When a stop string appears, the text before its
+  // earliest occurrence is released, the rest is dropped and matched() becomes true; later pushes return "".
+  std::string push(std::string_view text);
+  // At the end of generation: the held-back text (none once matched).
+  std::string flush();
+  bool matched() const { return matched_ >= 0; }
+  const std::string& matched_stop() const;  // valid when matched()
+
+ private:
+  std::vector<std::string> stops_;
+  std::string held_;     // unreleased text: a suffix that is a proper prefix of some stop string
+  int32_t matched_ = -1;  // index into stops_
+};
+
+// A prompt prefix to keep cached (Anthropic's cache_control breakpoints).
+struct PrefixPin {
+  int32_t n_tokens = 0;  // prompt tokens up to and including the marked block
+  int32_t ttl_s = 300;   // 300 ("5m") or 3600 ("1h"), refreshed on each hit
+};
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;        // token ids, BOS included when wanted
+  engine::SamplingParams sampling;
+  int32_t max_new_tokens = 16;
+  bool ignore_eos = false;
+  std::string cache_salt;
+  std::vector<std::string> stop;      // stop strings, each non-empty
+  int32_t n_top_logprobs = -1;        // < 0: no log-probabilities; else alternatives reported per token
+  bool text_start = false;            // the output starts a new text (chat reply): the leading-space rule of
+                                      // Tokenizer::decode applies; false continues the prompt (completions)
+  // Prefixes to pin, in prompt order. Parsed, resolved to token counts and logged, but not yet enforced: the
+  // engine has no pinning hook (automatic prefix caching still applies).
+  std::vector<PrefixPin> pins;
+};
+
+struct TopLogprob {
+  int32_t token = -1;
+  float logprob = 0;                  // natural log of the probability under the unscaled model logits
+};
+
+struct TokenLogprob {
+  int32_t token = -1;
+  float logprob = 0;
+  std::vector<TopLogprob> top;        // [n_top_logprobs], most likely first
+};
+
+struct GenerationDelta {
+  std::string text;                   // newly released UTF-8 text (may be empty)
+  std::vector<TokenLogprob> logprobs; // the tokens consumed for this delta, when log-probabilities are wanted
+};
+
+enum class StopKind { EndOfGeneration, StopString, Length, Cancelled, Error };
+
+struct GenerationSummary {
+  StopKind kind = StopKind::Length;
+  std::string stop_string;            // the stop string that ended it (kind == StopString)
+  std::string error;                  // kind == Error
+  engine::RequestStats stats;         // the engine's record (prompt / cached / written tokens, timings)
+  int32_t n_completion_tokens = 0;    // tokens generated up to the stop (an end-of-generation token counts)
+  std::vector<float> inter_token_s;   // [n_tokens - 1] gaps between consecutive tokens reaching the server
+};
+
+const char* openai_finish_reason(StopKind kind);     // "stop" | "length"
+const char* anthropic_stop_reason(StopKind kind);    // "end_turn" | "stop_sequence" | "max_tokens"
+
+// Log-softmax of logits[n_vocab]: the token's log-probability and the top n alternatives.
+TokenLogprob token_logprob(const float* logits, int32_t n_vocab, int32_t token, int32_t n_top);
+
+class Generation {
+ public:
+  // Submits to the engine; throws preface::Error when the engine rejects the request (e.g. prompt too long).
+  Generation(engine::Engine& engine, const Tokenizer& tokenizer, GenerationRequest request);
+  // Cancels the request when it has not finished (its blocks are freed at the engine's next step).
+  ~Generation();
+  Generation(const Generation&) = delete;
+  Generation& operator=(const Generation&) = delete;
+
+  // Blocks for the next token and returns what it released; nullopt once finished (then summary() is final).
+  std::optional<GenerationDelta> next();
+  // Asks the engine to stop; next() then drains and finishes with StopKind::Cancelled.
+  void cancel();
+  bool done() const { return done_; }
+  const GenerationSummary& summary() const { return summary_; }
+  int32_t n_prompt_tokens() const { return n_prompt_; }
+  const std::shared_ptr<engine::RequestStream>& stream() const { return stream_; }
+
+ private:
+  void finish(StopKind kind);
+
+  const Tokenizer& tokenizer_;
+  int32_t n_vocab_;
+  int32_t n_prompt_;
+  int32_t n_top_logprobs_;
+  std::shared_ptr<engine::RequestStream> stream_;
+  StreamDecoder decoder_;
+  StopMatcher stops_;
+  bool done_ = false;
+  bool cancelled_ = false;
+  int32_t n_consumed_ = 0;            // tokens read from the stream
+  std::chrono::steady_clock::time_point last_token_time_;
+  GenerationSummary summary_;
+};
+
+}  // namespace preface::server

@@ -1,0 +1,193 @@
+// Running one generation over HTTP: in-flight accounting, the JSON or SSE response, disconnect handling and the
+// per-request log line.
+#include <cstdio>
+
+#include "server/http_internal.h"
+
+namespace preface::server {
+
+InFlight::Slot::~Slot() {
+  std::lock_guard lock(owner_->mu_);
+  owner_->streams_.erase(id_);
+}
+
+void InFlight::Slot::attach(const std::shared_ptr<engine::RequestStream>& stream) {
+  std::lock_guard lock(owner_->mu_);
+  owner_->streams_[id_] = stream;
+  if (owner_->closing_) stream->cancel();
+}
+
+std::unique_ptr<InFlight::Slot> InFlight::acquire(int32_t limit) {
+  std::lock_guard lock(mu_);
+  if (closing_ || static_cast<int32_t>(streams_.size()) >= limit) return nullptr;
+  const uint64_t id = next_id_++;
+  streams_.emplace(id, nullptr);
+  return std::make_unique<Slot>(*this, id);
+}
+
+void InFlight::close() {
+  std::lock_guard lock(mu_);
+  closing_ = true;
+  for (auto& [id, stream] : streams_) {
+    if (stream) stream->cancel();
+  }
+}
+
+bool InFlight::closing() const {
+  std::lock_guard lock(mu_);
+  return closing_;
+}
+
+int32_t InFlight::size() const {
+  std::lock_guard lock(mu_);
+  return static_cast<int32_t>(streams_.size());
+}
+
+void send_json(httplib::Response& res, const nlohmann::json& body, int status) {
+  res.status = status;
+  res.set_content(dump_json(body), "application/json");
+}
+
+void send_error(HttpState& state, const httplib::Request& req, httplib::Response& res, const ApiError& e) {
+  if (e.status == 503) res.set_header("Retry-After", std::to_string(state.options.limits.retry_after_s));
+  send_json(res, error_body(flavor_for_path(req.path), e), e.status);
+}
+
+namespace {
+
+// " pins=12@300s,40@300s" for the request's cache_control breakpoints ("" when none).
+std::string pins_text(const std::vector<PrefixPin>& pins) {
+  std::string out;
+  for (const PrefixPin& p : pins) {
+    out += out.empty() ? " pins=" : ",";
+    out += std::to_string(p.n_tokens) + "@" + std::to_string(p.ttl_s) + "s";
+  }
+  return out;
+}
+
+void log_generation(const HttpState& state, uint64_t slot_id, const std::string& method, const std::string& path,
+                    const Generation& gen, const std::string& note) {
+  if (!state.options.log_requests) return;
+  const GenerationSummary& s = gen.summary();
+  static constexpr const char* kKinds[] = {"eos", "stop_string", "length", "cancelled", "error"};
+  std::fprintf(stderr,
+               "req %llu %s %s prompt=%d cached=%d written=%d generated=%d ttft=%.1fms total=%.1fms finish=%s%s\n",
+               static_cast<unsigned long long>(slot_id), method.c_str(), path.c_str(),
+               s.stats.n_prompt_tokens, s.stats.n_cached_tokens, s.stats.n_written_tokens, s.n_completion_tokens,
+               s.stats.first_token_ms, s.stats.total_ms, kKinds[static_cast<int>(s.kind)], note.c_str());
+}
+
+// State of one streaming response, shared by the content provider and its releaser (same worker thread).
+struct StreamJob {
+  HttpState* state;
+  std::unique_ptr<InFlight::Slot> slot;
+  std::unique_ptr<Generation> gen;
+  std::unique_ptr<ResponseFormat> format;
+  std::string method, path;
+  std::string pins;  // log text of the request's pins
+  bool started = false;
+  bool ended = false;
+
+  // Records the end of the generation once (metrics and log line).
+  void end(const char* note) {
+    if (ended) return;
+    ended = true;
+    state->metrics.on_generation(gen->summary());
+    log_generation(*state, slot->id(), method, path, *gen, pins + note);
+  }
+};
+
+bool write(httplib::DataSink& sink, const std::string& text) {
+  return text.empty() || sink.write(text.data(), text.size());
+}
+
+}  // namespace
+
+void serve_generation(HttpState& state, ServerContext& ctx, const httplib::Request& req, httplib::Response& res,
+                      GenerationRequest request, std::unique_ptr<ResponseFormat> format, bool stream) {
+  std::unique_ptr<InFlight::Slot> slot = state.in_flight.acquire(ctx.limits.max_in_flight);
+  if (!slot) {
+    throw ApiError(503, state.in_flight.closing() ? "the server is shutting down"
+                                                   : "the server is overloaded: too many requests in flight");
+  }
+  const std::string pins = pins_text(request.pins);
+  const auto n_prompt = static_cast<int64_t>(request.prompt.size());
+  if (n_prompt >= ctx.ctx_len()) {
+    throw ApiError(400,
+                   "the prompt is " + std::to_string(n_prompt) + " tokens; the model's context is " +
+                       std::to_string(ctx.ctx_len()) + " tokens, including at least one generated token",
+                   req.path == "/v1/completions" ? "prompt" : "messages", "context_length_exceeded");
+  }
+  std::unique_ptr<Generation> gen;
+  try {
+    gen = std::make_unique<Generation>(ctx.engine, ctx.tokenizer, std::move(request));
+  } catch (const ApiError&) {
+    throw;
+  } catch (const Error& e) {
+    throw ApiError(400, e.what());  // e.g. a prompt larger than the whole KV cache
+  }
+  slot->attach(gen->stream());
+
+  if (!stream) {
+    std::string text;
+    std::vector<TokenLogprob> logprobs;
+    while (auto d = gen->next()) {
+      text += d->text;
+      logprobs.insert(logprobs.end(), d->logprobs.begin(), d->logprobs.end());
+    }
+    const GenerationSummary& s = gen->summary();
+    state.metrics.on_generation(s);
+    log_generation(state, slot->id(), req.method, req.path, *gen, pins);
+    if (s.kind == StopKind::Error) throw ApiError(500, "generation failed: " + s.error);
+    if (s.kind == StopKind::Cancelled) throw ApiError(503, "the request was cancelled: the server is shutting down");
+    send_json(res, format->full_response(text, logprobs, s));
+    return;
+  }
+
+  auto job = std::make_shared<StreamJob>();
+  job->state = &state;
+  job->slot = std::move(slot);
+  job->gen = std::move(gen);
+  job->format = std::move(format);
+  job->method = req.method;
+  job->path = req.path;
+  job->pins = pins;
+  res.status = 200;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [job](size_t, httplib::DataSink& sink) {
+        Generation& g = *job->gen;
+        if (!job->started) {
+          job->started = true;
+          if (!write(sink, job->format->stream_start(g.n_prompt_tokens()))) {
+            g.cancel();
+            return false;
+          }
+          return true;
+        }
+        if (!g.done()) {
+          if (auto d = g.next(); d && !write(sink, job->format->stream_delta(*d))) {
+            g.cancel();
+            return false;
+          }
+          if (!g.done()) return true;
+        }
+        const bool ok = write(sink, job->format->stream_end(g.summary()));
+        job->end("");
+        if (!ok) return false;
+        sink.done();
+        return true;
+      },
+      [job](bool success) {
+        if (job->ended) return;
+        // The client went away (or the server is stopping): cancel and wait for the engine to let go.
+        job->gen->cancel();
+        while (job->gen->next()) {
+        }
+        job->end(success ? "" : " (stream aborted: client gone or server stopping)");
+      });
+}
+
+}  // namespace preface::server

@@ -1,0 +1,74 @@
+// Internals of the HTTP layer shared by server.cpp (lifecycle, errors), http_routes.cpp (handlers) and
+// http_generate.cpp (running a generation over HTTP). Not part of the server module's interface.
+#pragma once
+#include <httplib.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+
+#include "server/api_error.h"
+#include "server/context.h"
+#include "server/generation.h"
+#include "server/server.h"
+
+namespace preface::server {
+
+// The generations being served, so that shutdown can cancel them and overload can be refused.
+class InFlight {
+ public:
+  class Slot {
+   public:
+    Slot(InFlight& owner, uint64_t id) : owner_(&owner), id_(id) {}
+    ~Slot();
+    Slot(const Slot&) = delete;
+    Slot& operator=(const Slot&) = delete;
+    // Registers the generation's stream; cancels it at once when shutdown already began.
+    void attach(const std::shared_ptr<engine::RequestStream>& stream);
+    uint64_t id() const { return id_; }
+
+   private:
+    InFlight* owner_;
+    uint64_t id_;
+  };
+
+  // A slot, or nullptr when `limit` generations are in flight or shutdown began.
+  std::unique_ptr<Slot> acquire(int32_t limit);
+  // Refuses new slots and cancels every registered stream.
+  void close();
+  bool closing() const;
+  int32_t size() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<uint64_t, std::shared_ptr<engine::RequestStream>> streams_;  // slot id -> stream (or null)
+  uint64_t next_id_ = 1;
+  bool closing_ = false;
+};
+
+struct HttpState {
+  ServerOptions options;
+  Metrics metrics;
+  InFlight in_flight;
+  std::atomic<ServerContext*> ctx{nullptr};  // set once by attach(); owned by Server::Impl
+};
+
+// Writes an error in the path's API shape. 503s get Retry-After.
+void send_error(HttpState& state, const httplib::Request& req, httplib::Response& res, const ApiError& e);
+void send_json(httplib::Response& res, const nlohmann::json& body, int status = 200);
+
+// Runs a parsed generation request: acquires an in-flight slot (503 when full), submits (400 when the engine
+// rejects the prompt), then answers with one JSON body or, when `stream`, Server-Sent Events.
+void serve_generation(HttpState& state, ServerContext& ctx, const httplib::Request& req, httplib::Response& res,
+                      GenerationRequest request, std::unique_ptr<ResponseFormat> format, bool stream);
+
+// Registers every route on `http`.
+void register_routes(httplib::Server& http, HttpState& state);
+
+// The routes served, for 404 vs 405: the allowed method of a known path, or nullptr.
+const char* allowed_method(const std::string& path);
+
+}  // namespace preface::server

@@ -1,0 +1,148 @@
+// Route handlers: operations (/health, /metrics, /v1/models, /tokenize, /detokenize) and the API endpoints,
+// which parse JSON into a GenerationRequest and hand it to serve_generation().
+#include <array>
+#include <functional>
+#include <string_view>
+
+#include "server/anthropic_api.h"
+#include "server/http_internal.h"
+#include "server/openai_api.h"
+
+namespace preface::server {
+namespace {
+
+using nlohmann::json;
+
+struct Route {
+  std::string_view path;
+  const char* method;
+};
+
+constexpr std::array<Route, 10> kRoutes = {{
+    {"/health", "GET"},
+    {"/metrics", "GET"},
+    {"/v1/models", "GET"},
+    {"/v1/completions", "POST"},
+    {"/v1/chat/completions", "POST"},
+    {"/v1/messages", "POST"},
+    {"/v1/messages/count_tokens", "POST"},
+    {"/tokenize", "POST"},
+    {"/detokenize", "POST"},
+    {"/v1/health", "GET"},
+}};
+
+using ApiHandler = std::function<void(ServerContext&, const httplib::Request&, httplib::Response&)>;
+
+// Wraps a handler that needs the model: 503 while loading; ApiError and bad input become error responses.
+httplib::Server::Handler api(HttpState& state, ApiHandler fn) {
+  return [&state, fn = std::move(fn)](const httplib::Request& req, httplib::Response& res) {
+    try {
+      ServerContext* ctx = state.ctx.load();
+      if (ctx == nullptr) throw ApiError(503, "the model is loading");
+      fn(*ctx, req, res);
+    } catch (const ApiError& e) {
+      send_error(state, req, res, e);
+    } catch (const Error& e) {
+      send_error(state, req, res, ApiError(400, e.what()));
+    }
+  };
+}
+
+void tokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const json body = parse_json_object(req.body);
+  const JsonFields f(body);
+  const auto content = f.string("content");
+  if (!content) f.fail("content", "is required");
+  const bool add_special = f.boolean("add_special").value_or(false);
+  const bool parse_special = f.boolean("parse_special").value_or(true);
+  const bool with_pieces = f.boolean("with_pieces").value_or(false);
+  const Tokenizer& tok = ctx.tokenizer;
+  const std::vector<int32_t> ids = tok.encode(*content, add_special && tok.add_bos_default(), parse_special);
+  json tokens = json::array();
+  for (const int32_t id : ids) {
+    if (!with_pieces) {
+      tokens.push_back(id);
+      continue;
+    }
+    const std::string piece = tok.token_to_bytes(id);
+    tokens.push_back({{"id", id}, {"piece", is_valid_utf8(piece) ? json(piece) : byte_array(piece)}});
+  }
+  send_json(res, {{"tokens", tokens}});
+}
+
+void detokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const json body = parse_json_object(req.body);
+  const JsonFields f(body);
+  const json* arr = f.array("tokens");
+  if (arr == nullptr) f.fail("tokens", "is required");
+  std::vector<int32_t> ids;
+  for (const json& v : *arr) {
+    if (!v.is_number_integer()) f.fail("tokens", "must be an array of token ids");
+    const auto id = v.get<int64_t>();
+    if (id < 0 || id >= ctx.tokenizer.n_vocab()) {
+      f.fail("tokens", "holds token id " + std::to_string(id) + ", outside [0, " +
+                           std::to_string(ctx.tokenizer.n_vocab()) + ")");
+    }
+    ids.push_back(static_cast<int32_t>(id));
+  }
+  send_json(res, {{"content", ctx.tokenizer.decode(ids)}});
+}
+
+}  // namespace
+
+const char* allowed_method(const std::string& path) {
+  for (const Route& r : kRoutes) {
+    if (r.path == path) return r.method;
+  }
+  return nullptr;
+}
+
+void register_routes(httplib::Server& http, HttpState& state) {
+  auto health = [&state](const httplib::Request&, httplib::Response& res) {
+    if (state.ctx.load() == nullptr) {
+      res.set_header("Retry-After", std::to_string(state.options.limits.retry_after_s));
+      send_json(res, {{"status", "loading"}}, 503);
+    } else {
+      send_json(res, {{"status", "ok"}});
+    }
+  };
+  http.Get("/health", health);
+  http.Get("/v1/health", health);
+  http.Get("/metrics", [&state](const httplib::Request&, httplib::Response& res) {
+    const ServerContext* ctx = state.ctx.load();
+    engine::EngineCounters counters;
+    if (ctx != nullptr) counters = ctx->engine.counters();
+    res.set_content(state.metrics.render(ctx != nullptr ? &counters : nullptr, state.in_flight.size()),
+                    "text/plain; version=0.0.4; charset=utf-8");
+  });
+  http.Get("/v1/models", api(state, [](ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
+             send_json(res, models_response(ctx));
+           }));
+  http.Post("/v1/completions", api(state, [&state](ServerContext& ctx, const httplib::Request& req,
+                                                   httplib::Response& res) {
+              OpenAIRequest r = parse_completion_request(parse_json_object(req.body), ctx);
+              auto format = make_completion_format(ctx, r);
+              serve_generation(state, ctx, req, res, std::move(r.generation), std::move(format), r.stream);
+            }));
+  http.Post("/v1/chat/completions", api(state, [&state](ServerContext& ctx, const httplib::Request& req,
+                                                        httplib::Response& res) {
+              OpenAIRequest r = parse_chat_request(parse_json_object(req.body), ctx);
+              auto format = make_chat_format(ctx, r);
+              serve_generation(state, ctx, req, res, std::move(r.generation), std::move(format), r.stream);
+            }));
+  http.Post("/v1/messages", api(state, [&state](ServerContext& ctx, const httplib::Request& req,
+                                                httplib::Response& res) {
+              AnthropicRequest r = parse_messages_request(parse_json_object(req.body), ctx);
+              auto format = make_messages_format(ctx, r);
+              serve_generation(state, ctx, req, res, std::move(r.generation), std::move(format), r.stream);
+            }));
+  http.Post("/v1/messages/count_tokens",
+            api(state, [](ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+              const AnthropicRequest r = parse_messages_request(parse_json_object(req.body), ctx, true);
+              send_json(res, {{"input_tokens", r.generation.prompt.size()}});
+            }));
+  http.Post("/tokenize", api(state, tokenize));
+  http.Post("/detokenize", api(state, detokenize));
+}
+
+}  // namespace preface::server

@@ -1,0 +1,170 @@
+#include "server/metrics.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace preface::server {
+namespace {
+
+// Prometheus sample values: integers exactly, other values with the shortest round-trip representation.
+std::string fmt(double v) {
+  char buf[32];
+  if (v == static_cast<double>(static_cast<int64_t>(v)) && v > -1e15 && v < 1e15) {
+    std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+    return buf;
+  }
+  for (int prec = 1; prec <= 17; ++prec) {
+    std::snprintf(buf, sizeof buf, "%.*g", prec, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
+void header(std::string& out, const std::string& name, const char* type, const char* help) {
+  out.append("# HELP ").append(name).append(" ").append(help).append("\n");
+  out.append("# TYPE ").append(name).append(" ").append(type).append("\n");
+}
+
+void sample(std::string& out, const std::string& name, double value, const std::string& labels = {}) {
+  out.append(name);
+  if (!labels.empty()) out.append("{").append(labels).append("}");
+  out.append(" ").append(fmt(value)).append("\n");
+}
+
+void single(std::string& out, const std::string& name, const char* type, const char* help, double value) {
+  header(out, name, type, help);
+  sample(out, name, value);
+}
+
+const char* stop_kind_label(StopKind k) {
+  switch (k) {
+    case StopKind::EndOfGeneration: return "eos";
+    case StopKind::StopString: return "stop_string";
+    case StopKind::Length: return "length";
+    case StopKind::Cancelled: return "cancelled";
+    case StopKind::Error: return "error";
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+Histogram::Histogram(std::vector<double> upper_bounds)
+    : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::observe(double value) {
+  size_t i = 0;
+  while (i < bounds_.size() && value > bounds_[i]) ++i;
+  counts_[i]++;
+  sum_ += value;
+  count_++;
+}
+
+void Histogram::render(const std::string& name, std::string& out) const {
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cumulative += counts_[i];
+    sample(out, name + "_bucket", static_cast<double>(cumulative), "le=\"" + fmt(bounds_[i]) + "\"");
+  }
+  sample(out, name + "_bucket", static_cast<double>(count_), "le=\"+Inf\"");
+  sample(out, name + "_sum", sum_);
+  sample(out, name + "_count", static_cast<double>(count_));
+}
+
+Metrics::Metrics()
+    : ttft_s_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}),
+      inter_token_s_({0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}),
+      e2e_s_({0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}),
+      queue_s_({0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60}) {}
+
+void Metrics::on_response(const std::string& route, int status) {
+  std::lock_guard lock(mu_);
+  responses_[{route, status}]++;
+}
+
+void Metrics::on_generation(const GenerationSummary& s) {
+  std::lock_guard lock(mu_);
+  n_generations_++;
+  n_completion_tokens_ += static_cast<uint64_t>(s.n_completion_tokens);
+  n_cached_tokens_ += static_cast<uint64_t>(s.stats.n_cached_tokens);
+  n_written_tokens_ += static_cast<uint64_t>(s.stats.n_written_tokens);
+  finish_reasons_[stop_kind_label(s.kind)]++;
+  if (s.stats.n_generated_tokens > 0) ttft_s_.observe(s.stats.first_token_ms / 1e3);
+  for (const float gap : s.inter_token_s) inter_token_s_.observe(gap);
+  e2e_s_.observe(s.stats.total_ms / 1e3);
+  queue_s_.observe(s.stats.queue_ms / 1e3);
+}
+
+std::string Metrics::render(const engine::EngineCounters* c, int32_t n_in_flight) const {
+  std::string out;
+  single(out, "preface_model_loaded", "gauge", "1 once the model is loaded and requests are served.",
+         c != nullptr ? 1 : 0);
+  single(out, "preface_requests_in_flight", "gauge", "Generation requests being served over HTTP.", n_in_flight);
+  std::lock_guard lock(mu_);
+  header(out, "preface_http_responses_total", "counter", "HTTP responses by route and status code.");
+  for (const auto& [key, n] : responses_) {
+    sample(out, "preface_http_responses_total", static_cast<double>(n),
+           "route=\"" + key.first + "\",code=\"" + std::to_string(key.second) + "\"");
+  }
+  header(out, "preface_generations_total", "counter", "Generations served, by how they ended.");
+  for (const auto& [reason, n] : finish_reasons_) {
+    sample(out, "preface_generations_total", static_cast<double>(n), "finish=\"" + reason + "\"");
+  }
+  single(out, "preface_completion_tokens_total", "counter", "Completion tokens reported to clients.",
+         static_cast<double>(n_completion_tokens_));
+  single(out, "preface_prompt_tokens_cached_total", "counter",
+         "Prompt tokens whose K/V came from the prefix cache, summed over requests.",
+         static_cast<double>(n_cached_tokens_));
+  single(out, "preface_prompt_tokens_written_total", "counter",
+         "Prompt tokens computed into newly cached blocks, summed over requests.",
+         static_cast<double>(n_written_tokens_));
+  header(out, "preface_time_to_first_token_seconds", "histogram", "Time from submission to the first token.");
+  ttft_s_.render("preface_time_to_first_token_seconds", out);
+  header(out, "preface_inter_token_latency_seconds", "histogram", "Time between consecutive tokens of a request.");
+  inter_token_s_.render("preface_inter_token_latency_seconds", out);
+  header(out, "preface_request_duration_seconds", "histogram", "Time from submission to the end of generation.");
+  e2e_s_.render("preface_request_duration_seconds", out);
+  header(out, "preface_request_queue_seconds", "histogram", "Time from submission to first scheduling.");
+  queue_s_.render("preface_request_queue_seconds", out);
+  if (c == nullptr) return out;
+
+  single(out, "preface_engine_requests_total", "counter", "Requests submitted to the engine.",
+         static_cast<double>(c->n_requests));
+  single(out, "preface_engine_requests_finished_total", "counter", "Requests the engine finished.",
+         static_cast<double>(c->n_requests_finished));
+  single(out, "preface_prompt_tokens_total", "counter", "Prompt tokens admitted by the engine.",
+         static_cast<double>(c->n_prompt_tokens));
+  single(out, "preface_generation_tokens_total", "counter", "Tokens sampled by the engine.",
+         static_cast<double>(c->n_generated_tokens));
+  single(out, "preface_prefix_cache_queries_total", "counter", "Prefix-cache lookups.",
+         static_cast<double>(c->prefix.n_queries));
+  single(out, "preface_prefix_cache_queries_tokens_total", "counter", "Prompt tokens offered to prefix-cache lookups.",
+         static_cast<double>(c->prefix.n_query_tokens));
+  single(out, "preface_prefix_cache_hits_tokens_total", "counter",
+         "Prompt tokens served from the prefix cache (full blocks and copy-on-write partial blocks).",
+         static_cast<double>(c->prefix.n_hit_tokens + c->prefix.n_partial_hit_tokens));
+  single(out, "preface_prefix_cache_partial_hits_tokens_total", "counter",
+         "Prompt tokens served by copying rows of a partially matching cached block.",
+         static_cast<double>(c->prefix.n_partial_hit_tokens));
+  single(out, "preface_prefix_cache_collisions_total", "counter", "Hash matches whose tokens differed (misses).",
+         static_cast<double>(c->prefix.n_collisions));
+  header(out, "preface_kv_blocks", "gauge", "KV cache blocks by state (used: held by requests; cached: idle, "
+                                            "reusable, evictable; free: empty).");
+  sample(out, "preface_kv_blocks", c->n_blocks_in_use, "state=\"used\"");
+  sample(out, "preface_kv_blocks", c->n_blocks_cached, "state=\"cached\"");
+  sample(out, "preface_kv_blocks", c->n_blocks_free, "state=\"free\"");
+  single(out, "preface_kv_blocks_capacity", "gauge", "KV cache blocks in the pool.", c->n_blocks_total);
+  single(out, "preface_kv_usage_ratio", "gauge", "Fraction of KV blocks held by requests.",
+         c->n_blocks_total > 0 ? static_cast<double>(c->n_blocks_in_use) / c->n_blocks_total : 0.0);
+  single(out, "preface_kv_evictions_total", "counter", "Cached blocks evicted to make room.",
+         static_cast<double>(c->n_evictions));
+  single(out, "preface_preemptions_total", "counter", "Running requests preempted for lack of KV blocks.",
+         static_cast<double>(c->n_preemptions));
+  single(out, "preface_requests_waiting", "gauge", "Requests queued in the engine (queue depth).", c->n_waiting);
+  single(out, "preface_requests_running", "gauge", "Requests running in the engine.", c->n_running);
+  single(out, "preface_engine_steps_total", "counter", "Engine scheduling steps with a forward pass.",
+         static_cast<double>(c->n_steps));
+  return out;
+}
+
+}  // namespace preface::server

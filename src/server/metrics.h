@@ -1,0 +1,53 @@
+// Server metrics in the Prometheus text exposition format (version 0.0.4). Counts HTTP responses and
+// generations here; the engine's counters (tokens, prefix-cache queries and hits, blocks, evictions,
+// preemptions, queue depth) are read from a snapshot at scrape time. Thread-safe.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/engine.h"
+#include "server/generation.h"
+
+namespace preface::server {
+
+// A cumulative histogram over fixed upper bounds (seconds).
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> upper_bounds);
+  void observe(double value);
+  // Appends the _bucket, _sum and _count lines of `name`.
+  void render(const std::string& name, std::string& out) const;
+
+ private:
+  std::vector<double> bounds_;   // [n] ascending upper bounds; +Inf is implicit
+  std::vector<uint64_t> counts_; // [n + 1] observations per bucket (not cumulative), last = above all bounds
+  double sum_ = 0;
+  uint64_t count_ = 0;
+};
+
+class Metrics {
+ public:
+  Metrics();
+
+  // One HTTP response (any route; `route` is the matched path or "other").
+  void on_response(const std::string& route, int status);
+  // One generation that ran to its end (any StopKind).
+  void on_generation(const GenerationSummary& summary);
+  // The whole exposition. `counters` is null while the model loads.
+  std::string render(const engine::EngineCounters* counters, int32_t n_in_flight) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, int>, uint64_t> responses_;  // (route, status) -> count
+  uint64_t n_generations_ = 0;
+  uint64_t n_completion_tokens_ = 0;
+  uint64_t n_cached_tokens_ = 0, n_written_tokens_ = 0;
+  std::map<std::string, uint64_t> finish_reasons_;
+  Histogram ttft_s_, inter_token_s_, e2e_s_, queue_s_;
+};
+
+}  // namespace preface::server

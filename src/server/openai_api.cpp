@@ -1,0 +1,173 @@
+#include "server/openai_api.h"
+
+#include <limits>
+
+#include "server/api_error.h"
+
+namespace preface::server {
+namespace {
+
+using nlohmann::json;
+
+constexpr int64_t kMaxTokensLimit = 1 << 30;
+
+void reject_unsupported(const JsonFields& f, const json& body) {
+  if (auto n = f.integer("n", 1, 1024); n && *n != 1) f.fail("n", "must be 1 (one choice per request)");
+  if (auto n = f.integer("best_of", 1, 1024); n && *n != 1) f.fail("best_of", "must be 1");
+  if (f.boolean("echo").value_or(false)) f.fail("echo", "is not supported");
+  if (auto s = f.string("suffix"); s && !s->empty()) f.fail("suffix", "is not supported");
+  for (const char* name : {"logit_bias", "tools", "functions"}) {
+    const auto it = body.find(name);
+    if (it != body.end() && !it->is_null() && !it->empty()) f.fail(name, "is not supported");
+  }
+  if (const json* rf = f.object("response_format")) {
+    const JsonFields r(*rf, "response_format.");
+    if (r.string("type").value_or("text") != "text") r.fail("type", "must be 'text' (structured output is not supported)");
+  }
+}
+
+// The fields common to both endpoints.
+OpenAIRequest parse_common(const JsonFields& f, const json& body, ServerContext& ctx) {
+  ctx.check_model(f.string("model"));
+  reject_unsupported(f, body);
+  OpenAIRequest r;
+  GenerationRequest& g = r.generation;
+  g.max_new_tokens = ctx.ctx_len();
+  if (auto n = f.integer("max_tokens", 0, kMaxTokensLimit)) g.max_new_tokens = static_cast<int32_t>(*n);
+  if (auto n = f.integer("max_completion_tokens", 0, kMaxTokensLimit)) g.max_new_tokens = static_cast<int32_t>(*n);
+  engine::SamplingParams& s = g.sampling;
+  s.temperature = static_cast<float>(f.number("temperature", 0, 2).value_or(1.0));
+  s.top_p = static_cast<float>(f.number("top_p", 0, 1).value_or(1.0));
+  if (s.top_p <= 0) f.fail("top_p", "must be greater than 0");
+  s.top_k = static_cast<int32_t>(std::max<int64_t>(0, f.integer("top_k", -1, kMaxTokensLimit).value_or(0)));
+  s.min_p = static_cast<float>(f.number("min_p", 0, 1).value_or(0.0));
+  s.presence_penalty = static_cast<float>(f.number("presence_penalty", -2, 2).value_or(0.0));
+  s.frequency_penalty = static_cast<float>(f.number("frequency_penalty", -2, 2).value_or(0.0));
+  s.repeat_penalty = static_cast<float>(f.number("repetition_penalty", 0, 10).value_or(1.0));
+  if (s.repeat_penalty <= 0) f.fail("repetition_penalty", "must be greater than 0");
+  const auto seed = f.integer("seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
+  s.seed = seed ? static_cast<uint64_t>(*seed) : ctx.random_seed();
+  g.stop = f.strings("stop", static_cast<size_t>(ctx.limits.max_stop_strings));
+  g.ignore_eos = f.boolean("ignore_eos").value_or(false);
+  g.cache_salt = f.string("cache_salt").value_or("");
+  (void)f.string("prompt_cache_key");  // type-checked; routing hint only (see the header)
+  (void)f.string("user");
+  r.stream = f.boolean("stream").value_or(false);
+  if (const json* so = f.object("stream_options")) {
+    r.include_usage = JsonFields(*so, "stream_options.").boolean("include_usage").value_or(false);
+  }
+  return r;
+}
+
+std::vector<int32_t> token_ids(const json& arr, const JsonFields& f, const Tokenizer& tok) {
+  std::vector<int32_t> ids;
+  for (const json& v : arr) {
+    if (!v.is_number_integer()) f.fail("prompt", "must be a string or an array of token ids");
+    const auto id = v.get<int64_t>();
+    if (id < 0 || id >= tok.n_vocab()) {
+      f.fail("prompt", "holds token id " + std::to_string(id) + ", outside [0, " + std::to_string(tok.n_vocab()) + ")");
+    }
+    ids.push_back(static_cast<int32_t>(id));
+  }
+  return ids;
+}
+
+std::vector<int32_t> completion_prompt(const JsonFields& f, const json& body, const Tokenizer& tok) {
+  const auto it = body.find("prompt");
+  if (it == body.end() || it->is_null()) f.fail("prompt", "is required");
+  const json* p = &*it;
+  if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) p = &(*p)[0];
+  if (p->is_string()) return tok.encode(p->get<std::string>(), tok.add_bos_default(), true);
+  if (p->is_array() && !p->empty() && (*p)[0].is_number_integer()) return token_ids(*p, f, tok);
+  if (p->is_array() && p->size() > 1) f.fail("prompt", "must be a single prompt (one choice per request)");
+  f.fail("prompt", "must be a non-empty string or an array of token ids");
+}
+
+std::string content_text(const json& content, const JsonFields& m, const std::string& field) {
+  if (content.is_null()) return {};
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) m.fail(field, "must be a string or an array of content parts");
+  std::string text;
+  for (const json& part : content) {
+    if (!part.is_object()) m.fail(field, "parts must be objects");
+    const JsonFields pf(part, m.path(field) + "[].");
+    const std::string type = pf.string("type").value_or("");
+    if (type != "text") pf.fail("type", "must be 'text' (only text content is supported), got '" + type + "'");
+    const auto t = pf.string("text");
+    if (!t) pf.fail("text", "is required");
+    text += *t;
+  }
+  return text;
+}
+
+std::vector<ChatMessage> chat_messages(const JsonFields& f) {
+  const json* arr = f.array("messages");
+  if (arr == nullptr || arr->empty()) f.fail("messages", "must be a non-empty array");
+  std::vector<ChatMessage> out;
+  for (size_t i = 0; i < arr->size(); ++i) {
+    const json& m = (*arr)[i];
+    const std::string prefix = "messages[" + std::to_string(i) + "].";
+    if (!m.is_object()) f.fail("messages", "entries must be objects");
+    const JsonFields mf(m, prefix);
+    std::string role = mf.string("role").value_or("");
+    if (role == "developer") role = "system";
+    if (role != "system" && role != "user" && role != "assistant") {
+      mf.fail("role", "must be system, developer, user or assistant, got '" + role + "'");
+    }
+    const auto it = m.find("content");
+    out.push_back({role, content_text(it == m.end() ? json(nullptr) : *it, mf, "content")});
+  }
+  return out;
+}
+
+}  // namespace
+
+OpenAIRequest parse_completion_request(const json& body, ServerContext& ctx) {
+  const JsonFields f(body);
+  OpenAIRequest r = parse_common(f, body, ctx);
+  if (auto n = f.integer("logprobs", 0, ctx.limits.max_top_logprobs)) {
+    r.logprobs = true;
+    r.generation.n_top_logprobs = static_cast<int32_t>(*n);
+  }
+  r.generation.prompt = completion_prompt(f, body, ctx.tokenizer);
+  r.generation.text_start = false;
+  return r;
+}
+
+OpenAIRequest parse_chat_request(const json& body, ServerContext& ctx) {
+  const JsonFields f(body);
+  OpenAIRequest r = parse_common(f, body, ctx);
+  r.logprobs = f.boolean("logprobs").value_or(false);
+  const auto top = f.integer("top_logprobs", 0, ctx.limits.max_top_logprobs);
+  if (top && !r.logprobs) f.fail("top_logprobs", "requires logprobs to be true");
+  if (r.logprobs) r.generation.n_top_logprobs = static_cast<int32_t>(top.value_or(0));
+  r.generation.prompt = ctx.chat_prompt(chat_messages(f), true);
+  r.generation.text_start = true;
+  return r;
+}
+
+json openai_usage(const GenerationSummary& s) {
+  const int32_t n_prompt = s.stats.n_prompt_tokens;
+  return {{"prompt_tokens", n_prompt},
+          {"completion_tokens", s.n_completion_tokens},
+          {"total_tokens", n_prompt + s.n_completion_tokens},
+          {"prompt_tokens_details",
+           {{"cached_tokens", s.stats.n_cached_tokens}, {"cache_write_tokens", s.stats.n_written_tokens}}}};
+}
+
+json models_response(const ServerContext& ctx) {
+  const auto& cfg = ctx.engine.model().config();
+  json model = {{"id", ctx.model_id},
+                {"object", "model"},
+                {"created", ctx.created_unix},
+                {"owned_by", "preface"},
+                {"meta",
+                 {{"n_ctx", cfg.ctx_len},
+                  {"n_vocab", cfg.n_vocab},
+                  {"chat_template", chat_template_name(ctx.chat_template)},
+                  {"kv_block_size", ctx.engine.config().block_size},
+                  {"kv_blocks", ctx.engine.storage().n_blocks()}}}};
+  return {{"object", "list"}, {"data", json::array({model})}};
+}
+
+}  // namespace preface::server

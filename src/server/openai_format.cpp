@@ -1,0 +1,148 @@
+// OpenAI response bodies and stream chunks for /v1/completions ("text_completion") and /v1/chat/completions
+// ("chat.completion" / "chat.completion.chunk").
+#include "server/api_error.h"
+#include "server/openai_api.h"
+
+namespace preface::server {
+namespace {
+
+using nlohmann::json;
+
+// Chat logprobs: {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}], "refusal": null}.
+json chat_logprob_entries(const Tokenizer& tok, const std::vector<TokenLogprob>& lps) {
+  json content = json::array();
+  for (const TokenLogprob& lp : lps) {
+    const std::string text = token_text(tok, lp.token);
+    json top = json::array();
+    for (const TopLogprob& t : lp.top) {
+      const std::string alt = token_text(tok, t.token);
+      top.push_back({{"token", alt}, {"logprob", t.logprob}, {"bytes", byte_array(alt)}});
+    }
+    content.push_back({{"token", text}, {"logprob", lp.logprob}, {"bytes", byte_array(text)}, {"top_logprobs", top}});
+  }
+  return content;
+}
+
+// Legacy completions logprobs: parallel arrays; text_offset counts bytes from the start of the completion.
+json completion_logprobs(const Tokenizer& tok, const std::vector<TokenLogprob>& lps, size_t& text_offset) {
+  json tokens = json::array(), token_lps = json::array(), tops = json::array(), offsets = json::array();
+  for (const TokenLogprob& lp : lps) {
+    const std::string text = token_text(tok, lp.token);
+    tokens.push_back(text);
+    token_lps.push_back(lp.logprob);
+    json top = json::object();
+    for (const TopLogprob& t : lp.top) top[token_text(tok, t.token)] = t.logprob;
+    tops.push_back(std::move(top));
+    offsets.push_back(text_offset);
+    text_offset += text.size();
+  }
+  return {{"tokens", tokens}, {"token_logprobs", token_lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
+std::string error_event(const GenerationSummary& s) {
+  const bool shutdown = s.kind == StopKind::Cancelled;
+  const std::string message = shutdown ? "the request was cancelled: the server is shutting down" : s.error;
+  return sse_data(error_body(ApiFlavor::OpenAI, shutdown ? 503 : 500, message));
+}
+
+class OpenAIFormat : public ResponseFormat {
+ public:
+  OpenAIFormat(ServerContext& ctx, const OpenAIRequest& r, bool chat)
+      : ctx_(ctx),
+        chat_(chat),
+        logprobs_(r.logprobs),
+        include_usage_(r.include_usage),
+        id_(ctx.new_id(chat ? "chatcmpl-" : "cmpl-")),
+        created_(ServerContext::unix_now()) {}
+
+  std::string stream_start(int32_t) override {
+    if (!chat_) return {};
+    return sse_data(chunk({{"role", "assistant"}, {"content", ""}}, json(nullptr), json(nullptr)));
+  }
+
+  std::string stream_delta(const GenerationDelta& d) override {
+    if (d.text.empty() && (!logprobs_ || d.logprobs.empty())) return {};
+    json lp = json(nullptr);
+    if (logprobs_) {
+      lp = chat_ ? json{{"content", chat_logprob_entries(ctx_.tokenizer, d.logprobs)}, {"refusal", nullptr}}
+                 : completion_logprobs(ctx_.tokenizer, d.logprobs, text_offset_);
+    }
+    return sse_data(chunk(chat_ ? json{{"content", d.text}} : json(d.text), lp, json(nullptr)));
+  }
+
+  std::string stream_end(const GenerationSummary& s) override {
+    std::string out;
+    if (s.kind == StopKind::Error || s.kind == StopKind::Cancelled) {
+      out = error_event(s);
+    } else {
+      out = sse_data(chunk(chat_ ? json::object() : json(""), json(nullptr), openai_finish_reason(s.kind)));
+      if (include_usage_) {
+        json last = envelope(chat_ ? "chat.completion.chunk" : "text_completion");
+        last["choices"] = json::array();
+        last["usage"] = openai_usage(s);
+        out += sse_data(last);
+      }
+    }
+    return out + "data: [DONE]\n\n";
+  }
+
+  json full_response(const std::string& text, const std::vector<TokenLogprob>& lps,
+                     const GenerationSummary& s) override {
+    json choice = {{"index", 0}};
+    json lp = json(nullptr);
+    if (logprobs_) {
+      size_t offset = 0;
+      lp = chat_ ? json{{"content", chat_logprob_entries(ctx_.tokenizer, lps)}, {"refusal", nullptr}}
+                 : completion_logprobs(ctx_.tokenizer, lps, offset);
+    }
+    if (chat_) {
+      choice["message"] = {{"role", "assistant"}, {"content", text}, {"refusal", nullptr}};
+    } else {
+      choice["text"] = text;
+    }
+    choice["logprobs"] = lp;
+    choice["finish_reason"] = openai_finish_reason(s.kind);
+    json out = envelope(chat_ ? "chat.completion" : "text_completion");
+    out["choices"] = json::array({choice});
+    out["usage"] = openai_usage(s);
+    return out;
+  }
+
+ private:
+  json envelope(const char* object) const {
+    return {{"id", id_}, {"object", object}, {"created", created_}, {"model", ctx_.model_id},
+            {"system_fingerprint", "preface"}};
+  }
+
+  // One streamed choice: `delta_or_text` is the chat delta object or the completion text.
+  json chunk(const json& delta_or_text, const json& logprobs, const json& finish_reason) const {
+    json choice = {{"index", 0}};
+    choice[chat_ ? "delta" : "text"] = delta_or_text;
+    choice["logprobs"] = logprobs;
+    choice["finish_reason"] = finish_reason;
+    json out = envelope(chat_ ? "chat.completion.chunk" : "text_completion");
+    out["choices"] = json::array({choice});
+    if (include_usage_) out["usage"] = nullptr;
+    return out;
+  }
+
+  ServerContext& ctx_;
+  bool chat_;
+  bool logprobs_;
+  bool include_usage_;
+  std::string id_;
+  int64_t created_;
+  size_t text_offset_ = 0;  // bytes of completion text streamed so far (legacy logprobs text_offset)
+};
+
+}  // namespace
+
+std::unique_ptr<ResponseFormat> make_completion_format(ServerContext& ctx, const OpenAIRequest& request) {
+  return std::make_unique<OpenAIFormat>(ctx, request, false);
+}
+
+std::unique_ptr<ResponseFormat> make_chat_format(ServerContext& ctx, const OpenAIRequest& request) {
+  return std::make_unique<OpenAIFormat>(ctx, request, true);
+}
+
+}  // namespace preface::server

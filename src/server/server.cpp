@@ -1,0 +1,149 @@
+// Server lifecycle (bind, serve, attach, stop), limits, and the error paths httplib takes before or after a
+// handler: unknown routes (404), wrong methods (405), bodies over the limit (413), handler exceptions (500).
+#include "server/server.h"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include <sys/socket.h>
+
+#include "server/http_internal.h"
+
+namespace preface::server {
+
+namespace {
+
+constexpr int kListenBacklog = 1024;  // pending connections (the kernel caps it at net.core.somaxconn)
+
+// httplib 0.11 listens with a backlog of 5, so a burst of connections (16 clients at once) overflows the accept
+// queue and the kernel resets some of them. Linux lets listen() be called again to enlarge the backlog.
+class HttpListener : public httplib::Server {
+ public:
+  bool widen_backlog(int n_backlog) { return ::listen(svr_sock_, n_backlog) == 0; }
+};
+
+}  // namespace
+
+struct Server::Impl {
+  HttpState state;
+  HttpListener http;
+  std::unique_ptr<ServerContext> ctx;  // published through state.ctx
+  std::thread thread;
+  int port = -1;
+  bool stopped = false;
+};
+
+namespace {
+
+void install_error_paths(httplib::Server& http, HttpState& state) {
+  using HR = httplib::Server::HandlerResponse;
+  // Called for every response with status >= 400; handlers that already wrote an error body are left alone.
+  http.set_error_handler(httplib::Server::HandlerWithResponse([&state](const httplib::Request& req,
+                                                                      httplib::Response& res) {
+    if (!res.body.empty()) return HR::Unhandled;
+    if (res.status == 404) {
+      if (const char* method = allowed_method(req.path)) {
+        res.set_header("Allow", method);
+        send_error(state, req, res,
+                   ApiError(405, "method " + req.method + " is not allowed on " + req.path + " (use " + method + ")"));
+        return HR::Handled;
+      }
+      send_error(state, req, res, ApiError(404, "no route for " + req.method + " " + req.path));
+      return HR::Handled;
+    }
+    if (res.status == 413) {
+      send_error(state, req, res,
+                 ApiError(413, "the request body is larger than the limit of " +
+                                   std::to_string(state.options.limits.max_body_bytes) + " bytes"));
+      return HR::Handled;
+    }
+    send_error(state, req, res, ApiError(res.status, "the request could not be processed (HTTP " +
+                                                         std::to_string(res.status) + ")"));
+    return HR::Handled;
+  }));
+  http.set_exception_handler([&state](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+    try {
+      std::rethrow_exception(ep);
+    } catch (const ApiError& e) {
+      send_error(state, req, res, e);
+    } catch (const std::exception& e) {
+      send_error(state, req, res, ApiError(500, std::string("internal error: ") + e.what()));
+    } catch (...) {
+      send_error(state, req, res, ApiError(500, "internal error"));
+    }
+  });
+  http.set_logger([&state](const httplib::Request& req, const httplib::Response& res) {
+    state.metrics.on_response(allowed_method(req.path) != nullptr ? req.path : "other", res.status);
+  });
+}
+
+}  // namespace
+
+Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>()) {
+  impl_->state.options = std::move(options);
+  const ServerOptions& o = impl_->state.options;
+  const auto n_threads = static_cast<size_t>(o.n_http_threads > 0 ? o.n_http_threads : o.limits.max_in_flight + 8);
+  impl_->http.new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
+  impl_->http.set_payload_max_length(o.limits.max_body_bytes);
+  impl_->http.set_read_timeout(o.read_timeout_s, 0);
+  impl_->http.set_write_timeout(o.write_timeout_s, 0);
+  impl_->http.set_keep_alive_timeout(o.keep_alive_timeout_s);
+  impl_->http.set_tcp_nodelay(true);
+  install_error_paths(impl_->http, impl_->state);
+  register_routes(impl_->http, impl_->state);
+}
+
+Server::~Server() { stop(); }
+
+int Server::bind() {
+  const ServerOptions& o = impl_->state.options;
+  if (o.port == 0) {
+    impl_->port = impl_->http.bind_to_any_port(o.host);
+  } else if (impl_->http.bind_to_port(o.host, o.port)) {
+    impl_->port = o.port;
+  }
+  if (impl_->port <= 0) {
+    throw Error("cannot listen on " + o.host + ":" + std::to_string(o.port) + " (" + std::strerror(errno) + ")");
+  }
+  if (!impl_->http.widen_backlog(kListenBacklog)) throw Error(std::string("listen() failed: ") + std::strerror(errno));
+  return impl_->port;
+}
+
+void Server::start() {
+  if (impl_->port <= 0) bind();
+  impl_->thread = std::thread([this] { impl_->http.listen_after_bind(); });
+  // stop() is a no-op on a server not yet running, so wait until it runs.
+  for (int i = 0; i < 5000 && !impl_->http.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (!impl_->http.is_running()) throw Error("the HTTP server did not start on port " + std::to_string(impl_->port));
+}
+
+void Server::attach(engine::Engine& engine, const Tokenizer& tokenizer, const ModelIdentity& identity) {
+  if (impl_->ctx) throw Error("the server already serves a model");
+  const std::string file_name = std::filesystem::path(identity.path).filename().string();
+  const std::string stem = std::filesystem::path(identity.path).stem().string();
+  const std::string model_id = identity.alias.empty() ? file_name : identity.alias;
+  const ChatTemplate tmpl = identity.chat_template.value_or(
+      detect_chat_template(engine.model().file().try_string("tokenizer.chat_template").value_or("")));
+  impl_->ctx = std::make_unique<ServerContext>(engine, tokenizer, tmpl, model_id,
+                                               std::vector<std::string>{file_name, stem, identity.path},
+                                               impl_->state.options.limits, impl_->state.metrics);
+  impl_->state.ctx.store(impl_->ctx.get());
+}
+
+void Server::stop() {
+  if (impl_->stopped) return;
+  impl_->stopped = true;
+  impl_->state.in_flight.close();
+  impl_->http.stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+int Server::port() const { return impl_->port; }
+
+int32_t Server::n_in_flight() const { return impl_->state.in_flight.size(); }
+
+const ServerContext* Server::context() const { return impl_->state.ctx.load(); }
+
+}  // namespace preface::server

@@ -1,0 +1,76 @@
+// The HTTP server behind `preface serve`: OpenAI- and Anthropic-compatible endpoints over one engine.
+//
+//   POST /v1/completions, /v1/chat/completions   OpenAI (server/openai_api.h)
+//   POST /v1/messages, /v1/messages/count_tokens Anthropic (server/anthropic_api.h)
+//   GET  /v1/models                               the served model
+//   GET  /health                                  503 until the model is attached, then 200
+//   GET  /metrics                                 Prometheus text (server/metrics.h)
+//   POST /tokenize, /detokenize                   llama.cpp server shapes
+//
+// Errors come in each API's own shape (server/api_error.h): invalid JSON, wrong types, bad values, unknown model,
+// a prompt that does not fit: 400; unknown route: 404; wrong method: 405 (with Allow); body over
+// limits.max_body_bytes: 413; more than limits.max_in_flight generations at once, or the model still loading:
+// 503 with Retry-After.
+//
+// Lifecycle: bind() -> start() (serves /health 503) -> attach(engine, ...) -> ... -> stop(). A streaming client
+// that disconnects has its request cancelled (its KV blocks are freed at the engine's next step). stop() stops
+// accepting, cancels every in-flight generation and waits for the handlers; the engine must keep running until
+// stop() returns. Non-streaming requests whose client goes away run to their end (bounded by max_tokens).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "engine/engine.h"
+#include "server/chat_template.h"
+#include "server/context.h"
+#include "tokenizer/tokenizer.h"
+
+namespace preface::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;                   // 0: any free port (see Server::port())
+  int32_t n_http_threads = 0;        // 0: limits.max_in_flight + 8 (a streaming request holds a thread)
+  ServerLimits limits;
+  int32_t read_timeout_s = 30;       // reading a request
+  int32_t write_timeout_s = 30;      // one write to a client that does not read
+  int32_t keep_alive_timeout_s = 5;  // an idle keep-alive connection
+  bool log_requests = true;          // one line per generation request on stderr
+};
+
+// What attach() needs to know about the model beyond the engine.
+struct ModelIdentity {
+  std::string path;                               // the GGUF path (its file name is an accepted model name)
+  std::string alias;                              // --alias: the reported model id ("" = the file name)
+  std::optional<ChatTemplate> chat_template;      // --chat-template ("" = detect from tokenizer.chat_template)
+};
+
+class Server {
+ public:
+  explicit Server(ServerOptions options);
+  ~Server();  // stop()
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds the listening socket; returns the port. Throws preface::Error when the address cannot be used.
+  int bind();
+  // Serves on a background thread (bind() first).
+  void start();
+  // Serves the APIs with this engine from now on (once). The engine must be started and outlive stop().
+  void attach(engine::Engine& engine, const Tokenizer& tokenizer, const ModelIdentity& identity);
+  // Stops accepting, cancels in-flight generations, waits for handlers. Idempotent.
+  void stop();
+
+  int port() const;
+  int32_t n_in_flight() const;
+  // Valid after attach(): the chat template in use and the reported model id.
+  const ServerContext* context() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace preface::server

@@ -1,0 +1,32 @@
+// Regression tests for findings of the API request fuzz targets (fuzz/openai_request_fuzz.cpp,
+// fuzz/anthropic_request_fuzz.cpp); the inputs are kept in fuzz/regress/<target>/.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "server/api_error.h"
+
+namespace preface::server {
+namespace {
+
+int status_of(const std::string& body) {
+  try {
+    (void)parse_json_object(body);
+  } catch (const ApiError& e) {
+    return e.status;
+  } catch (...) {
+    return -1;  // anything but ApiError escapes the HTTP layer's error handling
+  }
+  return 0;
+}
+
+// A JSON number beyond double's range makes nlohmann::json::parse throw out_of_range (406), not parse_error,
+// and parse_json_object let it escape instead of answering 400. openai_request input: {"prompt":1e309...}.
+TEST(ApiParseRegress, NumberOverflowIs400) {
+  EXPECT_EQ(status_of(R"({"prompt":1e309})"), 400);
+  EXPECT_EQ(status_of(R"({"max_tokens":-1e400,"messages":[]})"), 400);
+  EXPECT_EQ(status_of(R"({"a":[1,2,1e999]})"), 400);
+}
+
+}  // namespace
+}  // namespace preface::server
