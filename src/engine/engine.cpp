@@ -59,7 +59,8 @@ Engine::Engine(model::Model& model, const Tokenizer& tokenizer, const EngineConf
                                    config.kv_cache_bytes ? config.kv_cache_bytes : default_kv_cache_bytes())),
       pool_(storage_.n_blocks(), config.block_size),
       index_(pool_),
-      scheduler_(pool_, index_, storage_, config.prefix_cache, config.max_running) {
+      scheduler_(pool_, index_, storage_, config.prefix_cache, config.max_running),
+      pins_(std::max(1, storage_.n_blocks() / 2)) {
   if (config_.max_batch_tokens < 1 || config_.max_batch_tokens > model.max_batch_tokens()) {
     throw Error("max batch tokens must be in [1, " + std::to_string(model.max_batch_tokens()) + "], got " +
                 std::to_string(config_.max_batch_tokens));

@@ -104,7 +104,7 @@ class Engine {
   kv::BlockPool pool_;
   kv::PrefixIndex index_;
   Scheduler scheduler_;
-  PinTable pins_;
+  PinTable pins_;                       // at most half the pool pinned
   model::ForwardBatch batch_;
   std::vector<float> logits_;           // [max_running][n_vocab]
   int64_t n_requests_finished_ = 0, n_prompt_tokens_ = 0, n_generated_tokens_ = 0, n_steps_ = 0;

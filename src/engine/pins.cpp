@@ -12,7 +12,7 @@ void PinTable::pin(kv::BlockPool& pool, const kv::Digest& hash, Duration ttl, Ti
     return;
   }
   const int32_t block_id = pool.find(hash);
-  if (block_id < 0) return;
+  if (block_id < 0 || n_pinned() >= max_pinned_) return;
   pool.pin(block_id);
   pins_.emplace(hash, Pin{block_id, ttl, now + ttl});
 }

@@ -17,7 +17,11 @@ class PinTable {
   using TimePoint = std::chrono::steady_clock::time_point;
   using Duration = std::chrono::steady_clock::duration;
 
-  // Pins the registered block holding `hash` (no-op if none) until now + ttl, or extends an existing pin.
+  // At most max_pinned blocks are pinned at once, so pins cannot starve running requests of memory.
+  explicit PinTable(int32_t max_pinned) : max_pinned_(max_pinned) {}
+
+  // Pins the registered block holding `hash` until now + ttl, or extends an existing pin. No-op when no block
+  // holds the hash or the cap is reached.
   void pin(kv::BlockPool& pool, const kv::Digest& hash, Duration ttl, TimePoint now);
   // A hit on `hash`: extends its pin, if any, by its own TTL.
   void touch(const kv::Digest& hash, TimePoint now);
@@ -35,6 +39,7 @@ class PinTable {
     Duration ttl;
     TimePoint expires_at;
   };
+  int32_t max_pinned_;
   std::unordered_map<kv::Digest, Pin, kv::DigestHash> pins_;
 };
 

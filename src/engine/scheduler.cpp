@@ -101,6 +101,7 @@ Scheduler::Admit Scheduler::try_admit(Sequence& seq, int32_t budget, std::vector
   seq.n_computed = n_start;
   seq.n_hashed_blocks = static_cast<int32_t>(match.block_ids.size());
   seq.n_hit_blocks = seq.n_hashed_blocks;
+  seq.n_partial_rows = match.n_partial_tokens;
   seq.last_hash = match.last_hash;
   if (!seq.admitted_once) {
     seq.admitted_once = true;
@@ -144,6 +145,7 @@ void Scheduler::preempt(Sequence& seq) {
   seq.n_computed = 0;
   seq.n_hashed_blocks = 0;
   seq.n_hit_blocks = 0;
+  seq.n_partial_rows = 0;
   seq.last_hash = seq.ns;
   seq.running = false;
   seq.stats.n_preemptions++;
@@ -185,7 +187,8 @@ void Scheduler::on_computed(const ScheduledChunk& chunk) {
     const kv::Digest hash = index_.register_full_block(seq.ns, block_id, seq.last_hash, tokens);
     const bool ours = pool_.is_registered(block_id) && pool_.key(block_id).hash == hash;
     if (ours && b >= seq.n_hit_blocks && (b + 1) * block_size <= seq.n_prompt) {
-      seq.stats.n_written_tokens += block_size;
+      // Rows copied from a partial hit were read from the cache, not written by this request.
+      seq.stats.n_written_tokens += block_size - (b == seq.n_hit_blocks ? seq.n_partial_rows : 0);
     }
     if (b == seq.pending_lo && seq.pending_lo < seq.pending_hi) {
       auto it = pending_.find(seq.prompt_hashes[b]);

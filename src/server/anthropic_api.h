@@ -11,8 +11,8 @@
 // cache_control {"type": "ephemeral", "ttl": "5m" | "1h"} on a system or message block marks a breakpoint (at
 // most 4; a "1h" breakpoint may not follow a "5m" one). Each is resolved to the number of prompt tokens up to and
 // including that block (the common token prefix of the full prompt and the conversation rendered up to the
-// block) in GenerationRequest::pins. The engine does not pin yet, so pins are only logged; automatic prefix
-// caching applies to every request, breakpoint or not.
+// block) in GenerationRequest::pins; the engine pins the full blocks of that prefix (never evicted) until the TTL
+// passes, refreshed on each hit. Automatic prefix caching applies to every request, breakpoint or not.
 //
 // Usage: input_tokens = prompt tokens neither read from nor written to the cache (the uncached tail),
 // cache_read_input_tokens = prompt tokens whose K/V came from the cache, cache_creation_input_tokens = prompt

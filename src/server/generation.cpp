@@ -93,6 +93,7 @@ Generation::Generation(engine::Engine& engine, const Tokenizer& tokenizer, Gener
   params.ignore_eos = request.ignore_eos;
   params.cache_salt = std::move(request.cache_salt);
   params.keep_logits = request.n_top_logprobs >= 0;
+  for (const PrefixPin& pin : request.pins) params.cache_pins.push_back({pin.n_tokens, std::chrono::seconds(pin.ttl_s)});
   stream_ = engine.submit(std::move(params));
 }
 

@@ -49,8 +49,7 @@ struct GenerationRequest {
   int32_t n_top_logprobs = -1;        // < 0: no log-probabilities; else alternatives reported per token
   bool text_start = false;            // the output starts a new text (chat reply): the leading-space rule of
                                       // Tokenizer::decode applies; false continues the prompt (completions)
-  // Prefixes to pin, in prompt order. Parsed, resolved to token counts and logged, but not yet enforced: the
-  // engine has no pinning hook (automatic prefix caching still applies).
+  // Prefixes to pin, in prompt order: the engine keeps their full blocks cached until the TTL passes.
   std::vector<PrefixPin> pins;
 };
 

@@ -154,6 +154,8 @@ std::string Metrics::render(const engine::EngineCounters* c, int32_t n_in_flight
   sample(out, "preface_kv_blocks", c->n_blocks_cached, "state=\"cached\"");
   sample(out, "preface_kv_blocks", c->n_blocks_free, "state=\"free\"");
   single(out, "preface_kv_blocks_capacity", "gauge", "KV cache blocks in the pool.", c->n_blocks_total);
+  single(out, "preface_kv_blocks_pinned", "gauge", "Cached blocks pinned by cache_control until their TTL passes.",
+         c->n_pinned_blocks);
   single(out, "preface_kv_usage_ratio", "gauge", "Fraction of KV blocks held by requests.",
          c->n_blocks_total > 0 ? static_cast<double>(c->n_blocks_in_use) / c->n_blocks_total : 0.0);
   single(out, "preface_kv_evictions_total", "counter", "Cached blocks evicted to make room.",

@@ -95,6 +95,9 @@ TEST_P(EngineExactness, CachedPartialBatchedChunkedThreaded) {
       expect_identical(b, ref[1], what + " partial hit, batched");
       expect_identical(c, ref[2], what + " extension hit, batched");
       EXPECT_EQ(b.stats.n_cached_tokens, 37) << what;
+      // Cached and written tokens never overlap: together they cover the prompt's full blocks.
+      const auto n_b_full = static_cast<int32_t>(p.b.size()) / 16 * 16;
+      EXPECT_EQ(b.stats.n_cached_tokens + b.stats.n_written_tokens, std::max(37, n_b_full)) << what;
       EXPECT_GE(c.stats.n_cached_tokens, n_a / 16 * 16) << what;
       eng.check_invariants();
       const auto counters = eng.counters();
