@@ -60,7 +60,15 @@ void put_value(std::vector<uint8_t>& out, const std::string& key, const Value& v
     if (v.elem_type == ValueType::STRING) {
       for (const std::string& s : v.strs) put_string(out, s);
     } else {
-      for (double x : v.nums) put_number(out, v.elem_type, static_cast<int64_t>(x), x, key);
+      const bool is_float = v.elem_type == ValueType::FLOAT32 || v.elem_type == ValueType::FLOAT64;
+      for (double x : v.nums) {
+        // Converting a double outside int64's range to an integer is undefined: reject it first.
+        if (!is_float && !(x >= -9223372036854775808.0 && x < 9223372036854775808.0)) {
+          throw Error("gguf writer: key '" + key + "': array element " + std::to_string(x) +
+                      " does not fit its integer type");
+        }
+        put_number(out, v.elem_type, is_float ? 0 : static_cast<int64_t>(x), x, key);
+      }
     }
   } else {
     put_number(out, v.type, v.i, v.f, key);

@@ -45,6 +45,7 @@ const std::vector<double>* numeric_array(const gguf::File& f, const char* key, s
 }
 
 TokenAttr attr_from_type(double type) {
+  if (!(type >= 0.0 && type <= 6.0)) return TokenAttr::Unused;  // also NaN; the cast below needs a small value
   switch (static_cast<int>(type)) {
     case 1: return TokenAttr::Normal;
     case 2: return TokenAttr::Unknown;
