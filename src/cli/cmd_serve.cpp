@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -16,6 +17,7 @@
 #include "engine/engine.h"
 #include "kv/capacity.h"
 #include "model/model.h"
+#include "server/auth.h"
 #include "server/server.h"
 #include "util/error.h"
 
@@ -33,6 +35,9 @@ struct ServeOptions {
   std::string chat_template;       // empty: detect from the GGUF
   std::string alias;
   bool quiet = false;
+  std::string api_key;             // --api-key: one key, tenant "default"
+  std::string api_keys_file;       // --api-keys: `key tenant` lines
+  double cache_ttl_s = 0;          // 0: no expiry
 };
 
 sigset_t shutdown_signals() {
@@ -67,7 +72,13 @@ void serve(ServeOptions& opts) {
   config.n_threads = resolve_threads(opts.model.threads);
   config.prefix_cache = !opts.no_prefix_cache;
   opts.server.limits.max_body_bytes = kv::parse_bytes(opts.max_body);
+  config.cache_ttl = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(opts.cache_ttl_s));
   opts.server.log_requests = !opts.quiet;
+  if (!opts.api_keys_file.empty()) opts.server.api_keys = server::load_api_keys(opts.api_keys_file);
+  if (!opts.api_key.empty() && !opts.server.api_keys.emplace(opts.api_key, "default").second) {
+    throw Error("--api-key is also listed in --api-keys");
+  }
 
   // Declared before the server so that the server (destroyed first) stops before the engine.
   std::unique_ptr<model::Model> model;
@@ -133,11 +144,47 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--max-in-flight", s.limits.max_in_flight, "Generation requests at once; more get 503")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
-  cmd->add_option("--http-threads", s.n_http_threads, "HTTP worker threads (0: max-in-flight + 8)")
+  cmd->add_option("--http-threads", s.n_http_threads,
+                  "HTTP worker threads = connections served at once; more wait for a thread (0: max-in-flight + 8)")
       ->check(CLI::Range(0, 8192))
       ->capture_default_str();
   cmd->add_option("--max-stop-strings", s.limits.max_stop_strings, "Stop strings per request")
       ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
+  cmd->add_option("--max-queued-requests", s.limits.max_in_flight,
+                  "Same limit as --max-in-flight: generation requests admitted (running or queued); more get 503 "
+                  "with Retry-After")
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--max-messages", s.limits.max_messages, "Chat messages per request; more get 400")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--max-prompt-tokens", s.limits.max_prompt_tokens,
+                  "Prompt tokens per request; more get 400 (0: the model's context)")
+      ->check(CLI::Range(0, 1 << 30))
+      ->capture_default_str();
+  cmd->add_option("--max-tokens-limit", s.limits.max_output_tokens,
+                  "Largest max_tokens a request may ask for; more get 400 (also caps OpenAI's default)")
+      ->check(CLI::Range(1, 1 << 30))
+      ->capture_default_str();
+  cmd->add_option("--read-timeout", s.read_timeout_s, "Seconds to read a request before the connection is closed")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  cmd->add_option("--write-timeout", s.write_timeout_s, "Seconds one write may block on a client that does not read")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  cmd->add_option("--keep-alive-timeout", s.keep_alive_timeout_s, "Seconds an idle keep-alive connection is kept")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  cmd->add_option("--api-key", opts->api_key,
+                  "Require this key (Authorization: Bearer KEY or x-api-key); its tenant is 'default'. "
+                  "GET /health and /metrics stay open");
+  cmd->add_option("--api-keys", opts->api_keys_file,
+                  "File of `key tenant` lines (# comments): each tenant gets its own prompt cache");
+  cmd->add_option("--admin-key", s.admin_key, "Key allowed to purge a tenant's cache (DELETE /v1/cache)");
+  cmd->add_option("--cache-ttl", opts->cache_ttl_s,
+                  "Seconds after which an unused cache namespace (tenant + cache_salt) is purged unless pinned "
+                  "(0: never)")
+      ->check(CLI::Range(0.0, 1e9))
       ->capture_default_str();
   cmd->add_flag("--quiet", opts->quiet, "No per-request log lines");
   cmd->callback([opts] { serve(*opts); });

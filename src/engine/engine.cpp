@@ -114,6 +114,7 @@ std::shared_ptr<RequestStream> Engine::submit(RequestParams params) {
   seq->stats.n_prompt_tokens = seq->n_prompt;
   seq->max_total_tokens = static_cast<int32_t>(std::min<int64_t>(cfg.ctx_len, pool_tokens));
   seq->ns = cache_namespace(seq->params.cache_salt);
+  note_namespace(seq->ns, seq->params.cache_salt);
   if (config_.prefix_cache) seq->prompt_hashes = kv::block_hashes(seq->ns, seq->tokens, config_.block_size);
   if (seq->params.max_new_tokens == 0) {
     seq->stats.finish = FinishReason::Length;
@@ -144,11 +145,13 @@ void Engine::drain_inbox() {
 }
 
 bool Engine::step() {
+  std::lock_guard step_lock(step_mu_);
   drain_inbox();
   for (Sequence* seq : scheduler_.all()) {
     if (seq->stream->cancel_requested()) finish(*seq, FinishReason::Cancelled);
   }
   pins_.expire(pool_, now());
+  expire_namespaces();
   if (scheduler_.idle()) {
     publish_counters();
     return false;
@@ -246,6 +249,7 @@ void Engine::after_forward(const std::vector<ScheduledChunk>& plan) {
 
 void Engine::finish(Sequence& seq, FinishReason reason, const std::string& error) {
   if (config_.prefix_cache && reason != FinishReason::Cancelled) pin_requested(seq, this->now());
+  note_namespace(seq.ns, seq.params.cache_salt);
   const auto now = Clock::now();
   RequestStats stats = seq.stats;
   stats.finish = reason;
@@ -294,6 +298,7 @@ void Engine::stop() {
   }
   inbox_cv_.notify_all();
   if (loop_.joinable()) loop_.join();
+  std::lock_guard step_lock(step_mu_);
   drain_inbox();
   for (Sequence* seq : scheduler_.all()) finish(*seq, FinishReason::Cancelled);
   publish_counters();

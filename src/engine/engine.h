@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/pins.h"
@@ -36,7 +37,10 @@ struct EngineConfig {
   int32_t max_running = 64;             // sequences running at once
   int32_t n_threads = 0;                // 0 = hardware threads
   bool prefix_cache = true;             // false: no lookups, no registration (every request computes its prompt)
-  std::function<std::chrono::steady_clock::time_point()> clock;  // for pin TTLs; empty = steady_clock::now
+  std::function<std::chrono::steady_clock::time_point()> clock;  // for TTLs; empty = steady_clock::now
+  // > 0: a cache namespace (salt) not used by any request for this long has its cached blocks purged at the next
+  // step, unless one of them is pinned (cache_control). 0 = cached blocks live until evicted.
+  std::chrono::steady_clock::duration cache_ttl{0};
 };
 
 // A sensible KV budget: 25% of MemAvailable, at most 8 GiB, at least 64 MiB.
@@ -85,6 +89,13 @@ class Engine {
   const std::string& model_fingerprint() const { return fingerprint_; }
   kv::Digest cache_namespace(const std::string& salt) const;
 
+  // Unregisters every cached block of the namespace of `salt` (blocks in use keep serving their holders but can no
+  // longer be hit). Safe beside the background loop: runs under the step lock. Returns the blocks purged.
+  int32_t purge_namespace(const std::string& salt);
+  // The same for every namespace whose salt starts with `salt_prefix`, among the salts submitted since they were
+  // last purged or expired (the engine remembers the salt of each namespace it served; see salts_).
+  int32_t purge_salt_prefix(const std::string& salt_prefix);
+
  private:
   void drain_inbox();
   void finish(Sequence& seq, FinishReason reason, const std::string& error = {});
@@ -93,6 +104,9 @@ class Engine {
   void update_pins(const std::vector<ScheduledChunk>& plan);
   void pin_requested(const Sequence& seq, std::chrono::steady_clock::time_point t);
   std::chrono::steady_clock::time_point now() const;
+  void note_namespace(const kv::Digest& ns, const std::string& salt);
+  int32_t purge_root_locked(const kv::Digest& root);  // step_mu_ held
+  void expire_namespaces();                            // step_mu_ held
 
   model::Model& model_;
   const Tokenizer& tokenizer_;
@@ -118,6 +132,19 @@ class Engine {
   bool stopping_ = false;
   EngineCounters published_;            // refreshed after every step
   std::thread loop_;
+
+  // Held by step(), stop()'s tail and the purges, so a purge never runs inside a step.
+  std::mutex step_mu_;
+  struct NamespaceUse {
+    std::string salt;
+    std::chrono::steady_clock::time_point last_use;  // latest submit or finish of a request in the namespace
+  };
+  // Namespaces served and not since purged: root digest -> salt and last use (for purge_salt_prefix and
+  // cache_ttl). Entries with no cached block left are dropped once the map outgrows the pool (one entry per
+  // distinct salt seen, so a client inventing salts cannot grow it without bound).
+  mutable std::mutex salts_mu_;
+  std::unordered_map<kv::Digest, NamespaceUse, kv::DigestHash> salts_;
+  std::chrono::steady_clock::time_point last_expire_scan_{};  // under salts_mu_
 };
 
 }  // namespace preface::engine

@@ -64,7 +64,7 @@ std::vector<Block> parse_content(const json& content, const std::string& path) {
   return out;
 }
 
-std::vector<Turn> parse_turns(const JsonFields& f, const json& body) {
+std::vector<Turn> parse_turns(const JsonFields& f, const json& body, int32_t max_messages) {
   std::vector<Turn> turns;
   if (const auto it = body.find("system"); it != body.end() && !it->is_null()) {
     std::vector<Block> sys = parse_content(*it, "system");
@@ -72,6 +72,10 @@ std::vector<Turn> parse_turns(const JsonFields& f, const json& body) {
   }
   const json* msgs = f.array("messages");
   if (msgs == nullptr || msgs->empty()) f.fail("messages", "must be a non-empty array");
+  if (msgs->size() > static_cast<size_t>(max_messages)) {
+    f.fail("messages", "holds " + std::to_string(msgs->size()) + " messages; at most " +
+                           std::to_string(max_messages) + " are accepted");
+  }
   for (size_t i = 0; i < msgs->size(); ++i) {
     const std::string path = "messages[" + std::to_string(i) + "]";
     const json& m = (*msgs)[i];
@@ -158,7 +162,7 @@ AnthropicRequest parse_messages_request(const json& body, ServerContext& ctx, bo
   }
   AnthropicRequest r;
   GenerationRequest& g = r.generation;
-  const auto max_tokens = f.integer("max_tokens", 1, 1 << 30);
+  const auto max_tokens = f.integer("max_tokens", 1, ctx.limits.max_output_tokens);
   if (!max_tokens && !count_only) f.fail("max_tokens", "is required");
   g.max_new_tokens = static_cast<int32_t>(max_tokens.value_or(1));
   g.sampling.temperature = static_cast<float>(f.number("temperature", 0, 1).value_or(1.0));
@@ -171,7 +175,7 @@ AnthropicRequest parse_messages_request(const json& body, ServerContext& ctx, bo
   g.text_start = true;
   (void)f.object("metadata");
   r.stream = f.boolean("stream").value_or(false);
-  const std::vector<Turn> turns = parse_turns(f, body);
+  const std::vector<Turn> turns = parse_turns(f, body, ctx.limits.max_messages);
   g.prompt = render_prompt(ctx, turns);
   if (!count_only) g.pins = resolve_breakpoints(ctx, turns, g.prompt);
   return r;

@@ -8,9 +8,13 @@ using nlohmann::json;
 
 std::string error_type(ApiFlavor flavor, int status) {
   if (flavor == ApiFlavor::OpenAI) {
+    if (status == 401) return "authentication_error";
+    if (status == 403) return "permission_error";
     return status >= 500 ? "server_error" : "invalid_request_error";
   }
   switch (status) {
+    case 401: return "authentication_error";
+    case 403: return "permission_error";
     case 404: return "not_found_error";
     case 413: return "request_too_large";
     case 503: return "overloaded_error";

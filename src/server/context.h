@@ -26,6 +26,9 @@ struct ServerLimits {
   int32_t max_stop_strings = 16;
   int32_t max_top_logprobs = 20;
   int32_t retry_after_s = 1;          // the Retry-After of a 503
+  int32_t max_messages = 1024;        // chat messages per request; more get 400
+  int32_t max_prompt_tokens = 0;      // prompt tokens per request; more get 400 (0: the model's context)
+  int32_t max_output_tokens = 32768;  // largest max_tokens accepted; more get 400 (OpenAI's default is capped)
 };
 
 class ServerContext {

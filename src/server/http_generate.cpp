@@ -2,6 +2,7 @@
 // per-request log line.
 #include <cstdio>
 
+#include "server/auth.h"
 #include "server/http_internal.h"
 
 namespace preface::server {
@@ -110,8 +111,15 @@ void serve_generation(HttpState& state, ServerContext& ctx, const httplib::Reque
     throw ApiError(503, state.in_flight.closing() ? "the server is shutting down"
                                                    : "the server is overloaded: too many requests in flight");
   }
+  request.cache_salt = tenant_cache_salt(authenticate(state.options, req), request.cache_salt);
   const std::string pins = pins_text(request.pins);
   const auto n_prompt = static_cast<int64_t>(request.prompt.size());
+  if (ctx.limits.max_prompt_tokens > 0 && n_prompt > ctx.limits.max_prompt_tokens) {
+    throw ApiError(400,
+                   "the prompt is " + std::to_string(n_prompt) + " tokens; this server accepts at most " +
+                       std::to_string(ctx.limits.max_prompt_tokens),
+                   req.path == "/v1/completions" ? "prompt" : "messages", "context_length_exceeded");
+  }
   if (n_prompt >= ctx.ctx_len()) {
     throw ApiError(400,
                    "the prompt is " + std::to_string(n_prompt) + " tokens; the model's context is " +

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "server/anthropic_api.h"
+#include "server/auth.h"
 #include "server/http_internal.h"
 #include "server/openai_api.h"
 
@@ -18,7 +19,7 @@ struct Route {
   const char* method;
 };
 
-constexpr std::array<Route, 10> kRoutes = {{
+constexpr std::array<Route, 11> kRoutes = {{
     {"/health", "GET"},
     {"/metrics", "GET"},
     {"/v1/models", "GET"},
@@ -29,14 +30,17 @@ constexpr std::array<Route, 10> kRoutes = {{
     {"/tokenize", "POST"},
     {"/detokenize", "POST"},
     {"/v1/health", "GET"},
+    {"/v1/cache", "DELETE"},
 }};
 
 using ApiHandler = std::function<void(ServerContext&, const httplib::Request&, httplib::Response&)>;
 
-// Wraps a handler that needs the model: 503 while loading; ApiError and bad input become error responses.
+// Wraps a handler that needs the model: 401 without a valid key (when keys are configured), 503 while loading;
+// ApiError and bad input become error responses.
 httplib::Server::Handler api(HttpState& state, ApiHandler fn) {
   return [&state, fn = std::move(fn)](const httplib::Request& req, httplib::Response& res) {
     try {
+      (void)authenticate(state.options, req);
       ServerContext* ctx = state.ctx.load();
       if (ctx == nullptr) throw ApiError(503, "the model is loading");
       fn(*ctx, req, res);
@@ -86,6 +90,25 @@ void detokenize(ServerContext& ctx, const httplib::Request& req, httplib::Respon
     ids.push_back(static_cast<int32_t>(id));
   }
   send_json(res, {{"content", ctx.tokenizer.decode(ids)}});
+}
+
+// DELETE /v1/cache {"tenant": T, "cache_salt"?: S}: the admin purges T's cached blocks (all of T's namespaces, or
+// only S). Answers {"tenant", "purged_blocks"}.
+void purge_cache(HttpState& state, ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  if (!is_admin(state.options, presented_key(req))) {
+    throw ApiError(state.options.admin_key.empty() ? 403 : 401,
+                   state.options.admin_key.empty() ? "cache purging is disabled (the server has no --admin-key)"
+                                                   : "purging the cache needs the admin key",
+                   "", "invalid_api_key");
+  }
+  const json body = parse_json_object(req.body);
+  const JsonFields f(body);
+  const auto tenant = f.string("tenant");
+  if (!tenant) f.fail("tenant", "is required");
+  const auto salt = f.string("cache_salt");
+  const int32_t n = salt ? ctx.engine.purge_namespace(tenant_cache_salt(*tenant, *salt))
+                         : ctx.engine.purge_salt_prefix(tenant_salt_prefix(*tenant));
+  send_json(res, {{"tenant", *tenant}, {"purged_blocks", n}});
 }
 
 }  // namespace
@@ -141,6 +164,15 @@ void register_routes(httplib::Server& http, HttpState& state) {
               const AnthropicRequest r = parse_messages_request(parse_json_object(req.body), ctx, true);
               send_json(res, {{"input_tokens", r.generation.prompt.size()}});
             }));
+  http.Delete("/v1/cache", [&state](const httplib::Request& req, httplib::Response& res) {
+    try {
+      ServerContext* ctx = state.ctx.load();
+      if (ctx == nullptr) throw ApiError(503, "the model is loading");
+      purge_cache(state, *ctx, req, res);
+    } catch (const ApiError& e) {
+      send_error(state, req, res, e);
+    }
+  });
   http.Post("/tokenize", api(state, tokenize));
   http.Post("/detokenize", api(state, detokenize));
 }

@@ -32,9 +32,10 @@ OpenAIRequest parse_common(const JsonFields& f, const json& body, ServerContext&
   reject_unsupported(f, body);
   OpenAIRequest r;
   GenerationRequest& g = r.generation;
-  g.max_new_tokens = ctx.ctx_len();
-  if (auto n = f.integer("max_tokens", 0, kMaxTokensLimit)) g.max_new_tokens = static_cast<int32_t>(*n);
-  if (auto n = f.integer("max_completion_tokens", 0, kMaxTokensLimit)) g.max_new_tokens = static_cast<int32_t>(*n);
+  const int64_t max_output = ctx.limits.max_output_tokens;
+  g.max_new_tokens = static_cast<int32_t>(std::min<int64_t>(ctx.ctx_len(), max_output));
+  if (auto n = f.integer("max_tokens", 0, max_output)) g.max_new_tokens = static_cast<int32_t>(*n);
+  if (auto n = f.integer("max_completion_tokens", 0, max_output)) g.max_new_tokens = static_cast<int32_t>(*n);
   engine::SamplingParams& s = g.sampling;
   s.temperature = static_cast<float>(f.number("temperature", 0, 2).value_or(1.0));
   s.top_p = static_cast<float>(f.number("top_p", 0, 1).value_or(1.0));
@@ -100,9 +101,13 @@ std::string content_text(const json& content, const JsonFields& m, const std::st
   return text;
 }
 
-std::vector<ChatMessage> chat_messages(const JsonFields& f) {
+std::vector<ChatMessage> chat_messages(const JsonFields& f, int32_t max_messages) {
   const json* arr = f.array("messages");
   if (arr == nullptr || arr->empty()) f.fail("messages", "must be a non-empty array");
+  if (arr->size() > static_cast<size_t>(max_messages)) {
+    f.fail("messages", "holds " + std::to_string(arr->size()) + " messages; at most " +
+                           std::to_string(max_messages) + " are accepted");
+  }
   std::vector<ChatMessage> out;
   for (size_t i = 0; i < arr->size(); ++i) {
     const json& m = (*arr)[i];
@@ -141,7 +146,7 @@ OpenAIRequest parse_chat_request(const json& body, ServerContext& ctx) {
   const auto top = f.integer("top_logprobs", 0, ctx.limits.max_top_logprobs);
   if (top && !r.logprobs) f.fail("top_logprobs", "requires logprobs to be true");
   if (r.logprobs) r.generation.n_top_logprobs = static_cast<int32_t>(top.value_or(0));
-  r.generation.prompt = ctx.chat_prompt(chat_messages(f), true);
+  r.generation.prompt = ctx.chat_prompt(chat_messages(f, ctx.limits.max_messages), true);
   r.generation.text_start = true;
   return r;
 }

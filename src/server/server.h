@@ -6,11 +6,16 @@
 //   GET  /health                                  503 until the model is attached, then 200
 //   GET  /metrics                                 Prometheus text (server/metrics.h)
 //   POST /tokenize, /detokenize                   llama.cpp server shapes
+//   DELETE /v1/cache                              admin: purge a tenant's cached blocks (server/auth.h)
+//
+// Auth: with api_keys configured every route except GET /health, /v1/health and /metrics needs a key (401
+// otherwise); the cache namespace is derived from the key's tenant (server/auth.h).
 //
 // Errors come in each API's own shape (server/api_error.h): invalid JSON, wrong types, bad values, unknown model,
 // a prompt that does not fit: 400; unknown route: 404; wrong method: 405 (with Allow); body over
-// limits.max_body_bytes: 413; more than limits.max_in_flight generations at once, or the model still loading:
-// 503 with Retry-After.
+// limits.max_body_bytes: 413; more than limits.max_in_flight generations admitted at once (running or queued in
+// the engine; --max-queued-requests), or the model still loading: 503 with Retry-After. More messages, prompt
+// tokens or max_tokens than the limits allow: 400. A header line over 8 KiB (httplib's compile-time limit): 400.
 //
 // Lifecycle: bind() -> start() (serves /health 503) -> attach(engine, ...) -> ... -> stop(). A streaming client
 // that disconnects has its request cancelled (its KV blocks are freed at the engine's next step). stop() stops
@@ -21,6 +26,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 
 #include "engine/engine.h"
 #include "server/chat_template.h"
@@ -38,6 +44,9 @@ struct ServerOptions {
   int32_t write_timeout_s = 30;      // one write to a client that does not read
   int32_t keep_alive_timeout_s = 5;  // an idle keep-alive connection
   bool log_requests = true;          // one line per generation request on stderr
+  // Tenancy (server/auth.h): API key -> tenant name. Empty: no authentication, one shared tenant.
+  std::unordered_map<std::string, std::string> api_keys;
+  std::string admin_key;             // may call DELETE /v1/cache ("" = nobody)
 };
 
 // What attach() needs to know about the model beyond the engine.

@@ -1,0 +1,37 @@
+// Tenancy: API keys name tenants, and the prompt cache is partitioned by tenant on the server.
+//
+// With keys configured (ServerOptions::api_keys), every route but GET /health, /v1/health and /metrics needs
+// `Authorization: Bearer KEY` or `x-api-key: KEY`; a missing or unknown key gets 401 in the path's API shape.
+// Without keys every request belongs to one shared tenant "" (and anyone may call the API).
+//
+// Cache namespace: the engine's cache_salt of a request is tenant_cache_salt(tenant, client cache_salt), an
+// injective encoding (decimal length of the tenant, ':', tenant, client salt), so no client salt of one tenant
+// equals any salt of another: a client's cache_salt only subdivides its own tenant's cache.
+//
+// Purge: DELETE /v1/cache with the admin key (ServerOptions::admin_key) and {"tenant": T} purges every namespace
+// of T (Engine::purge_salt_prefix on tenant_salt_prefix(T)); with "cache_salt": S too, only T's namespace S.
+#pragma once
+#include <httplib.h>
+
+#include <string>
+#include <unordered_map>
+
+#include "server/server.h"
+
+namespace preface::server {
+
+// Reads `key tenant` lines (blank lines and lines starting with '#' are skipped; a line with one field makes the
+// key its own tenant). Throws preface::Error on an unreadable file, a duplicate key or an empty result.
+std::unordered_map<std::string, std::string> load_api_keys(const std::string& path);
+
+std::string tenant_salt_prefix(const std::string& tenant);
+std::string tenant_cache_salt(const std::string& tenant, const std::string& client_salt);
+
+// The key a request presents: the Bearer token of Authorization, else x-api-key, else "".
+std::string presented_key(const httplib::Request& req);
+// The request's tenant; throws ApiError 401 when keys are configured and it presents none of them.
+std::string authenticate(const ServerOptions& options, const httplib::Request& req);
+// True when `key` equals the configured admin key (never when none is configured). Compares in constant time.
+bool is_admin(const ServerOptions& options, const std::string& key);
+
+}  // namespace preface::server
