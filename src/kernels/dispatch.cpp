@@ -1,6 +1,9 @@
 // Runtime selection between the scalar and AVX2 kernels, and the dispatching entry points of dot.h.
 #include "kernels/dispatch.h"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -13,27 +16,60 @@ namespace avx2 {
 bool available() {
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
 }
+bool vnni_available() { return available() && __builtin_cpu_supports("avxvnni"); }
 }  // namespace avx2
+
+namespace amx {
+// Also asks the kernel for permission to use AMX tile data (Linux >= 5.16; once per process, idempotent).
+bool amx_available() {
+  if (!avx2::vnni_available() || !__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-int8") ||
+      !__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+      !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512dq")) {
+    return false;
+  }
+  constexpr long kArchReqXcompPerm = 0x1023;
+  constexpr long kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+}
+}  // namespace amx
 
 namespace {
 
 constexpr KernelTable kScalar = {
     scalar::quantize_row_q8_0, scalar::dot_f32,  scalar::dot_f16,  scalar::dot_bf16,
     scalar::dot_q8_0,          scalar::dot_q4_0, scalar::axpy_f32, scalar::axpy_f16,
-    scalar::axpy_bf16,         scalar::f32_to_f16_row, scalar::f32_to_bf16_row,
+    scalar::axpy_bf16,         scalar::f32_to_f16_row, scalar::f32_to_bf16_row, scalar::attention_tile, scalar::gemm, scalar::swiglu,
 };
 
 constexpr KernelTable kAvx2 = {
     avx2::quantize_row_q8_0, avx2::dot_f32,  avx2::dot_f16,  avx2::dot_bf16,
     avx2::dot_q8_0,          avx2::dot_q4_0, avx2::axpy_f32, avx2::axpy_f16,
-    avx2::axpy_bf16,         avx2::f32_to_f16_row, avx2::f32_to_bf16_row,
+    avx2::axpy_bf16,         avx2::f32_to_f16_row, avx2::f32_to_bf16_row, avx2::attention_tile, avx2::gemm, avx2::swiglu,
 };
 
-// PREFACE_KERNELS=scalar forces the scalar kernels (to cross-check a whole model run against the reference).
+// The AVX2 table with the AVX-VNNI GEMM (bit-identical results, fewer instructions).
+constexpr KernelTable kAvx2Vnni = [] {
+  KernelTable t = kAvx2;
+  t.gemm = avx2::gemm_vnni;
+  return t;
+}();
+
+// And with the AMX GEMM for quantized prefill (bit-identical again).
+constexpr KernelTable kAvx2Amx = [] {
+  KernelTable t = kAvx2;
+  t.gemm = amx::gemm;
+  return t;
+}();
+
+// PREFACE_KERNELS=scalar forces the scalar kernels (to cross-check a whole model run against the reference);
+// PREFACE_KERNELS=avx2 the AVX2 ones without AVX-VNNI or AMX, PREFACE_KERNELS=vnni without AMX.
 const KernelTable& choose_table() {
   const char* forced = std::getenv("PREFACE_KERNELS");
-  if (forced != nullptr && std::strcmp(forced, "scalar") == 0) return kScalar;
-  return avx2::available() ? kAvx2 : kScalar;
+  const auto is = [forced](const char* name) { return forced != nullptr && std::strcmp(forced, name) == 0; };
+  if (is("scalar") || !avx2::available()) return kScalar;
+  if (is("avx2") || !avx2::vnni_available()) return kAvx2;
+  if (is("vnni") || !amx::amx_available()) return kAvx2Vnni;
+  return kAvx2Amx;
 }
 
 }  // namespace
@@ -54,6 +90,7 @@ void axpy_f16(float a, const uint16_t* v, float* y, size_t n) { kernel_table().a
 void axpy_bf16(float a, const uint16_t* v, float* y, size_t n) { kernel_table().axpy_bf16(a, v, y, n); }
 void f32_to_f16_row(const float* x, uint16_t* out, size_t n) { kernel_table().f32_to_f16_row(x, out, n); }
 void f32_to_bf16_row(const float* x, uint16_t* out, size_t n) { kernel_table().f32_to_bf16_row(x, out, n); }
+void attention_tile(const AttnTile& tile, float* scratch) { kernel_table().attention_tile(tile, scratch); }
 
 void dequantize_row_q8_0(const BlockQ8_0* x, float* out, size_t n) {
   for (size_t b = 0; b < n / kQuantBlock; ++b) {

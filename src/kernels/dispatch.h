@@ -4,7 +4,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/attention.h"
 #include "kernels/dot.h"
+#include "kernels/gemm.h"
+#include "kernels/ops.h"
 
 namespace preface::kernels {
 
@@ -20,6 +23,9 @@ struct KernelTable {
   void (*axpy_bf16)(float, const uint16_t*, float*, size_t);
   void (*f32_to_f16_row)(const float*, uint16_t*, size_t);
   void (*f32_to_bf16_row)(const float*, uint16_t*, size_t);
+  void (*attention_tile)(const AttnTile&, float*);
+  GemmFn gemm;
+  void (*swiglu)(float*, const float*, size_t);
 };
 
 // Constant after its first (thread-safe) initialisation.

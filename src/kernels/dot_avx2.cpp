@@ -1,8 +1,5 @@
-// AVX2+FMA+F16C float-type kernels: dots, axpy and f32 -> f16/bf16 row conversion.
-//
-// Dot reduction order (fixed by n alone): four 8-lane FMA accumulators over 32-value steps, then 8-value steps
-// into the first, then (acc0 + acc1) + (acc2 + acc3), a fixed-order horizontal sum, then the < 8 tail values
-// added left to right.
+// AVX2+FMA+F16C float-type kernels: axpy and f32 -> f16/bf16 row conversion (the float row dots are 1 x 1
+// GEMM tiles, gemm_avx2.cpp).
 //
 // This file must not call inline functions shared with baseline code (e.g. util/fp16.h): the linker may keep
 // this AVX2-compiled copy for every caller. Tails therefore reuse the vector code on a padded copy.
@@ -16,26 +13,6 @@
 namespace preface::kernels::avx2 {
 
 namespace {
-
-// LoadVec: const W* -> __m256 of 8 values; LoadOne: W -> float.
-template <typename W, typename LoadVec, typename LoadOne>
-float dot_impl(const W* w, const float* x, size_t n, LoadVec load_vec, LoadOne load_one) {
-  __m256 acc0 = _mm256_setzero_ps();
-  __m256 acc1 = _mm256_setzero_ps();
-  __m256 acc2 = _mm256_setzero_ps();
-  __m256 acc3 = _mm256_setzero_ps();
-  size_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    acc0 = _mm256_fmadd_ps(load_vec(w + i), _mm256_loadu_ps(x + i), acc0);
-    acc1 = _mm256_fmadd_ps(load_vec(w + i + 8), _mm256_loadu_ps(x + i + 8), acc1);
-    acc2 = _mm256_fmadd_ps(load_vec(w + i + 16), _mm256_loadu_ps(x + i + 16), acc2);
-    acc3 = _mm256_fmadd_ps(load_vec(w + i + 24), _mm256_loadu_ps(x + i + 24), acc3);
-  }
-  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(load_vec(w + i), _mm256_loadu_ps(x + i), acc0);
-  float sum = hsum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
-  for (; i < n; ++i) sum += load_one(w[i]) * x[i];
-  return sum;
-}
 
 // y[i] = fma(a, v[i], y[i]) for every i, vector and tail alike.
 template <typename V, typename LoadVec, typename LoadOne>
@@ -98,10 +75,6 @@ void bf16_x8(const float* x, uint16_t* out) {
 }
 
 }  // namespace
-
-float dot_f32(const float* w, const float* x, size_t n) { return dot_impl(w, x, n, load_f32, one_f32); }
-float dot_f16(const uint16_t* w, const float* x, size_t n) { return dot_impl(w, x, n, load_f16, one_f16); }
-float dot_bf16(const uint16_t* w, const float* x, size_t n) { return dot_impl(w, x, n, load_bf16, one_bf16); }
 
 void axpy_f32(float a, const float* v, float* y, size_t n) { axpy_impl(a, v, y, n, load_f32, one_f32); }
 void axpy_f16(float a, const uint16_t* v, float* y, size_t n) { axpy_impl(a, v, y, n, load_f16, one_f16); }

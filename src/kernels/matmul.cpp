@@ -6,6 +6,7 @@
 
 #include "kernels/dispatch.h"
 #include "kernels/dot.h"
+#include "kernels/gemm.h"
 #include "util/error.h"
 #include "util/fp16.h"
 
@@ -13,57 +14,59 @@ namespace preface::kernels {
 
 namespace {
 
-// Weight rows per parallel_for grain unit: a thread's chunk is a multiple of this.
+// Weight rows per parallel_for grain unit: a thread's chunk is a multiple of this (and of every tile height).
 constexpr int64_t kRowGrain = 16;
-// Cache blocking inside a chunk: a tile of weight rows is applied to a tile of activation rows at a time, each
-// tile about kTileBytes (at most kMaxTile rows) so that both stay in L1 while every (row, token) pair of the
-// tile is formed. Blocking changes only the order in which independent outputs are produced, never how any
-// one is computed.
-constexpr size_t kTileBytes = 16 * 1024;
-constexpr int64_t kMaxTile = 16;
+// Up to this many activation rows are quantized on the calling thread: waking the pool costs more.
+constexpr int64_t kSerialQuantizeTokens = 4;
 
-int64_t tile_rows(size_t row_bytes) {
-  return std::clamp<int64_t>(static_cast<int64_t>(kTileBytes / std::max<size_t>(row_bytes, 1)), 1, kMaxTile);
-}
+// Several matrices' gemm jobs as one row range: job i owns rows [row_offset[i], row_offset[i + 1]).
+struct MultiGemm {
+  GemmFn gemm;
+  GemmArgs args[kMaxFused];
+  int64_t row_offset[kMaxFused + 1];
+  size_t n_jobs;
 
-// Everything a matmul chunk needs, passed by one pointer so the std::function wrapping the chunk lambda stays
-// in its small-object buffer (no allocation per call).
-template <typename WRow, typename XRow>
-struct GemmJob {
-  float (*dot)(const WRow*, const XRow*, size_t);
-  const uint8_t* w_data;  // [n_rows][w_row_bytes]
-  size_t w_row_bytes;
-  const XRow* x;  // [n_tokens][x_row_elems]
-  size_t x_row_elems;
-  size_t n_cols;
-  int64_t n_rows;
-  int64_t n_tokens;
-  float* y;  // [n_tokens][n_rows]
-
-  void run(int64_t row_begin, int64_t row_end) const {
-    const int64_t row_tile = tile_rows(w_row_bytes);
-    const int64_t token_tile = tile_rows(x_row_elems * sizeof(XRow));
-    for (int64_t r0 = row_begin; r0 < row_end; r0 += row_tile) {
-      const int64_t r1 = std::min(row_end, r0 + row_tile);
-      for (int64_t t0 = 0; t0 < n_tokens; t0 += token_tile) {
-        const int64_t t1 = std::min(n_tokens, t0 + token_tile);
-        for (int64_t t = t0; t < t1; ++t) {
-          const XRow* xt = x + static_cast<size_t>(t) * x_row_elems;
-          float* yt = y + t * n_rows;
-          for (int64_t r = r0; r < r1; ++r) {
-            const auto* wr = reinterpret_cast<const WRow*>(w_data + static_cast<size_t>(r) * w_row_bytes);
-            yt[r] = dot(wr, xt, n_cols);
-          }
-        }
-      }
+  void run(int64_t begin, int64_t end) const {
+    for (size_t i = 0; i < n_jobs; ++i) {
+      const int64_t lo = std::max(begin, row_offset[i]), hi = std::min(end, row_offset[i + 1]);
+      if (lo < hi) gemm(args[i], lo - row_offset[i], hi - row_offset[i]);
     }
   }
 };
 
-template <typename WRow, typename XRow>
-void run_gemm(ThreadPool& pool, const GemmJob<WRow, XRow>& job) {
-  const GemmJob<WRow, XRow>* p = &job;
-  pool.parallel_for(job.n_rows, [p](int64_t begin, int64_t end) { p->run(begin, end); }, kRowGrain);
+// Quantizes x: [n_tokens][n_cols] to Q8_0 in scratch, laid out as blocks [n_tokens][n_blocks], then (from a
+// 64-byte aligned offset) f32 of each block's d, [n_tokens][n_blocks]. Returns the blocks; *scales = the floats.
+const BlockQ8_0* quantize_activations(ThreadPool& pool, const KernelTable& k, const float* x, int64_t n_tokens,
+                                      size_t n_cols, std::vector<uint8_t>& scratch, const float** scales) {
+  const size_t n_blocks = n_cols / gguf::kQuantBlock;
+  const size_t n_all = static_cast<size_t>(n_tokens) * n_blocks;
+  const size_t scales_offset = (n_all * sizeof(BlockQ8_0) + 63) / 64 * 64;
+  const size_t bytes = scales_offset + n_all * sizeof(float);
+  if (scratch.size() < bytes) scratch.resize(bytes);
+  auto* xq = reinterpret_cast<BlockQ8_0*>(scratch.data());  // operator new alignment >= alignof(BlockQ8_0)
+  auto* xs = reinterpret_cast<float*>(scratch.data() + scales_offset);
+  const struct {
+    void (*quantize)(const float*, BlockQ8_0*, size_t);
+    const float* x;  // [n_tokens][n_cols]
+    BlockQ8_0* xq;   // [n_tokens][n_blocks]
+    float* xs;       // [n_tokens][n_blocks]
+    size_t n_cols, n_blocks;
+  } job{k.quantize_row_q8_0, x, xq, xs, n_cols, n_blocks};
+  const auto* jp = &job;
+  const auto run = [jp](int64_t t0, int64_t t1) {
+    for (size_t t = static_cast<size_t>(t0); t < static_cast<size_t>(t1); ++t) {
+      BlockQ8_0* blocks = jp->xq + t * jp->n_blocks;
+      jp->quantize(jp->x + t * jp->n_cols, blocks, jp->n_cols);
+      for (size_t b = 0; b < jp->n_blocks; ++b) jp->xs[t * jp->n_blocks + b] = f16_to_f32(blocks[b].d);
+    }
+  };
+  if (n_tokens <= kSerialQuantizeTokens) {
+    run(0, n_tokens);
+  } else {
+    pool.parallel_for(n_tokens, run);
+  }
+  *scales = xs;
+  return xq;
 }
 
 void check_matrix(const Matrix& w) {
@@ -86,52 +89,51 @@ void check_matrix(const Matrix& w) {
 
 void matmul(ThreadPool& pool, const Matrix& w, const float* x, int64_t n_tokens, float* y,
             std::vector<uint8_t>& scratch) {
-  check_matrix(w);
+  matmul_multi(pool, {&w}, x, n_tokens, {y}, scratch);
+}
+
+void matmul_multi(ThreadPool& pool, std::initializer_list<const Matrix*> ws, const float* x, int64_t n_tokens,
+                  std::initializer_list<float*> ys, std::vector<uint8_t>& scratch) {
+  if (ws.size() != ys.size() || ws.size() == 0 || ws.size() > kMaxFused) {
+    throw Error("matmul_multi: " + std::to_string(ws.size()) + " matrices and " + std::to_string(ys.size()) +
+                " outputs (1.." + std::to_string(kMaxFused) + " of each expected)");
+  }
   if (n_tokens < 0) throw Error("matmul: negative token count " + std::to_string(n_tokens));
-  const size_t n_cols = static_cast<size_t>(w.n_cols);
-  const size_t w_row_bytes = gguf::row_bytes(w.type, n_cols);  // throws unless n_cols fills whole blocks
-  if (n_tokens == 0 || w.n_rows == 0) return;
   const KernelTable& k = kernel_table();
-
-  switch (w.type) {
-    case gguf::TensorType::F32:
-      run_gemm<float, float>(pool, {k.dot_f32, w.data, w_row_bytes, x, n_cols, n_cols, w.n_rows, n_tokens, y});
-      return;
-    case gguf::TensorType::F16:
-      run_gemm<uint16_t, float>(pool, {k.dot_f16, w.data, w_row_bytes, x, n_cols, n_cols, w.n_rows, n_tokens, y});
-      return;
-    case gguf::TensorType::BF16:
-      run_gemm<uint16_t, float>(pool, {k.dot_bf16, w.data, w_row_bytes, x, n_cols, n_cols, w.n_rows, n_tokens, y});
-      return;
-    case gguf::TensorType::Q8_0:
-    case gguf::TensorType::Q4_0:
-      break;
+  MultiGemm job{};
+  job.gemm = k.gemm;
+  const size_t n_cols = static_cast<size_t>((*ws.begin())->n_cols);
+  bool any_quantized = false;
+  for (const Matrix* w : ws) {
+    check_matrix(*w);
+    if (static_cast<size_t>(w->n_cols) != n_cols) throw Error("matmul_multi: matrices differ in column count");
+    gguf::row_bytes(w->type, n_cols);  // throws unless n_cols fills whole blocks
+    any_quantized = any_quantized || w->type == gguf::TensorType::Q8_0 || w->type == gguf::TensorType::Q4_0;
   }
-
-  // Quantized weights: activations to Q8_0 first. xq: [n_tokens][n_blocks] blocks in scratch.
-  const size_t n_blocks = n_cols / gguf::kQuantBlock;
-  const size_t xq_bytes = static_cast<size_t>(n_tokens) * n_blocks * sizeof(BlockQ8_0);
-  if (scratch.size() < xq_bytes) scratch.resize(xq_bytes);
-  auto* xq = reinterpret_cast<BlockQ8_0*>(scratch.data());  // operator new alignment >= alignof(BlockQ8_0)
-  const struct {
-    void (*quantize)(const float*, BlockQ8_0*, size_t);
-    const float* x;  // [n_tokens][n_cols]
-    BlockQ8_0* xq;   // [n_tokens][n_blocks]
-    size_t n_cols, n_blocks;
-  } qjob{k.quantize_row_q8_0, x, xq, n_cols, n_blocks};
-  const auto* qp = &qjob;
-  pool.parallel_for(n_tokens, [qp](int64_t t0, int64_t t1) {
-    for (size_t t = static_cast<size_t>(t0); t < static_cast<size_t>(t1); ++t) {
-      qp->quantize(qp->x + t * qp->n_cols, qp->xq + t * qp->n_blocks, qp->n_cols);
-    }
-  });
-
-  const int64_t n_rows = w.n_rows;
-  if (w.type == gguf::TensorType::Q8_0) {
-    run_gemm<BlockQ8_0, BlockQ8_0>(pool, {k.dot_q8_0, w.data, w_row_bytes, xq, n_blocks, n_cols, n_rows, n_tokens, y});
-  } else {
-    run_gemm<BlockQ4_0, BlockQ8_0>(pool, {k.dot_q4_0, w.data, w_row_bytes, xq, n_blocks, n_cols, n_rows, n_tokens, y});
+  if (n_tokens == 0) return;
+  const float* x_scales = nullptr;
+  const BlockQ8_0* xq =
+      any_quantized && n_cols > 0 ? quantize_activations(pool, k, x, n_tokens, n_cols, scratch, &x_scales) : nullptr;
+  auto y_it = ys.begin();
+  for (const Matrix* w : ws) {
+    GemmArgs& a = job.args[job.n_jobs];
+    const bool quantized = w->type == gguf::TensorType::Q8_0 || w->type == gguf::TensorType::Q4_0;
+    a.type = w->type;
+    a.w = w->data;
+    a.w_row_bytes = gguf::row_bytes(w->type, n_cols);
+    a.x = quantized ? static_cast<const void*>(xq) : static_cast<const void*>(x);
+    a.x_scales = quantized ? x_scales : nullptr;
+    a.n_cols = n_cols;
+    a.n_rows = w->n_rows;
+    a.n_tokens = n_tokens;
+    a.y = *y_it++;
+    a.y_stride = static_cast<size_t>(w->n_rows);
+    job.row_offset[job.n_jobs + 1] = job.row_offset[job.n_jobs] + w->n_rows;
+    ++job.n_jobs;
   }
+  const MultiGemm* jp = &job;  // one pointer keeps the std::function in its small-object buffer
+  pool.parallel_for(job.row_offset[job.n_jobs], [jp](int64_t begin, int64_t end) { jp->run(begin, end); },
+                    kRowGrain);
 }
 
 void get_row(const Matrix& w, int64_t row, float* out) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/dispatch.h"
 #include "util/error.h"
 
 namespace preface::kernels {
@@ -76,7 +77,9 @@ void softmax(float* x, size_t n) {
   for (size_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
-void swiglu(float* gate, const float* up, size_t n) {
+void swiglu(float* gate, const float* up, size_t n) { kernel_table().swiglu(gate, up, n); }
+
+void scalar::swiglu(float* gate, const float* up, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     const float g = gate[i];
     gate[i] = g / (1.0f + std::exp(-g)) * up[i];

@@ -16,7 +16,16 @@ void rope(float* x, size_t n_heads, size_t head_dim, size_t n_rot, int pos, floa
 // In place softmax over x[n].
 void softmax(float* x, size_t n);
 
-// gate[i] = silu(gate[i]) * up[i]; silu(v) = v / (1 + exp(-v)).
+// gate[i] = silu(gate[i]) * up[i]; silu(v) = v / (1 + exp(-v)). Dispatched: the AVX2 version uses a
+// vectorized exp (within a few ulps of std::exp), so the two paths may differ in the last bits.
 void swiglu(float* gate, const float* up, size_t n);
+
+namespace scalar {
+void swiglu(float* gate, const float* up, size_t n);
+}  // namespace scalar
+
+namespace avx2 {
+void swiglu(float* gate, const float* up, size_t n);
+}  // namespace avx2
 
 }  // namespace preface::kernels

@@ -80,15 +80,26 @@ void check_batch(const Config& c, const ForwardBatch& b, const KvView& kv, int32
   }
 }
 
-void add_bias(float* x, const std::vector<float>& bias, size_t n_tokens) {
-  if (bias.empty()) return;
-  for (size_t t = 0; t < n_tokens; ++t) {
-    float* row = x + t * bias.size();
-    for (size_t i = 0; i < bias.size(); ++i) row[i] += bias[i];
+// Batches of at least this many tokens run their per-token passes (norms, rope, KV stores, activation) on the
+// pool; smaller ones inline on the calling thread, since waking the pool costs more than the work.
+constexpr int64_t kParallelTokens = 16;
+
+// fn(t_begin, t_end) over [0, n_tokens). Each token's work is independent of the others, so the split changes
+// nothing in the results.
+template <typename Fn>
+void for_tokens(ThreadPool& pool, int64_t n_tokens, const Fn& fn) {
+  if (n_tokens >= kParallelTokens) {
+    pool.parallel_for(n_tokens, [&fn](int64_t t0, int64_t t1) { fn(static_cast<size_t>(t0), static_cast<size_t>(t1)); });
+  } else {
+    fn(size_t{0}, static_cast<size_t>(n_tokens));
   }
 }
 
-void add_rows(float* x, const float* y, size_t n_values) {
+void add_bias(float* row, const std::vector<float>& bias) {
+  for (size_t i = 0; i < bias.size(); ++i) row[i] += bias[i];
+}
+
+void add_row(float* x, const float* y, size_t n_values) {
   for (size_t i = 0; i < n_values; ++i) x[i] += y[i];
 }
 
@@ -101,44 +112,51 @@ void Model::forward(const ForwardBatch& batch, const KvView& kv, ThreadPool& poo
   const size_t n = batch.size();
   const size_t dim = static_cast<size_t>(c.dim), kv_dim = static_cast<size_t>(c.kv_row_values());
   const size_t ffn = static_cast<size_t>(c.ffn_dim);
-  const size_t scores_stride = static_cast<size_t>(c.ctx_len + c.head_dim);
-  const int n_slots =
-      static_cast<int>(std::min<size_t>(static_cast<size_t>(pool.n_threads()), scores_.size() / scores_stride));
   const int64_t nt = static_cast<int64_t>(n);
 
   for (size_t t = 0; t < n; ++t) kernels::get_row(tok_embd_, batch.tokens[t], x_.data() + t * dim);
 
   for (int32_t il = 0; il < c.n_layers; ++il) {
     const LayerWeights& l = layers_[static_cast<size_t>(il)];
-    for (size_t t = 0; t < n; ++t) {
-      kernels::rmsnorm(x_.data() + t * dim, l.attn_norm.data(), xb_.data() + t * dim, dim, c.rms_eps);
-    }
-    kernels::matmul(pool, l.wq, xb_.data(), nt, q_.data(), quant_scratch_);
-    kernels::matmul(pool, l.wk, xb_.data(), nt, k_.data(), quant_scratch_);
-    kernels::matmul(pool, l.wv, xb_.data(), nt, v_.data(), quant_scratch_);
-    add_bias(q_.data(), l.bq, n);
-    add_bias(k_.data(), l.bk, n);
-    add_bias(v_.data(), l.bv, n);
-    for (size_t t = 0; t < n; ++t) {
-      kernels::rope(q_.data() + t * dim, c.n_heads, c.head_dim, c.n_rot, batch.pos[t], c.rope_base, c.rope_neox);
-      kernels::rope(k_.data() + t * kv_dim, c.n_kv_heads, c.head_dim, c.n_rot, batch.pos[t], c.rope_base,
-                    c.rope_neox);
-    }
-    detail::store_kv(batch, kv, il, k_.data(), v_.data());
-    detail::attention(pool, c, batch, kv, il, q_.data(), attn_out_.data(), scores_.data(), scores_stride,
-                      n_slots);
+    // x += the previous layer's FFN output (none before the first layer), then the attention norm.
+    for_tokens(pool, nt, [&](size_t t0, size_t t1) {
+      for (size_t t = t0; t < t1; ++t) {
+        if (il > 0) add_row(x_.data() + t * dim, ffn_out_.data() + t * dim, dim);
+        kernels::rmsnorm(x_.data() + t * dim, l.attn_norm.data(), xb_.data() + t * dim, dim, c.rms_eps);
+      }
+    });
+    kernels::matmul_multi(pool, {&l.wq, &l.wk, &l.wv}, xb_.data(), nt, {q_.data(), k_.data(), v_.data()},
+                          quant_scratch_);
+    for_tokens(pool, nt, [&](size_t t0, size_t t1) {
+      for (size_t t = t0; t < t1; ++t) {
+        float* q = q_.data() + t * dim;  // [n_heads][head_dim]
+        float* k = k_.data() + t * kv_dim;  // [n_kv_heads][head_dim]
+        add_bias(q, l.bq);
+        add_bias(k, l.bk);
+        add_bias(v_.data() + t * kv_dim, l.bv);
+        kernels::rope(q, c.n_heads, c.head_dim, c.n_rot, batch.pos[t], c.rope_base, c.rope_neox);
+        kernels::rope(k, c.n_kv_heads, c.head_dim, c.n_rot, batch.pos[t], c.rope_base, c.rope_neox);
+      }
+      detail::store_kv(batch, kv, il, k_.data(), v_.data(), t0, t1);
+    });
+    detail::attention(pool, c, batch, kv, il, q_.data(), attn_out_.data());
     kernels::matmul(pool, l.wo, attn_out_.data(), nt, xb_.data(), quant_scratch_);
-    add_rows(x_.data(), xb_.data(), n * dim);
-
-    for (size_t t = 0; t < n; ++t) {
-      kernels::rmsnorm(x_.data() + t * dim, l.ffn_norm.data(), xb_.data() + t * dim, dim, c.rms_eps);
-    }
-    kernels::matmul(pool, l.w_gate, xb_.data(), nt, gate_.data(), quant_scratch_);
-    kernels::matmul(pool, l.w_up, xb_.data(), nt, up_.data(), quant_scratch_);
-    kernels::swiglu(gate_.data(), up_.data(), n * ffn);
+    // x += attention output, then the FFN norm (xb_ holds the wo output until each token's norm overwrites it).
+    for_tokens(pool, nt, [&](size_t t0, size_t t1) {
+      for (size_t t = t0; t < t1; ++t) {
+        add_row(x_.data() + t * dim, xb_.data() + t * dim, dim);
+        kernels::rmsnorm(x_.data() + t * dim, l.ffn_norm.data(), xb_.data() + t * dim, dim, c.rms_eps);
+      }
+    });
+    kernels::matmul_multi(pool, {&l.w_gate, &l.w_up}, xb_.data(), nt, {gate_.data(), up_.data()}, quant_scratch_);
+    for_tokens(pool, nt, [&](size_t t0, size_t t1) {
+      kernels::swiglu(gate_.data() + t0 * ffn, up_.data() + t0 * ffn, (t1 - t0) * ffn);
+    });
     kernels::matmul(pool, l.w_down, gate_.data(), nt, ffn_out_.data(), quant_scratch_);
-    add_rows(x_.data(), ffn_out_.data(), n * dim);
   }
+  for_tokens(pool, nt, [&](size_t t0, size_t t1) {
+    for (size_t t = t0; t < t1; ++t) add_row(x_.data() + t * dim, ffn_out_.data() + t * dim, dim);
+  });
 
   // Only tokens that want logits go through the output head: their normed rows are packed into xb_.
   int64_t n_want = 0;

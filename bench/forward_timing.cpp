@@ -1,0 +1,138 @@
+// Times Model::forward directly (no engine): prefill of a prompt and decode steps of a batch of sequences at a
+// given context, best of several repetitions (the minimum is the least disturbed by other load on the machine).
+//   forward_timing MODEL THREADS [--prefill N ...] [--decode BATCH CONTEXT ...] [--reps R]
+// Prints wall ms, tok/s and the process CPU ms of the best repetition.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+
+namespace {
+
+using preface::ThreadPool;
+using preface::model::ForwardBatch;
+using preface::model::KvType;
+using preface::model::KvView;
+using preface::model::Model;
+
+double cpu_ms() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3;
+}
+
+// F16 KV storage for n_seqs sequences of up to n_pos positions each; sequence s owns blocks s * per_seq...
+struct Kv {
+  Kv(const preface::model::Config& c, int32_t n_seqs, int32_t n_pos) {
+    view.type = KvType::F16;
+    view.block_size = 16;
+    const int32_t per_seq = (n_pos + 15) / 16;
+    view.n_blocks = per_seq * n_seqs;
+    view.row_values = c.kv_row_values();
+    const size_t region = static_cast<size_t>(view.n_blocks) * 16 * view.row_bytes();
+    bytes.assign(region * 2 * static_cast<size_t>(c.n_layers), 0);
+    for (int32_t l = 0; l < c.n_layers; ++l) {
+      view.k_layers.push_back(bytes.data() + 2 * static_cast<size_t>(l) * region);
+      view.v_layers.push_back(bytes.data() + (2 * static_cast<size_t>(l) + 1) * region);
+    }
+    for (int32_t s = 0; s < n_seqs; ++s) {
+      tables.emplace_back();
+      for (int32_t b = 0; b < per_seq; ++b) tables.back().push_back(s * per_seq + b);
+    }
+  }
+  std::vector<uint8_t> bytes;
+  KvView view;
+  std::vector<std::vector<int32_t>> tables;  // [n_seqs][blocks]
+};
+
+struct Timing {
+  double wall_ms = 1e300, cpu_ms = 0;
+};
+
+template <typename Fn>
+Timing best_of(int reps, Fn fn) {
+  Timing best;
+  for (int r = 0; r < reps; ++r) {
+    const double c0 = cpu_ms();
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (wall < best.wall_ms) best = {wall, cpu_ms() - c0};
+  }
+  return best;
+}
+
+int32_t token_at(int32_t n_vocab, int64_t i) { return static_cast<int32_t>(3 + (i * 7919) % (n_vocab - 3)); }
+
+// Feeds positions [begin, end) of every sequence in batches of at most max_batch tokens, sequences interleaved.
+void feed(Model& m, ThreadPool& pool, Kv& kv, int32_t n_seqs, int32_t begin, int32_t end, std::vector<float>& logits) {
+  ForwardBatch batch;
+  for (auto& t : kv.tables) batch.block_tables.push_back(&t);
+  const int32_t max_batch = m.max_batch_tokens();
+  for (int32_t s = 0; s < n_seqs; ++s) {
+    for (int32_t p = begin; p < end;) {
+      batch.clear();
+      for (; p < end && static_cast<int32_t>(batch.size()) < max_batch; ++p) {
+        batch.add(token_at(m.config().n_vocab, p + 131 * s), p, s, p == end - 1);
+      }
+      m.forward(batch, kv.view, pool, logits.data());
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: %s MODEL THREADS [--prefill N ...] [--decode BATCH CONTEXT ...] [--reps R]\n", argv[0]);
+    return 2;
+  }
+  std::vector<int32_t> prefills;
+  std::vector<std::pair<int32_t, int32_t>> decodes;
+  int reps = 3;
+  for (int i = 3; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--prefill") && i + 1 < argc) {
+      prefills.push_back(std::atoi(argv[++i]));
+    } else if (!std::strcmp(argv[i], "--decode") && i + 2 < argc) {
+      decodes.emplace_back(std::atoi(argv[i + 1]), std::atoi(argv[i + 2]));
+      i += 2;
+    } else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) {
+      reps = std::atoi(argv[++i]);
+    }
+  }
+  auto m = Model::load(argv[1], 512);
+  ThreadPool pool(std::atoi(argv[2]));
+  const auto& c = m->config();
+  std::vector<float> logits(static_cast<size_t>(c.n_vocab) * 512);
+  for (int32_t n : prefills) {
+    Kv kv(c, 1, n);
+    const Timing t = best_of(reps, [&] { feed(*m, pool, kv, 1, 0, n, logits); });
+    std::printf("prefill %5d          : %9.1f ms  %8.1f tok/s  cpu %9.1f ms\n", n, t.wall_ms, n / t.wall_ms * 1e3,
+                t.cpu_ms);
+  }
+  constexpr int32_t kSteps = 8;
+  for (auto [n_seqs, ctx] : decodes) {
+    Kv kv(c, n_seqs, ctx + kSteps * reps + 1);
+    feed(*m, pool, kv, n_seqs, 0, ctx + 1, logits);
+    int32_t pos = ctx + 1;
+    ForwardBatch batch;
+    for (auto& tbl : kv.tables) batch.block_tables.push_back(&tbl);
+    const Timing t = best_of(reps, [&] {
+      for (int step = 0; step < kSteps; ++step, ++pos) {
+        batch.clear();
+        for (int32_t s = 0; s < n_seqs; ++s) batch.add(token_at(c.n_vocab, pos + s), pos, s, true);
+        m->forward(batch, kv.view, pool, logits.data());
+      }
+    });
+    std::printf("decode  batch %2d ctx %5d: %9.2f ms/step %8.1f tok/s  cpu %7.2f ms/step\n", n_seqs, ctx,
+                t.wall_ms / kSteps, n_seqs * kSteps / t.wall_ms * 1e3, t.cpu_ms / kSteps);
+  }
+  return 0;
+}

@@ -1,0 +1,70 @@
+// Causal attention of a tile of query heads over one KV head of paged K/V storage, streaming the positions in
+// fixed chunks with an online softmax.
+//
+// A tile groups queries that read the same K/V rows (the query heads sharing a KV head, for one or more tokens
+// of one sequence) so that each chunk of K/V rows is loaded and widened to f32 once for all of them. What is
+// computed for one query depends only on that query, its position count and the stored rows — never on the
+// other queries of the tile, their number or their positions:
+//   for each chunk c of positions [c * kAttnChunk, (c + 1) * kAttnChunk) ∩ [0, n_pos), in order:
+//     s_i   = dot(q', K_i) * scale             q' = q rounded to the storage type (as ggml does)
+//     m'    = max(m, max_i s_i);   a = exp(m - m')   (a = 0 for the first chunk)
+//     p_i   = exp(s_i - m')
+//     l     = l * a + sum_i p_i
+//     acc   = acc * a + sum_i p_i * V_i        (i in increasing order)
+//     m     = m'
+//   out = acc / l
+// The dot reduction order, the order of the chunk sum and of the V accumulation are fixed by head_dim and the
+// code path (scalar or AVX2) alone. Rows at positions >= n_pos of a query are never read for it.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace preface::kernels {
+
+// Element type of stored K/V rows.
+enum class KvElem : uint8_t { F32, F16, BF16 };
+
+inline constexpr int32_t kAttnChunk = 32;  // positions per online-softmax step
+
+// Where the K and V rows of one KV head live: position p is at block block_table[p / block_size], slot
+// p % block_size, i.e. bytes base + (block * block_size + slot) * row_bytes + head_offset_bytes, holding
+// head_dim values of `elem`.
+struct KvPages {
+  KvElem elem = KvElem::F16;
+  const uint8_t* k_base = nullptr;  // [n_blocks][block_size][row_bytes]
+  const uint8_t* v_base = nullptr;  // same layout as k_base
+  const int32_t* block_table = nullptr;  // covers positions 0..max n_pos - 1
+  int32_t block_size = 16;
+  size_t row_bytes = 0;          // one token's K (or V) row, all KV heads
+  size_t head_offset_bytes = 0;  // this KV head within a row
+};
+
+struct AttnQuery {
+  const float* q = nullptr;  // [head_dim] query head
+  float* out = nullptr;      // [head_dim] attention output
+  int32_t n_pos = 0;         // attends positions 0..n_pos-1 (>= 1)
+};
+
+struct AttnTile {
+  KvPages kv;
+  size_t head_dim = 0;
+  float scale = 1.0f;            // multiplies q . k
+  const AttnQuery* queries = nullptr;  // [n_queries]
+  size_t n_queries = 0;
+};
+
+// Floats of scratch attention_tile needs for a tile of n_queries queries of head_dim values.
+size_t attention_scratch_floats(size_t head_dim, size_t n_queries);
+
+// Writes every query's output. scratch: [attention_scratch_floats(head_dim, n_queries)].
+void attention_tile(const AttnTile& tile, float* scratch);
+
+namespace scalar {
+void attention_tile(const AttnTile& tile, float* scratch);
+}  // namespace scalar
+
+namespace avx2 {
+void attention_tile(const AttnTile& tile, float* scratch);
+}  // namespace avx2
+
+}  // namespace preface::kernels

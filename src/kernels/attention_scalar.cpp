@@ -1,0 +1,119 @@
+// Scalar reference of attention_tile (attention.h): plain loops, one float accumulator per dot, std::exp.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/attention.h"
+#include "kernels/attention_layout.h"
+#include "util/fp16.h"
+
+namespace preface::kernels {
+
+size_t attention_scratch_floats(size_t head_dim, size_t n_queries) { return AttnLayout(head_dim, n_queries).total; }
+
+namespace scalar {
+namespace {
+
+const uint8_t* row_at(const KvPages& kv, const uint8_t* base, int32_t pos) {
+  const size_t block = static_cast<size_t>(kv.block_table[pos / kv.block_size]);
+  return base + (block * static_cast<size_t>(kv.block_size) + static_cast<size_t>(pos % kv.block_size)) *
+                    kv.row_bytes + kv.head_offset_bytes;
+}
+
+float widen(KvElem elem, const uint8_t* row, size_t i) {
+  switch (elem) {
+    case KvElem::F32: {
+      float f;
+      std::memcpy(&f, row + 4 * i, sizeof(f));
+      return f;
+    }
+    case KvElem::F16:
+    case KvElem::BF16: {
+      uint16_t h;
+      std::memcpy(&h, row + 2 * i, sizeof(h));
+      return elem == KvElem::F16 ? f16_to_f32(h) : bf16_to_f32(h);
+    }
+  }
+  return 0.0f;
+}
+
+float round_to(KvElem elem, float x) {
+  switch (elem) {
+    case KvElem::F32: return x;
+    case KvElem::F16: return f16_to_f32(f32_to_f16(x));
+    case KvElem::BF16: return bf16_to_f32(f32_to_bf16(x));
+  }
+  return x;
+}
+
+}  // namespace
+
+void attention_tile(const AttnTile& tile, float* scratch) {
+  const AttnLayout lay(tile.head_dim, tile.n_queries);
+  const size_t hd = tile.head_dim, hp = lay.hd_pad;
+  const KvPages& kv = tile.kv;
+  float* kbuf = scratch + lay.k;  // [kAttnChunk][hp]
+  float* vbuf = scratch + lay.v;  // [kAttnChunk][hp]
+  float* p = scratch + lay.p;     // [kAttnChunk]
+  int32_t n_pos_max = 0;
+  for (size_t j = 0; j < tile.n_queries; ++j) {
+    const AttnQuery& qj = tile.queries[j];
+    n_pos_max = std::max(n_pos_max, qj.n_pos);
+    float* q = scratch + lay.q + j * hp;
+    for (size_t d = 0; d < hd; ++d) q[d] = round_to(kv.elem, qj.q[d]);
+    std::memset(scratch + lay.acc + j * hp, 0, hp * sizeof(float));
+    scratch[lay.m + j] = -INFINITY;
+    scratch[lay.l + j] = 0.0f;
+  }
+
+  for (int32_t c0 = 0; c0 < n_pos_max; c0 += kAttnChunk) {
+    const int32_t n_rows = std::min(kAttnChunk, n_pos_max - c0);
+    for (int32_t i = 0; i < n_rows; ++i) {
+      const uint8_t* k_row = row_at(kv, kv.k_base, c0 + i);
+      const uint8_t* v_row = row_at(kv, kv.v_base, c0 + i);
+      for (size_t d = 0; d < hd; ++d) {
+        kbuf[static_cast<size_t>(i) * hp + d] = widen(kv.elem, k_row, d);
+        vbuf[static_cast<size_t>(i) * hp + d] = widen(kv.elem, v_row, d);
+      }
+    }
+    for (size_t j = 0; j < tile.n_queries; ++j) {
+      const int32_t n_valid = std::min(kAttnChunk, tile.queries[j].n_pos - c0);
+      if (n_valid <= 0) continue;
+      const float* q = scratch + lay.q + j * hp;
+      float chunk_max = -INFINITY;
+      for (int32_t i = 0; i < n_valid; ++i) {
+        const float* k = kbuf + static_cast<size_t>(i) * hp;
+        float s = 0.0f;
+        for (size_t d = 0; d < hd; ++d) s += q[d] * k[d];
+        p[i] = s * tile.scale;
+        chunk_max = std::fmax(chunk_max, p[i]);
+      }
+      float& m = scratch[lay.m + j];
+      float& l = scratch[lay.l + j];
+      const float m_new = std::fmax(m, chunk_max);
+      const float a = m == m_new ? 1.0f : std::exp(m - m_new);
+      float sum = 0.0f;
+      for (int32_t i = 0; i < n_valid; ++i) {
+        p[i] = std::exp(p[i] - m_new);
+        sum += p[i];
+      }
+      l = l * a + sum;
+      m = m_new;
+      float* acc = scratch + lay.acc + j * hp;
+      for (size_t d = 0; d < hd; ++d) acc[d] *= a;
+      for (int32_t i = 0; i < n_valid; ++i) {
+        const float* v = vbuf + static_cast<size_t>(i) * hp;
+        for (size_t d = 0; d < hd; ++d) acc[d] += p[i] * v[d];
+      }
+    }
+  }
+
+  for (size_t j = 0; j < tile.n_queries; ++j) {
+    const float* acc = scratch + lay.acc + j * hp;
+    const float l = scratch[lay.l + j];
+    for (size_t d = 0; d < hd; ++d) tile.queries[j].out[d] = acc[d] / l;
+  }
+}
+
+}  // namespace scalar
+}  // namespace preface::kernels

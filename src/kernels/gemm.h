@@ -1,0 +1,52 @@
+// Row-range GEMM kernels behind matmul (internal to src/kernels).
+//
+// Every output y[t][r] is computed by exactly the arithmetic of the row dot of the same code path (dot.h) on
+// row r and activation row t — the AVX2 dots are themselves 1 x 1 tiles of these kernels — so how rows and
+// tokens are tiled, chunked over threads or batched never changes a bit.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "gguf/types.h"
+
+namespace preface::kernels {
+
+struct GemmArgs {
+  gguf::TensorType type = gguf::TensorType::F32;
+  const uint8_t* w = nullptr;  // [n_rows][w_row_bytes] weights of `type`
+  size_t w_row_bytes = 0;
+  // Float weights: x is const float [n_tokens][n_cols]. Q8_0/Q4_0 weights: x is const BlockQ8_0
+  // [n_tokens][n_cols / 32] (activations quantized by quantize_row_q8_0) and x_scales [n_tokens][n_cols / 32]
+  // holds f32 of each block's d.
+  const void* x = nullptr;
+  const float* x_scales = nullptr;
+  size_t n_cols = 0;
+  int64_t n_rows = 0;
+  int64_t n_tokens = 0;
+  float* y = nullptr;  // y[t * y_stride + r]
+  size_t y_stride = 0;
+};
+
+// Computes y[t][r] for every token t and row_begin <= r < row_end.
+using GemmFn = void (*)(const GemmArgs&, int64_t row_begin, int64_t row_end);
+
+namespace scalar {
+void gemm(const GemmArgs& args, int64_t row_begin, int64_t row_end);
+}  // namespace scalar
+
+namespace avx2 {
+void gemm(const GemmArgs& args, int64_t row_begin, int64_t row_end);
+// The same results with AVX-VNNI integer dot products; only where vnni_available().
+bool vnni_available();
+void gemm_vnni(const GemmArgs& args, int64_t row_begin, int64_t row_end);
+}  // namespace avx2
+
+namespace amx {
+// The same results with AMX int8 tiles for Q8_0/Q4_0 weights and batches of >= 16 tokens (others go to
+// avx2::gemm_vnni); only where the CPU has AMX-INT8, AVX-512 (F/BW/VL/DQ) and AVX-VNNI and tile data is
+// enabled for the process (amx_available()).
+bool amx_available();
+void gemm(const GemmArgs& args, int64_t row_begin, int64_t row_end);
+}  // namespace amx
+
+}  // namespace preface::kernels

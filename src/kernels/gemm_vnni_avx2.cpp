@@ -1,0 +1,37 @@
+// GEMM with AVX-VNNI for the quantized types: vpdpbusd forms the same exact per-lane integer sums as
+// maddubs + madd (lane j = products 4j..4j+3), one instruction instead of two, so every output is bit-identical
+// to avx2::gemm's. Float types use the AVX2 tiles unchanged. Called only when the CPU reports AVX-VNNI.
+//
+// Shared inline helpers are included before the target pragma so that this file's copies of them are plain
+// AVX2; the tile templates (internal linkage) are compiled here with AVX-VNNI enabled.
+#include <immintrin.h>
+
+#include <utility>
+
+#include "kernels/dot.h"
+#include "kernels/gemm.h"
+#include "kernels/simd_avx2.h"
+
+#pragma GCC target("avx2,fma,f16c,avxvnni")
+#include "kernels/gemm_tile_avx2.h"
+
+namespace preface::kernels::avx2 {
+namespace {
+
+struct VnniIsa {  // vpdpbusd: the 4 products of each lane summed in 32 bits, no intermediate saturation
+  static __m256i dot(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_avx_epi32(acc, u, s); }
+};
+
+}  // namespace
+
+void gemm_vnni(const GemmArgs& args, int64_t row_begin, int64_t row_end) {
+  switch (args.type) {
+    case gguf::TensorType::F32: gemm_float<F32Row>(args, row_begin, row_end); return;
+    case gguf::TensorType::F16: gemm_float<F16Row>(args, row_begin, row_end); return;
+    case gguf::TensorType::BF16: gemm_float<BF16Row>(args, row_begin, row_end); return;
+    case gguf::TensorType::Q8_0: gemm_quant<Q8Ops<VnniIsa>>(args, row_begin, row_end); return;
+    case gguf::TensorType::Q4_0: gemm_quant<Q4Ops<VnniIsa>>(args, row_begin, row_end); return;
+  }
+}
+
+}  // namespace preface::kernels::avx2
