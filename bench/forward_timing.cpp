@@ -91,7 +91,8 @@ void feed(Model& m, ThreadPool& pool, Kv& kv, int32_t n_seqs, int32_t begin, int
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s MODEL THREADS [--prefill N ...] [--decode BATCH CONTEXT ...] [--reps R]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL THREADS [--prefill N ...] [--decode BATCH CONTEXT ...] [--reps R]\n",
+                 argv[0]);
     return 2;
   }
   std::vector<int32_t> prefills;

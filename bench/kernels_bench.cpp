@@ -1,5 +1,8 @@
-// Micro-benchmarks: thread pool call overhead, row dots and matmul throughput.
+// Micro-benchmarks: thread pool call overhead, row dots and matmul throughput (GEMV at 1 token, GEMM at 512) per
+// weight type.
 //   bytes_per_second: weight bytes read per second; items_per_second: multiply-adds * 2 (FLOP/s).
+// The dispatched kernels run: on a CPU with AMX the quantized GEMM at 512 tokens is the AMX path;
+// PREFACE_KERNELS=vnni|avx2|scalar selects a narrower one.
 #include <benchmark/benchmark.h>
 
 #include <cstring>

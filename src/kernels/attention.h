@@ -67,4 +67,10 @@ namespace avx2 {
 void attention_tile(const AttnTile& tile, float* scratch);
 }  // namespace avx2
 
+// Bit-identical to avx2::attention_tile, with 16-lane arithmetic; only where avx512::available().
+namespace avx512 {
+bool available();  // CPU supports AVX-512 F, BW, VL and DQ (and AVX2, FMA, F16C)
+void attention_tile(const AttnTile& tile, float* scratch);
+}  // namespace avx512
+
 }  // namespace preface::kernels

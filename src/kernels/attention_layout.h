@@ -18,8 +18,9 @@ struct AttnLayout {
         acc(q + n_queries * hd_pad),
         m(acc + n_queries * hd_pad),
         l(m + n_queries),
-        p(l + n_queries),
-        total(p + kAttnChunk) {}
+        a(l + n_queries),
+        p(a + n_queries),
+        total(p + n_queries * kAttnChunk) {}
 
   size_t hd_pad;  // padded head_dim
   // Offsets in floats:
@@ -29,7 +30,8 @@ struct AttnLayout {
   size_t acc;    // [n_queries][hd_pad] running sum of p_i * V_i
   size_t m;      // [n_queries] running max score
   size_t l;      // [n_queries] running sum of p_i
-  size_t p;      // [kAttnChunk] one query's scores, then weights, for the current chunk
+  size_t a;      // [n_queries] the current chunk's rescale factor exp(m_old - m_new)
+  size_t p;      // [n_queries][kAttnChunk] the current chunk's scores, then weights
   size_t total;  // floats in all
 };
 

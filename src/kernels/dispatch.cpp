@@ -19,12 +19,18 @@ bool available() {
 bool vnni_available() { return available() && __builtin_cpu_supports("avxvnni"); }
 }  // namespace avx2
 
+namespace avx512 {
+bool available() {
+  return avx2::available() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+}
+}  // namespace avx512
+
 namespace amx {
 // Also asks the kernel for permission to use AMX tile data (Linux >= 5.16; once per process, idempotent).
 bool amx_available() {
-  if (!avx2::vnni_available() || !__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-int8") ||
-      !__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
-      !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512dq")) {
+  if (!avx2::vnni_available() || !avx512::available() || !__builtin_cpu_supports("amx-tile") ||
+      !__builtin_cpu_supports("amx-int8")) {
     return false;
   }
   constexpr long kArchReqXcompPerm = 0x1023;
@@ -36,46 +42,43 @@ bool amx_available() {
 namespace {
 
 constexpr KernelTable kScalar = {
-    scalar::quantize_row_q8_0, scalar::dot_f32,  scalar::dot_f16,  scalar::dot_bf16,
-    scalar::dot_q8_0,          scalar::dot_q4_0, scalar::axpy_f32, scalar::axpy_f16,
-    scalar::axpy_bf16,         scalar::f32_to_f16_row, scalar::f32_to_bf16_row, scalar::attention_tile, scalar::gemm, scalar::swiglu,
+    scalar::quantize_row_q8_0, scalar::dot_f32,        scalar::dot_f16,         scalar::dot_bf16,
+    scalar::dot_q8_0,          scalar::dot_q4_0,       scalar::axpy_f32,        scalar::axpy_f16,
+    scalar::axpy_bf16,         scalar::f32_to_f16_row, scalar::f32_to_bf16_row, scalar::attention_tile,
+    scalar::gemm,              scalar::gemm,           scalar::swiglu,
 };
 
 constexpr KernelTable kAvx2 = {
-    avx2::quantize_row_q8_0, avx2::dot_f32,  avx2::dot_f16,  avx2::dot_bf16,
-    avx2::dot_q8_0,          avx2::dot_q4_0, avx2::axpy_f32, avx2::axpy_f16,
-    avx2::axpy_bf16,         avx2::f32_to_f16_row, avx2::f32_to_bf16_row, avx2::attention_tile, avx2::gemm, avx2::swiglu,
+    avx2::quantize_row_q8_0, avx2::dot_f32,        avx2::dot_f16,         avx2::dot_bf16,
+    avx2::dot_q8_0,          avx2::dot_q4_0,       avx2::axpy_f32,        avx2::axpy_f16,
+    avx2::axpy_bf16,         avx2::f32_to_f16_row, avx2::f32_to_bf16_row, avx2::attention_tile,
+    avx2::gemm,              avx2::gemm,           avx2::swiglu,
 };
 
-// The AVX2 table with the AVX-VNNI GEMM (bit-identical results, fewer instructions).
-constexpr KernelTable kAvx2Vnni = [] {
-  KernelTable t = kAvx2;
-  t.gemm = avx2::gemm_vnni;
-  return t;
-}();
-
-// And with the AMX GEMM for quantized prefill (bit-identical again).
-constexpr KernelTable kAvx2Amx = [] {
-  KernelTable t = kAvx2;
-  t.gemm = amx::gemm;
-  return t;
-}();
-
 // PREFACE_KERNELS=scalar forces the scalar kernels (to cross-check a whole model run against the reference);
-// PREFACE_KERNELS=avx2 the AVX2 ones without AVX-VNNI or AMX, PREFACE_KERNELS=vnni without AMX.
-const KernelTable& choose_table() {
+// PREFACE_KERNELS=avx2 the AVX2 ones without AVX-VNNI, AVX-512 or AMX; PREFACE_KERNELS=vnni adds AVX-VNNI only.
+// The wider paths replace a kernel only with one that gives the same bits (see gemm_vnni_avx2.cpp,
+// gemm_amx.cpp, gemm_avx512.cpp, attention_avx512.cpp), so this choice changes speed, never results.
+KernelTable choose_table() {
   const char* forced = std::getenv("PREFACE_KERNELS");
   const auto is = [forced](const char* name) { return forced != nullptr && std::strcmp(forced, name) == 0; };
   if (is("scalar") || !avx2::available()) return kScalar;
-  if (is("avx2") || !avx2::vnni_available()) return kAvx2;
-  if (is("vnni") || !amx::amx_available()) return kAvx2Vnni;
-  return kAvx2Amx;
+  KernelTable t = kAvx2;
+  if (is("avx2") || !avx2::vnni_available()) return t;
+  t.gemm_quant = avx2::gemm_vnni;
+  if (is("vnni")) return t;
+  if (avx512::available()) {
+    t.attention_tile = avx512::attention_tile;
+    t.gemm_float = avx512::gemm_float;
+  }
+  if (amx::amx_available()) t.gemm_quant = amx::gemm;
+  return t;
 }
 
 }  // namespace
 
 const KernelTable& kernel_table() {
-  static const KernelTable& table = choose_table();
+  static const KernelTable table = choose_table();
   return table;
 }
 

@@ -24,7 +24,8 @@ struct KernelTable {
   void (*f32_to_f16_row)(const float*, uint16_t*, size_t);
   void (*f32_to_bf16_row)(const float*, uint16_t*, size_t);
   void (*attention_tile)(const AttnTile&, float*);
-  GemmFn gemm;
+  GemmFn gemm_quant;  // Q8_0 / Q4_0 weights
+  GemmFn gemm_float;  // F32 / F16 / BF16 weights
   void (*swiglu)(float*, const float*, size_t);
 };
 

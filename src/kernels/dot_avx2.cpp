@@ -1,4 +1,4 @@
-// AVX2+FMA+F16C float-type kernels: axpy and f32 -> f16/bf16 row conversion (the float row dots are 1 x 1
+// AVX2+FMA+F16C row kernels: axpy, f32 -> f16/bf16 row conversion and swiglu (the float row dots are 1 x 1
 // GEMM tiles, gemm_avx2.cpp).
 //
 // This file must not call inline functions shared with baseline code (e.g. util/fp16.h): the linker may keep
@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "kernels/dot.h"
+#include "kernels/ops.h"
 #include "kernels/simd_avx2.h"
 
 namespace preface::kernels::avx2 {
@@ -74,6 +75,12 @@ void bf16_x8(const float* x, uint16_t* out) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm256_castsi256_si128(packed));
 }
 
+// silu(g) * u for 8 lanes: g / (1 + exp(-g)) * u.
+inline __m256 swiglu_x8(__m256 g, __m256 u) {
+  const __m256 e = exp_x8(_mm256_sub_ps(_mm256_setzero_ps(), g));
+  return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), u);
+}
+
 }  // namespace
 
 void axpy_f32(float a, const float* v, float* y, size_t n) { axpy_impl(a, v, y, n, load_f32, one_f32); }
@@ -90,6 +97,20 @@ void f32_to_bf16_row(const float* x, uint16_t* out, size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) bf16_x8(x + i, out + i);
   if (i < n) convert_tail(x + i, out + i, n - i, bf16_x8);
+}
+
+void swiglu(float* gate, const float* up, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(gate + i, swiglu_x8(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
+  }
+  if (i < n) {  // the tail through a zero-padded vector, so every value takes the same arithmetic
+    float g[8] = {}, u[8] = {};
+    std::memcpy(g, gate + i, (n - i) * sizeof(float));
+    std::memcpy(u, up + i, (n - i) * sizeof(float));
+    _mm256_storeu_ps(g, swiglu_x8(_mm256_loadu_ps(g), _mm256_loadu_ps(u)));
+    std::memcpy(gate + i, g, (n - i) * sizeof(float));
+  }
 }
 
 }  // namespace preface::kernels::avx2

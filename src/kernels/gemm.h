@@ -41,8 +41,14 @@ bool vnni_available();
 void gemm_vnni(const GemmArgs& args, int64_t row_begin, int64_t row_end);
 }  // namespace avx2
 
+namespace avx512 {
+// The same results for F32/F16/BF16 weights with AVX-512 (quantized types go to avx2::gemm); only where
+// avx512::available() (attention.h).
+void gemm_float(const GemmArgs& args, int64_t row_begin, int64_t row_end);
+}  // namespace avx512
+
 namespace amx {
-// The same results with AMX int8 tiles for Q8_0/Q4_0 weights and batches of >= 16 tokens (others go to
+// The same results with AMX int8 tiles for Q8_0/Q4_0 weights and batches of >= 3 tokens (others go to
 // avx2::gemm_vnni); only where the CPU has AMX-INT8, AVX-512 (F/BW/VL/DQ) and AVX-VNNI and tile data is
 // enabled for the process (amx_available()).
 bool amx_available();

@@ -1,18 +1,15 @@
-// Quantized GEMM with AMX int8 tiles, bit-identical to avx2::gemm (see gemm_avx2.cpp for the arithmetic).
+// Quantized GEMM with AMX int8 tiles, bit-identical to avx2::gemm (gemm_quant_avx2.h defines the arithmetic).
 //
-// The AVX2 kernels form, per (weight row, token, block), 8 lane sums (lane j = products 4j..4j+3) and accumulate
-// them in 8 float lanes. AMX computes them exactly as C = A * B with
-//   A: 16 weight rows x one block's 32 int8 values,
-//   B: one block of a token pair spread over 16 columns: column 8u + j holds the 4 values 4j..4j+3 of token u
-//      in K-row j and zeros in the other K-rows (so column 8u + j sums exactly lane j's 4 products),
-// so C row r = [8 lane sums of token 0 | 8 lane sums of token 1], the AVX2 lanes in the same places. The float
-// epilogue then applies, per output lane, the same fma(f32(isum), f32(d_w) * f32(d_x), acc) in block order and
-// the same final hsum. Q4_0 weights are unpacked to int8 (value - 8) first; products are exact either way.
+// AMX forms the exact block sums C[r][t] = sum of the 32 int8 products of weight row r and token t in one block
+// (TDPBSSD, 16 rows x 16 tokens x one block): A = 16 weight rows' values of the block (Q8_0 rows read in place,
+// Q4_0 unpacked to nibble - 8), B = the 16 tokens' values of the block in VNNI order (K-row k holds bytes
+// 4k..4k+3 of every token). The float epilogue then runs, per output and lane-parallel over the 16 tokens, exactly
+// the AVX2 tile's sequence: acc[b % 4] = fma(f32(C), f32(d_w) * f32(d_x), acc[b % 4]) for whole groups of 4
+// blocks, (acc0 + acc2) + (acc1 + acc3), then fma per remaining block.
 //
-// Rows in whole groups of 16 and tokens in groups of 8 (the last group zero-padded; padded outputs are not
-// stored) go through AMX; leftover rows go to avx2::gemm_vnni. Tile state is configured at entry and released
-// at exit, so nothing leaks between calls. Only called where the CPU has AMX-INT8, AVX-512 and AVX-VNNI and the
-// OS granted tile data (see dispatch.cpp).
+// Rows in whole groups of 16 and tokens in groups of 16 (the last group zero-padded; padded outputs are not
+// stored) go through AMX; leftover rows, and batches under kMinTokens, go to avx2::gemm_vnni. Tile state is
+// configured at entry and released at exit. Only called where amx_available() (dispatch.cpp).
 //
 // Standard headers come before the target pragma, and nothing here instantiates library templates, so no code
 // compiled for AMX/AVX-512 is shared with other translation units.
@@ -26,10 +23,13 @@
 #include "gguf/types.h"
 #include "kernels/gemm.h"
 
+#ifndef __clang__  // clang ignores target pragmas: its builds pass the ISA flags for this file instead
 #pragma GCC target("amx-tile,amx-int8,avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
-// GCC 12's AVX-512 conversion intrinsics pass _mm512_undefined_ps() as the masked-off source, which
-// -Wmaybe-uninitialized reports as a false positive.
+// GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as a don't-care source, which -W(maybe-)uninitialized
+// reports as a false positive.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 
 namespace preface::kernels::amx {
 namespace {
@@ -39,10 +39,10 @@ using gguf::BlockQ8_0;
 using gguf::kQuantBlock;
 
 constexpr int kRows = 16;           // weight rows per tile
-constexpr int64_t kMinTokens = 16;  // smaller batches (decode) take the AVX2 kernels
-constexpr int kPairs = 4;           // token pairs per pass: C tiles tmm0..tmm3
-constexpr int kTokens = 2 * kPairs;
-constexpr size_t kBTileBytes = 8 * 64;  // 8 K-rows x 64 bytes
+constexpr int kTokens = 16;         // tokens per tile
+constexpr int kGroups = 4;          // token tiles per pass over the weights: C tiles tmm0..tmm3
+constexpr int64_t kMinTokens = 3;   // smaller batches (decode of 1-2 sequences) take the AVX2 kernels
+constexpr size_t kBTileBytes = 8 * 64;  // K-rows x (16 tokens x 4 bytes)
 
 struct alignas(64) TileConfig {
   uint8_t palette = 1;
@@ -52,171 +52,234 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {};
 };
 
-// tmm0..3: C, 16 rows x 16 int32; tmm4: A, 16 rows x 32 bytes; tmm5..7: B, 8 rows x 64 bytes.
+// tmm0..3: C, 16 rows x 16 int32 (one per token tile); tmm4, tmm5: A, 16 rows x 32 bytes; tmm6, tmm7: B, 8 rows
+// x 64 bytes.
 TileConfig tile_config() {
   TileConfig c;
   for (int i = 0; i < 4; ++i) {
     c.rows[i] = 16;
     c.colsb[i] = 64;
   }
-  c.rows[4] = 16;
-  c.colsb[4] = 32;
-  for (int i = 5; i < 8; ++i) {
+  for (int i = 4; i < 6; ++i) {
+    c.rows[i] = 16;
+    c.colsb[i] = 32;
+  }
+  for (int i = 6; i < 8; ++i) {
     c.rows[i] = 8;
     c.colsb[i] = 64;
   }
   return c;
 }
 
-// The B tile of one block for tokens (u0, u1) (u1 may be null: zeros). dst: [8][64] bytes.
-void build_b_tile(const BlockQ8_0* u0, const BlockQ8_0* u1, uint8_t* dst) {
-  const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(u0->qs));
-  const __m256i hi = u1 != nullptr ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(u1->qs))
-                                   : _mm256_setzero_si256();
-  const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);  // dword 8u + j: token u, group j
-  for (int j = 0; j < 8; ++j) {
-    const __mmask16 keep = static_cast<__mmask16>((1u << j) | (1u << (8 + j)));
-    _mm512_storeu_si512(dst + 64 * j, _mm512_maskz_mov_epi32(keep, both));
+// One tile of up to 16 tokens: B tiles [n_blocks][8][64] and f32 activation scales [n_blocks][16], zero for
+// padded tokens (n_valid may be 0: all zero).
+void build_token_tile(const BlockQ8_0* x, const float* x_scales, size_t n_blocks, int n_valid, uint8_t* b_tiles,
+                      float* dx) {
+  const __mmask16 valid = static_cast<__mmask16>((1u << n_valid) - 1);
+  const __m512i token = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  // Offsets of each token's block 0 from token 0's, in bytes and in scales (x rows are n_blocks blocks apart).
+  const __m512i row_offset =
+      _mm512_mullo_epi32(token, _mm512_set1_epi32(static_cast<int>(n_blocks * sizeof(BlockQ8_0))));
+  const __m512i scale_offset = _mm512_mullo_epi32(token, _mm512_set1_epi32(static_cast<int>(n_blocks)));
+  for (size_t b = 0; b < n_blocks; ++b) {
+    const auto* qs = reinterpret_cast<const uint8_t*>(x[b].qs);
+    for (int k = 0; k < 8; ++k) {
+      const __m512i row = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, row_offset, qs + 4 * k, 1);
+      _mm512_store_si512(b_tiles + b * kBTileBytes + 64 * static_cast<size_t>(k), row);
+    }
+    _mm512_store_ps(dx + 16 * b, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid, scale_offset, x_scales + b, 4));
   }
 }
 
-// AVX2's hsum of 8 lanes: (lo + hi), then pairs, then the last two.
-float hsum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-// Weight row access for one 16-row group: A tile of block b and f32 scales.
+// Weight rows of one 16-row group: the A tile of block b and the f32 scales of block b.
 struct Q8Rows {
+  static constexpr size_t kBlockBytes = sizeof(BlockQ8_0);
   Q8Rows(const uint8_t* first_row, size_t bytes, int8_t* /*unpack_buf*/) : w(first_row), row_bytes(bytes) {}
-  const uint8_t* w;  // first row
-  size_t row_bytes;
-  void prepare(size_t /*n_blocks*/) {}
+  void prepare(size_t /*b*/) {}
   const void* a_tile(size_t b, size_t* stride) const {
     *stride = row_bytes;
     return w + b * sizeof(BlockQ8_0) + offsetof(BlockQ8_0, qs);
   }
-  uint16_t d(int r, size_t b) const {
-    uint16_t h;
-    std::memcpy(&h, w + static_cast<size_t>(r) * row_bytes + b * sizeof(BlockQ8_0), sizeof(h));
-    return h;
+  __m512 scales(size_t b) const { return row_scales(w + b * sizeof(BlockQ8_0), row_bytes); }
+  const uint8_t* w;  // first row
+  size_t row_bytes;
+
+  // f32 of the d at d_bytes, d_bytes + row_bytes, ... (16 rows): gather the u32 holding each d, keep the low half.
+  static __m512 row_scales(const uint8_t* d_bytes, size_t row_bytes) {
+    const __m512i offset = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                              _mm512_set1_epi32(static_cast<int>(row_bytes)));
+    const __m512i words = _mm512_i32gather_epi32(offset, d_bytes, 1);
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(words));
   }
 };
 
 struct Q4Rows {
+  static constexpr size_t kBlockBytes = sizeof(BlockQ4_0);
   Q4Rows(const uint8_t* first_row, size_t bytes, int8_t* unpack_buf)
       : w(first_row), row_bytes(bytes), unpacked(unpack_buf) {}
-  const uint8_t* w;
-  size_t row_bytes;
-  int8_t* unpacked;  // [n_blocks][16 rows][32] values - 8
-  void prepare(size_t n_blocks) {
-    for (size_t b = 0; b < n_blocks; ++b) {
-      for (int r = 0; r < kRows; ++r) {
-        const auto* blk = reinterpret_cast<const BlockQ4_0*>(w + static_cast<size_t>(r) * row_bytes) + b;
-        const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->qs));
-        const __m256i nib =
-            _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(packed, 4), packed), _mm256_set1_epi8(0x0f));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(unpacked + (b * kRows + static_cast<size_t>(r)) * 32),
-                            _mm256_sub_epi8(nib, _mm256_set1_epi8(8)));
-      }
+  // Unpacks block b of the 16 rows to unpacked[b % 2]: [2][16 rows][32] values - 8 (the A tile of the block
+  // before may still be loading from the other half).
+  void prepare(size_t b) {
+    int8_t* dst = unpacked + (b % 2) * kRows * 32;
+    for (int r = 0; r < kRows; ++r) {
+      const auto* blk = reinterpret_cast<const BlockQ4_0*>(w + static_cast<size_t>(r) * row_bytes) + b;
+      const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->qs));
+      const __m256i nib =
+          _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(packed, 4), packed), _mm256_set1_epi8(0x0f));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(dst + static_cast<size_t>(r) * 32),
+                         _mm256_sub_epi8(nib, _mm256_set1_epi8(8)));
     }
   }
   const void* a_tile(size_t b, size_t* stride) const {
     *stride = 32;
-    return unpacked + b * kRows * 32;
+    return unpacked + (b % 2) * kRows * 32;
   }
-  uint16_t d(int r, size_t b) const {
-    uint16_t h;
-    std::memcpy(&h, w + static_cast<size_t>(r) * row_bytes + b * sizeof(BlockQ4_0), sizeof(h));
-    return h;
-  }
+  __m512 scales(size_t b) const { return Q8Rows::row_scales(w + b * sizeof(BlockQ4_0), row_bytes); }
+  const uint8_t* w;
+  size_t row_bytes;
+  int8_t* unpacked;
 };
 
-// f32 of block b's scale for the 16 rows.
-template <typename Rows>
-__m512 row_scales(const Rows& rows, size_t b) {
-  alignas(32) uint16_t h[kRows];
-  for (int r = 0; r < kRows; ++r) h[r] = rows.d(r, b);
-  return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(h)));
+// C tile `c` (16 rows x 16 tokens of exact block sums) -> f32 products with the scales, fma'd into acc rows
+// (into +0 for a lane's first block, which is what accumulating into zeroed rows would do, without the stores).
+// acc: [16 rows][16 tokens]; dw: the block's 16 row scales; dx: its 16 token scales.
+inline void accumulate(const int32_t (*c)[16], const float* dw, const __m512 dx, bool first, float (*acc)[16]) {
+  for (int r = 0; r < kRows; ++r) {
+    const __m512 isum = _mm512_cvtepi32_ps(_mm512_load_si512(c[r]));
+    const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(dw[r]), dx);
+    const __m512 prev = first ? _mm512_setzero_ps() : _mm512_load_ps(acc[r]);
+    _mm512_store_ps(acc[r], _mm512_fmadd_ps(isum, scale, prev));
+  }
 }
 
-// One 16-row group against one group of up to 8 tokens (b_tiles built), writing the valid outputs.
+// acc[0] = (acc[0] + acc[2]) + (acc[1] + acc[3]) for the first n_tiles token tiles; +0 when no whole group of 4
+// blocks exists (acc never written).
+inline void combine_lanes(float (*acc)[4][kRows][16], int n_tiles, bool any) {
+  for (int g = 0; g < n_tiles; ++g) {
+    for (int r = 0; r < kRows; ++r) {
+      __m512 sum = _mm512_setzero_ps();
+      if (any) {
+        const __m512 s02 = _mm512_add_ps(_mm512_load_ps(acc[0][g][r]), _mm512_load_ps(acc[2][g][r]));
+        const __m512 s13 = _mm512_add_ps(_mm512_load_ps(acc[1][g][r]), _mm512_load_ps(acc[3][g][r]));
+        sum = _mm512_add_ps(s02, s13);
+      }
+      _mm512_store_ps(acc[0][g][r], sum);
+    }
+  }
+}
+
+// C tile g = A (16 rows of block b) x B (token tile g's block b), for the first n_tiles (1..4) token tiles;
+// stored to c. A goes to tmm4 or tmm5 by block parity, so that loading the next block's A need not wait for this
+// block's products. (A macro: the tile intrinsics take register numbers as literal tokens.)
+#define PREFACE_AMX_MULTIPLY_BLOCK(name, A)                                                                  \
+  template <typename Rows>                                                                                  \
+  inline void name(const Rows& rows, const uint8_t* b_tiles, size_t n_blocks, size_t b, int n_tiles,        \
+                   int32_t (*c)[kRows][16]) {                                                               \
+    const size_t tile_stride = n_blocks * kBTileBytes; /* between token tiles */                           \
+    const uint8_t* bt = b_tiles + b * kBTileBytes;                                                          \
+    size_t a_stride = 0;                                                                                    \
+    const void* a = rows.a_tile(b, &a_stride);                                                              \
+    _tile_loadd(A, a, static_cast<long>(a_stride));                                                         \
+    _tile_zero(0);                                                                                          \
+    _tile_loadd(6, bt, 64);                                                                                 \
+    _tile_dpbssd(0, A, 6);                                                                                  \
+    if (n_tiles > 1) {                                                                                      \
+      _tile_zero(1);                                                                                        \
+      _tile_loadd(7, bt + tile_stride, 64);                                                                 \
+      _tile_dpbssd(1, A, 7);                                                                                \
+    }                                                                                                       \
+    if (n_tiles > 2) {                                                                                      \
+      _tile_zero(2);                                                                                        \
+      _tile_loadd(6, bt + 2 * tile_stride, 64);                                                             \
+      _tile_dpbssd(2, A, 6);                                                                                \
+    }                                                                                                       \
+    if (n_tiles > 3) {                                                                                      \
+      _tile_zero(3);                                                                                        \
+      _tile_loadd(7, bt + 3 * tile_stride, 64);                                                             \
+      _tile_dpbssd(3, A, 7);                                                                                \
+    }                                                                                                       \
+    _tile_stored(0, c[0], 64);                                                                              \
+    if (n_tiles > 1) _tile_stored(1, c[1], 64);                                                             \
+    if (n_tiles > 2) _tile_stored(2, c[2], 64);                                                             \
+    if (n_tiles > 3) _tile_stored(3, c[3], 64);                                                             \
+  }
+PREFACE_AMX_MULTIPLY_BLOCK(multiply_block_even, 4)
+PREFACE_AMX_MULTIPLY_BLOCK(multiply_block_odd, 5)
+#undef PREFACE_AMX_MULTIPLY_BLOCK
+
+// One 16-row group against up to 4 token tiles (B tiles built: [4][n_blocks][8][64], dx: [4][n_blocks][16]);
+// writes the n_valid valid outputs of each row (tokens of tile g are 16 g..16 g + 15).
 template <typename Rows>
-void row_group(Rows& rows, const uint8_t* b_tiles, const float* x_scales, size_t n_blocks, int64_t t0,
-               int n_valid, float* y, size_t y_stride) {
-  alignas(64) float acc[kRows][kPairs][16] = {};  // [r][pair] = [token 2p lanes | token 2p + 1 lanes]
-  alignas(64) int32_t c[kPairs][kRows][16];
+void row_group(Rows& rows, const uint8_t* b_tiles, const float* dx, size_t n_blocks, int n_valid, float* y,
+               size_t y_stride, const uint8_t* prefetch) {
+  const int n_tiles = (n_valid + kTokens - 1) / kTokens;
+  alignas(64) float acc[4][kGroups][kRows][16];  // [b % 4][token tile][row][token], written before read
+  alignas(64) int32_t c[2][kGroups][kRows][16];   // by block parity: the next block's products land in the other
   alignas(64) float dw[kRows];
+  const size_t n_full = n_blocks / 4 * 4;
+  const auto multiply = [&](size_t b) {
+    rows.prepare(b);
+    if (b % 2 == 0) {
+      multiply_block_even(rows, b_tiles, n_blocks, b, n_tiles, c[0]);
+    } else {
+      multiply_block_odd(rows, b_tiles, n_blocks, b, n_tiles, c[1]);
+    }
+  };
+  multiply(0);
   for (size_t b = 0; b < n_blocks; ++b) {
-    size_t a_stride = 0;
-    const void* a = rows.a_tile(b, &a_stride);
-    _tile_loadd(4, a, static_cast<long>(a_stride));
-    const uint8_t* bt = b_tiles + b * kPairs * kBTileBytes;  // [pair][8][64]
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-    _tile_loadd(5, bt, 64);
-    _tile_dpbssd(0, 4, 5);
-    _tile_loadd(6, bt + kBTileBytes, 64);
-    _tile_dpbssd(1, 4, 6);
-    _tile_loadd(7, bt + 2 * kBTileBytes, 64);
-    _tile_dpbssd(2, 4, 7);
-    _tile_loadd(5, bt + 3 * kBTileBytes, 64);
-    _tile_dpbssd(3, 4, 5);
-    _tile_stored(0, c[0], 64);
-    _tile_stored(1, c[1], 64);
-    _tile_stored(2, c[2], 64);
-    _tile_stored(3, c[3], 64);
-    _mm512_store_ps(dw, row_scales(rows, b));
-    for (int p = 0; p < kPairs; ++p) {
-      const int u0 = 2 * p, u1 = 2 * p + 1;
-      const float dx0 = u0 < n_valid ? x_scales[static_cast<size_t>(t0 + u0) * n_blocks + b] : 0.0f;
-      const float dx1 = u1 < n_valid ? x_scales[static_cast<size_t>(t0 + u1) * n_blocks + b] : 0.0f;
-      const __m512 dx = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(dx0)), _mm256_set1_ps(dx1), 1);
+    if (b == n_full) combine_lanes(acc, n_tiles, n_full > 0);  // whole groups done; remaining blocks go to acc[0]
+    if (b + 1 < n_blocks) multiply(b + 1);  // issued first, so the tile unit works during this block's epilogue
+    if (prefetch != nullptr) {  // the next row group's block b, so weights stream in from memory meanwhile
       for (int r = 0; r < kRows; ++r) {
-        const __m512 isum = _mm512_cvtepi32_ps(_mm512_load_si512(c[p][r]));
-        const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(dw[r]), dx);
-        _mm512_store_ps(acc[r][p], _mm512_fmadd_ps(isum, scale, _mm512_load_ps(acc[r][p])));
+        _mm_prefetch(reinterpret_cast<const char*>(prefetch + static_cast<size_t>(r) * rows.row_bytes +
+                                                   b * Rows::kBlockBytes),
+                     _MM_HINT_T0);
       }
     }
-  }
-  for (int r = 0; r < kRows; ++r) {
-    for (int u = 0; u < n_valid; ++u) {
-      const __m256 lanes = _mm256_load_ps(acc[r][u / 2] + 8 * (u % 2));
-      y[static_cast<size_t>(t0 + u) * y_stride + static_cast<size_t>(r)] = hsum8(lanes);
+    _mm512_store_ps(dw, rows.scales(b));
+    const bool first = b < 4 && b < n_full;
+    float(*lane)[kRows][16] = acc[b < n_full ? b % 4 : 0];
+    for (int g = 0; g < n_tiles; ++g) {
+      accumulate(c[b % 2][g], dw, _mm512_load_ps(dx + (static_cast<size_t>(g) * n_blocks + b) * 16), first, lane[g]);
     }
+  }
+  if (n_full == n_blocks) combine_lanes(acc, n_tiles, true);
+  // y[t][r0..r0+15] = acc[0][t / 16][0..15][t % 16]: a column of acc, gathered.
+  const __m512i column = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32(16));
+  for (int t = 0; t < n_valid; ++t) {
+    const float* first = &acc[0][t / kTokens][0][t % kTokens];
+    _mm512_storeu_ps(y + static_cast<size_t>(t) * y_stride,
+                     _mm512_mask_i32gather_ps(_mm512_setzero_ps(), 0xffff, column, first, 4));
   }
 }
 
 template <typename Rows>
-void gemm_rows(const GemmArgs& a, int64_t row_begin, int64_t row_end, int8_t* unpack_buf) {
+void gemm_rows(const GemmArgs& a, int64_t row_begin, int64_t row_end, uint8_t* buf) {
   const size_t n_blocks = a.n_cols / kQuantBlock;
   const auto* x = static_cast<const BlockQ8_0*>(a.x);
-  auto* b_tiles = static_cast<uint8_t*>(::operator new(n_blocks * kPairs * kBTileBytes, std::align_val_t{64}));
-  for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kTokens) {
-    const int n_valid = static_cast<int>(a.n_tokens - t0 < kTokens ? a.n_tokens - t0 : kTokens);
-    for (size_t b = 0; b < n_blocks; ++b) {
-      for (int p = 0; p < kPairs; ++p) {
-        const int u0 = 2 * p, u1 = 2 * p + 1;
-        uint8_t* dst = b_tiles + (b * kPairs + static_cast<size_t>(p)) * kBTileBytes;
-        if (u0 >= n_valid) {
-          std::memset(dst, 0, kBTileBytes);
-          continue;
-        }
-        const BlockQ8_0* x0 = x + static_cast<size_t>(t0 + u0) * n_blocks + b;
-        build_b_tile(x0, u1 < n_valid ? x0 + n_blocks : nullptr, dst);
-      }
+  uint8_t* b_tiles = buf;                                                       // [4][n_blocks][8][64]
+  auto* dx = reinterpret_cast<float*>(buf + kGroups * n_blocks * kBTileBytes);  // [4][n_blocks][16]
+  auto* unpacked = reinterpret_cast<int8_t*>(dx + kGroups * n_blocks * 16);      // [2][16][32]
+  constexpr int64_t kPass = kGroups * kTokens;
+  for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kPass) {
+    const int n_valid = static_cast<int>(a.n_tokens - t0 < kPass ? a.n_tokens - t0 : kPass);
+    for (int g = 0; g < kGroups; ++g) {
+      const int in_tile = n_valid - g * kTokens;
+      const int64_t tg = t0 + g * kTokens;
+      const size_t t_off = static_cast<size_t>(in_tile > 0 ? tg : t0) * n_blocks;
+      const int n_in_tile = in_tile < 0 ? 0 : (in_tile > kTokens ? kTokens : in_tile);
+      const size_t tile_at = static_cast<size_t>(g) * n_blocks;
+      build_token_tile(x + t_off, a.x_scales + t_off, n_blocks, n_in_tile, b_tiles + tile_at * kBTileBytes,
+                       dx + tile_at * 16);
     }
     for (int64_t r = row_begin; r + kRows <= row_end; r += kRows) {
-      Rows rows(a.w + static_cast<size_t>(r) * a.w_row_bytes, a.w_row_bytes, unpack_buf);
-      rows.prepare(n_blocks);
-      row_group(rows, b_tiles, a.x_scales, n_blocks, t0, n_valid, a.y + static_cast<size_t>(r), a.y_stride);
+      Rows rows(a.w + static_cast<size_t>(r) * a.w_row_bytes, a.w_row_bytes, unpacked);
+      const uint8_t* next = r + 2 * kRows <= row_end ? a.w + static_cast<size_t>(r + kRows) * a.w_row_bytes : nullptr;
+      row_group(rows, b_tiles, dx, n_blocks, n_valid,
+                a.y + static_cast<size_t>(t0) * a.y_stride + static_cast<size_t>(r), a.y_stride, next);
     }
   }
-  ::operator delete(b_tiles, std::align_val_t{64});
 }
 
 }  // namespace
@@ -229,17 +292,18 @@ void gemm(const GemmArgs& args, int64_t row_begin, int64_t row_end) {
   }
   const int64_t amx_end = row_begin + (row_end - row_begin) / kRows * kRows;
   if (amx_end > row_begin) {
+    const size_t n_blocks = args.n_cols / kQuantBlock;
+    const size_t bytes = kGroups * n_blocks * (kBTileBytes + 16 * sizeof(float)) + 2 * kRows * 32;
+    auto* buf = static_cast<uint8_t*>(::operator new(bytes, std::align_val_t{64}));
     const TileConfig cfg = tile_config();
     _tile_loadconfig(&cfg);
     if (args.type == gguf::TensorType::Q8_0) {
-      gemm_rows<Q8Rows>(args, row_begin, amx_end, nullptr);
+      gemm_rows<Q8Rows>(args, row_begin, amx_end, buf);
     } else {
-      const size_t bytes = args.n_cols / kQuantBlock * kRows * 32;
-      auto* unpack = static_cast<int8_t*>(::operator new(bytes, std::align_val_t{64}));
-      gemm_rows<Q4Rows>(args, row_begin, amx_end, unpack);
-      ::operator delete(unpack, std::align_val_t{64});
+      gemm_rows<Q4Rows>(args, row_begin, amx_end, buf);
     }
     _tile_release();
+    ::operator delete(buf, std::align_val_t{64});
   }
   if (amx_end < row_end) avx2::gemm_vnni(args, amx_end, row_end);
 }

@@ -1,6 +1,6 @@
-// GEMM with AVX-VNNI for the quantized types: vpdpbusd forms the same exact per-lane integer sums as
-// maddubs + madd (lane j = products 4j..4j+3), one instruction instead of two, so every output is bit-identical
-// to avx2::gemm's. Float types use the AVX2 tiles unchanged. Called only when the CPU reports AVX-VNNI.
+// GEMM with AVX-VNNI for the quantized types: vpdpbusd forms the same exact integer sums as maddubs + madd, one
+// instruction instead of two, so every output is bit-identical to avx2::gemm's. Float types use the AVX2 tiles
+// unchanged. Called only when the CPU reports AVX-VNNI.
 //
 // Shared inline helpers are included before the target pragma so that this file's copies of them are plain
 // AVX2; the tile templates (internal linkage) are compiled here with AVX-VNNI enabled.
@@ -12,8 +12,11 @@
 #include "kernels/gemm.h"
 #include "kernels/simd_avx2.h"
 
+#ifndef __clang__  // clang ignores target pragmas: its builds pass the ISA flags for this file instead
 #pragma GCC target("avx2,fma,f16c,avxvnni")
-#include "kernels/gemm_tile_avx2.h"
+#endif
+#include "kernels/gemm_float_avx2.h"
+#include "kernels/gemm_quant_avx2.h"
 
 namespace preface::kernels::avx2 {
 namespace {
@@ -29,8 +32,8 @@ void gemm_vnni(const GemmArgs& args, int64_t row_begin, int64_t row_end) {
     case gguf::TensorType::F32: gemm_float<F32Row>(args, row_begin, row_end); return;
     case gguf::TensorType::F16: gemm_float<F16Row>(args, row_begin, row_end); return;
     case gguf::TensorType::BF16: gemm_float<BF16Row>(args, row_begin, row_end); return;
-    case gguf::TensorType::Q8_0: gemm_quant<Q8Ops<VnniIsa>>(args, row_begin, row_end); return;
-    case gguf::TensorType::Q4_0: gemm_quant<Q4Ops<VnniIsa>>(args, row_begin, row_end); return;
+    case gguf::TensorType::Q8_0: gemm_quant<BlockQ8_0, VnniIsa>(args, row_begin, row_end); return;
+    case gguf::TensorType::Q4_0: gemm_quant<BlockQ4_0, VnniIsa>(args, row_begin, row_end); return;
   }
 }
 

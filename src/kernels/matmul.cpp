@@ -21,7 +21,7 @@ constexpr int64_t kSerialQuantizeTokens = 4;
 
 // Several matrices' gemm jobs as one row range: job i owns rows [row_offset[i], row_offset[i + 1]).
 struct MultiGemm {
-  GemmFn gemm;
+  GemmFn gemm[kMaxFused];
   GemmArgs args[kMaxFused];
   int64_t row_offset[kMaxFused + 1];
   size_t n_jobs;
@@ -29,7 +29,7 @@ struct MultiGemm {
   void run(int64_t begin, int64_t end) const {
     for (size_t i = 0; i < n_jobs; ++i) {
       const int64_t lo = std::max(begin, row_offset[i]), hi = std::min(end, row_offset[i + 1]);
-      if (lo < hi) gemm(args[i], lo - row_offset[i], hi - row_offset[i]);
+      if (lo < hi) gemm[i](args[i], lo - row_offset[i], hi - row_offset[i]);
     }
   }
 };
@@ -101,7 +101,6 @@ void matmul_multi(ThreadPool& pool, std::initializer_list<const Matrix*> ws, con
   if (n_tokens < 0) throw Error("matmul: negative token count " + std::to_string(n_tokens));
   const KernelTable& k = kernel_table();
   MultiGemm job{};
-  job.gemm = k.gemm;
   const size_t n_cols = static_cast<size_t>((*ws.begin())->n_cols);
   bool any_quantized = false;
   for (const Matrix* w : ws) {
@@ -128,6 +127,7 @@ void matmul_multi(ThreadPool& pool, std::initializer_list<const Matrix*> ws, con
     a.n_tokens = n_tokens;
     a.y = *y_it++;
     a.y_stride = static_cast<size_t>(w->n_rows);
+    job.gemm[job.n_jobs] = quantized ? k.gemm_quant : k.gemm_float;
     job.row_offset[job.n_jobs + 1] = job.row_offset[job.n_jobs] + w->n_rows;
     ++job.n_jobs;
   }

@@ -14,38 +14,47 @@ namespace preface::kernels {
 
 void rmsnorm(const float* x, const float* w, float* out, size_t n, float eps) {
   if (n == 0) return;
-  // ggml: squares in float, summed in double, mean rounded to float, scale = 1/sqrtf(mean + eps); the weight
-  // is applied afterwards (a separate ggml_mul), hence (x * scale) * w.
-  double sum = 0.0;
-  for (size_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
+  // As ggml: squares in float, summed in double, mean rounded to float, scale = 1/sqrtf(mean + eps); the weight
+  // is applied afterwards (a separate ggml_mul), hence (x * scale) * w. The double sum runs in four interleaved
+  // partial sums (value i into sum i % 4, then (s0 + s1) + (s2 + s3)) to shorten the dependency chain; the order
+  // is fixed by n. Its rounding is far below the float mean's, so the mean almost always equals ggml's.
+  double s[4] = {0.0, 0.0, 0.0, 0.0};
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    for (size_t k = 0; k < 4; ++k) s[k] += static_cast<double>(x[i + k] * x[i + k]);
+  }
+  for (size_t k = 0; i < n; ++i, ++k) s[k] += static_cast<double>(x[i] * x[i]);
+  const double sum = (s[0] + s[1]) + (s[2] + s[3]);
   const float mean = static_cast<float>(sum / static_cast<double>(n));
   const float scale = 1.0f / std::sqrt(mean + eps);
-  for (size_t i = 0; i < n; ++i) out[i] = (x[i] * scale) * w[i];
+  for (i = 0; i < n; ++i) out[i] = (x[i] * scale) * w[i];
 }
 
-void rope(float* x, size_t n_heads, size_t head_dim, size_t n_rot, int pos, float base, bool neox) {
+namespace {
+
+void check_rope(size_t n_rot, size_t head_dim) {
   if (n_rot % 2 != 0 || n_rot > head_dim) {
     throw Error("rope: n_rot " + std::to_string(n_rot) + " must be even and at most head_dim " +
                 std::to_string(head_dim));
   }
-  const size_t n_pairs = n_rot / 2;
-  if (n_pairs == 0) return;
-  // cos_sin: [n_pairs][2]. As ggml: theta_0 = pos, theta_{i+1} = theta_i * base^(-2/n_rot), all in float.
-  constexpr size_t kStackPairs = 256;
-  float stack_buf[2 * kStackPairs];
-  std::vector<float> heap_buf;
-  float* cos_sin = stack_buf;
-  if (n_pairs > kStackPairs) {
-    heap_buf.resize(2 * n_pairs);
-    cos_sin = heap_buf.data();
-  }
+}
+
+}  // namespace
+
+void rope_cos_sin(int pos, size_t n_rot, float base, float* cos_sin) {
+  // As ggml: theta_0 = pos, theta_{i+1} = theta_i * base^(-2/n_rot), all in float.
   const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
   float theta = static_cast<float>(pos);
-  for (size_t i = 0; i < n_pairs; ++i) {
+  for (size_t i = 0; i < n_rot / 2; ++i) {
     cos_sin[2 * i] = std::cos(theta);
     cos_sin[2 * i + 1] = std::sin(theta);
     theta *= theta_scale;
   }
+}
+
+void rope_apply(float* x, size_t n_heads, size_t head_dim, size_t n_rot, const float* cos_sin, bool neox) {
+  check_rope(n_rot, head_dim);
+  const size_t n_pairs = n_rot / 2;
   // Pair i is (x[2i], x[2i+1]) (adjacent) or (x[i], x[i + n_rot/2]) (neox); dims >= n_rot are unchanged.
   const size_t stride = neox ? 1 : 2;
   const size_t partner = neox ? n_pairs : 1;
@@ -61,6 +70,22 @@ void rope(float* x, size_t n_heads, size_t head_dim, size_t n_rot, int pos, floa
       a[partner] = x0 * s + x1 * c;
     }
   }
+}
+
+void rope(float* x, size_t n_heads, size_t head_dim, size_t n_rot, int pos, float base, bool neox) {
+  check_rope(n_rot, head_dim);
+  if (n_rot == 0) return;
+  // cos_sin: [n_rot] on the stack for the usual sizes.
+  constexpr size_t kStackValues = 512;
+  float stack_buf[kStackValues];
+  std::vector<float> heap_buf;
+  float* cos_sin = stack_buf;
+  if (n_rot > kStackValues) {
+    heap_buf.resize(n_rot);
+    cos_sin = heap_buf.data();
+  }
+  rope_cos_sin(pos, n_rot, base, cos_sin);
+  rope_apply(x, n_heads, head_dim, n_rot, cos_sin, neox);
 }
 
 void softmax(float* x, size_t n) {

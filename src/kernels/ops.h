@@ -13,6 +13,12 @@ void rmsnorm(const float* x, const float* w, float* out, size_t n, float eps);
 // — qwen2.
 void rope(float* x, size_t n_heads, size_t head_dim, size_t n_rot, int pos, float base, bool neox);
 
+// rope in two steps, for applying one position's rotation to several rows (q and k, every layer):
+// cos_sin[2i], cos_sin[2i + 1] = cos, sin of pair i's angle at `pos` (cos_sin: [n_rot]); then rope_apply with them
+// gives exactly rope()'s result.
+void rope_cos_sin(int pos, size_t n_rot, float base, float* cos_sin);
+void rope_apply(float* x, size_t n_heads, size_t head_dim, size_t n_rot, const float* cos_sin, bool neox);
+
 // In place softmax over x[n].
 void softmax(float* x, size_t n);
 

@@ -1,11 +1,13 @@
-// Small AVX2 helpers shared by the *_avx2.cpp kernels. Include only from files compiled with
-// -mavx2 -mfma -mf16c.
+// Small AVX2 helpers shared by the SIMD kernels. Include only from files compiled with AVX2+FMA+F16C enabled
+// (*_avx2.cpp, or after a target pragma). Internal linkage: each translation unit keeps its own copies, compiled
+// for its own target, so a wider target's copy is never picked for another file.
 #pragma once
 #include <immintrin.h>
 
 #include <cstdint>
 
 namespace preface::kernels::avx2 {
+namespace {
 
 // Sum of the 8 lanes in a fixed order: (lane i + lane i+4), then pairs, then the last two.
 inline float hsum(__m256 v) {
@@ -13,6 +15,14 @@ inline float hsum(__m256 v) {
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
+}
+
+// Sum of the 8 int32 lanes (exact when it fits).
+inline int32_t hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+  return _mm_cvtsi128_si32(s);
 }
 
 // Largest of the 8 lanes (order does not matter for max).
@@ -72,4 +82,5 @@ inline __m256 exp_x8(__m256 x) {
 
 inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
 
+}  // namespace
 }  // namespace preface::kernels::avx2

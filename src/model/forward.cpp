@@ -1,6 +1,7 @@
 // Model::forward: one batch of tokens from any number of sequences through every layer.
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "kernels/ops.h"
 #include "model/attention.h"
@@ -89,7 +90,8 @@ constexpr int64_t kParallelTokens = 16;
 template <typename Fn>
 void for_tokens(ThreadPool& pool, int64_t n_tokens, const Fn& fn) {
   if (n_tokens >= kParallelTokens) {
-    pool.parallel_for(n_tokens, [&fn](int64_t t0, int64_t t1) { fn(static_cast<size_t>(t0), static_cast<size_t>(t1)); });
+    pool.parallel_for(n_tokens,
+                      [&fn](int64_t t0, int64_t t1) { fn(static_cast<size_t>(t0), static_cast<size_t>(t1)); });
   } else {
     fn(size_t{0}, static_cast<size_t>(n_tokens));
   }
@@ -115,6 +117,14 @@ void Model::forward(const ForwardBatch& batch, const KvView& kv, ThreadPool& poo
   const int64_t nt = static_cast<int64_t>(n);
 
   for (size_t t = 0; t < n; ++t) kernels::get_row(tok_embd_, batch.tokens[t], x_.data() + t * dim);
+  // Each token's rotation, computed once for every layer's q and k: [n][n_rot].
+  const size_t n_rot = static_cast<size_t>(c.n_rot);
+  std::vector<float> rope_cs(n * n_rot);
+  for_tokens(pool, nt, [&](size_t t0, size_t t1) {
+    for (size_t t = t0; t < t1 && n_rot > 0; ++t) {
+      kernels::rope_cos_sin(batch.pos[t], n_rot, c.rope_base, rope_cs.data() + t * n_rot);
+    }
+  });
 
   for (int32_t il = 0; il < c.n_layers; ++il) {
     const LayerWeights& l = layers_[static_cast<size_t>(il)];
@@ -134,8 +144,11 @@ void Model::forward(const ForwardBatch& batch, const KvView& kv, ThreadPool& poo
         add_bias(q, l.bq);
         add_bias(k, l.bk);
         add_bias(v_.data() + t * kv_dim, l.bv);
-        kernels::rope(q, c.n_heads, c.head_dim, c.n_rot, batch.pos[t], c.rope_base, c.rope_neox);
-        kernels::rope(k, c.n_kv_heads, c.head_dim, c.n_rot, batch.pos[t], c.rope_base, c.rope_neox);
+        if (n_rot > 0) {
+          const float* cs = rope_cs.data() + t * n_rot;
+          kernels::rope_apply(q, c.n_heads, c.head_dim, n_rot, cs, c.rope_neox);
+          kernels::rope_apply(k, c.n_kv_heads, c.head_dim, n_rot, cs, c.rope_neox);
+        }
       }
       detail::store_kv(batch, kv, il, k_.data(), v_.data(), t0, t1);
     });

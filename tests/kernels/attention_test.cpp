@@ -29,6 +29,7 @@ struct Path {
 std::vector<Path> paths() {
   std::vector<Path> p = {{"scalar", scalar::attention_tile}};
   if (avx2::available()) p.push_back({"avx2", avx2::attention_tile});
+  if (avx512::available()) p.push_back({"avx512", avx512::attention_tile});
   return p;
 }
 
@@ -188,7 +189,9 @@ TEST(AttentionTile, QueryIndependentOfTileAndUnreadRows) {
       std::vector<float> tiled(head_dim * 4), reversed(head_dim * 4);
       std::vector<AttnQuery> all, back;
       for (size_t j = 0; j < 4; ++j) all.push_back({q.data() + j * head_dim, tiled.data() + j * head_dim, lengths[j]});
-      for (size_t j = 4; j-- > 0;) back.push_back({q.data() + j * head_dim, reversed.data() + j * head_dim, lengths[j]});
+      for (size_t j = 4; j-- > 0;) {
+        back.push_back({q.data() + j * head_dim, reversed.data() + j * head_dim, lengths[j]});
+      }
       run_tile(path.fn, kv.pages(0), head_dim, scale, all);
       run_tile(path.fn, kv.pages(0), head_dim, scale, back);
       EXPECT_TRUE(same_bits(alone, tiled));
@@ -220,6 +223,30 @@ TEST(AttentionTile, Avx2AgreesWithScalar) {
   run_tile(scalar::attention_tile, kv.pages(3), head_dim, 0.125f, qs);
   run_tile(avx2::attention_tile, kv.pages(3), head_dim, 0.125f, qa);
   for (size_t i = 0; i < head_dim; ++i) EXPECT_NEAR(a[i], s[i], 1e-5 + 1e-5 * std::fabs(s[i])) << i;
+}
+
+// The AVX-512 kernel is the AVX2 kernel's arithmetic with wider registers: same bits, for head sizes that fill
+// 16-lane registers, leave an 8-lane tail, or need zero padding.
+TEST(AttentionTile, Avx512BitIdenticalToAvx2) {
+  if (!avx512::available()) GTEST_SKIP() << "CPU lacks AVX-512";
+  for (KvElem elem : {KvElem::F32, KvElem::F16, KvElem::BF16}) {
+    for (size_t head_dim : {8u, 20u, 24u, 64u, 80u, 128u, 136u}) {
+      SCOPED_TRACE("elem " + std::to_string(static_cast<int>(elem)) + " head_dim " + std::to_string(head_dim));
+      const int32_t n_pos = 90;
+      const PagedKv kv(elem, head_dim, 2, 7, n_pos, 71);
+      const auto q = test::random_floats(head_dim * 5, 72, 3.0f);
+      std::vector<float> a(head_dim * 5), z(head_dim * 5);
+      std::vector<AttnQuery> qa, qz;
+      for (size_t j = 0; j < 5; ++j) {
+        const int32_t n = static_cast<int32_t>(n_pos - 17 * j);
+        qa.push_back({q.data() + j * head_dim, a.data() + j * head_dim, n});
+        qz.push_back({q.data() + j * head_dim, z.data() + j * head_dim, n});
+      }
+      run_tile(avx2::attention_tile, kv.pages(1), head_dim, 0.2f, qa);
+      run_tile(avx512::attention_tile, kv.pages(1), head_dim, 0.2f, qz);
+      EXPECT_TRUE(same_bits(a, z));
+    }
+  }
 }
 
 // A dominant score later in the sequence rescales what came before it: the running max must be applied.

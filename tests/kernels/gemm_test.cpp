@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/attention.h"  // avx512::available
 #include "kernels/dot.h"
 #include "kernels/kernel_test_util.h"
 #include "kernels/matmul.h"
@@ -121,6 +122,7 @@ TEST(Gemm, EveryOutputIsTheRowDotOfItsPath) {
         if (avx2::available()) runs.push_back({"avx2", avx2::gemm, true});
         if (avx2::vnni_available()) runs.push_back({"vnni", avx2::gemm_vnni, true});
         if (amx::amx_available()) runs.push_back({"amx", amx::gemm, true});
+        if (avx512::available()) runs.push_back({"avx512", avx512::gemm_float, true});
         for (const Run& run : runs) {
           std::vector<float> y(static_cast<size_t>(n_rows * n_tokens), -1.0f);
           // Two row ranges, split off the tile grid, as two threads would run them.
@@ -157,7 +159,8 @@ TEST(Gemm, VnniAndAmxMatchAvx2OnLargeTiles) {
 
 TEST(MatmulMulti, EqualsSeparateMatmuls) {
   ThreadPool pool(2);
-  const Problem q(TensorType::Q8_0, 48, 64, 5, 50), k(TensorType::Q4_0, 16, 64, 5, 51), f(TensorType::F16, 20, 64, 5, 52);
+  const Problem q(TensorType::Q8_0, 48, 64, 5, 50), k(TensorType::Q4_0, 16, 64, 5, 51);
+  const Problem f(TensorType::F16, 20, 64, 5, 52);
   const Matrix mq{q.type, q.w.data(), q.n_rows, q.n_cols}, mk{k.type, k.w.data(), k.n_rows, k.n_cols},
       mf{f.type, f.w.data(), f.n_rows, f.n_cols};
   const std::vector<float>& x = q.xf;

@@ -1,0 +1,109 @@
+// Micro-benchmarks: attention over paged F16 blocks (a decode tile and a prefill tile), RMSNorm, RoPE and
+// SwiGLU at the 125M model's sizes. items_per_second: multiply-adds (attention) or values (others) per second.
+// The dispatched kernels run (PREFACE_KERNELS=scalar|avx2|vnni selects a narrower path).
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "kernels/ops.h"
+#include "util/fp16.h"
+
+namespace preface::kernels {
+namespace {
+
+std::vector<float> random_values(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  std::vector<float> v(n);  // [n]
+  for (float& f : v) f = uni(rng);
+  return v;
+}
+
+// args: context positions, tokens in the tile (x 3 query heads per KV head, as the 125M model's GQA).
+void BM_AttentionTile(benchmark::State& state) {
+  const int32_t n_pos = static_cast<int32_t>(state.range(0));
+  const size_t n_tokens = static_cast<size_t>(state.range(1));
+  constexpr size_t kHeadDim = 64, kKvHeads = 4, kGroup = 3;
+  constexpr int32_t kBlock = 16;
+  const int32_t n_blocks = (n_pos + kBlock - 1) / kBlock;
+  const size_t row_bytes = kKvHeads * kHeadDim * 2;
+  const auto values = random_values(static_cast<size_t>(n_blocks) * kBlock * row_bytes, 1);  // K then V
+  std::vector<uint16_t> k(values.size() / 2), v(values.size() / 2);  // [n_blocks][kBlock][kKvHeads][kHeadDim]
+  for (size_t i = 0; i < k.size(); ++i) {
+    k[i] = f32_to_f16(values[i]);
+    v[i] = f32_to_f16(values[k.size() + i]);
+  }
+  std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+  for (int32_t b = 0; b < n_blocks; ++b) table[static_cast<size_t>(b)] = n_blocks - 1 - b;
+  const size_t n_queries = n_tokens * kGroup;
+  const auto q = random_values(n_queries * kHeadDim, 2);
+  std::vector<float> out(n_queries * kHeadDim);  // [n_queries][kHeadDim]
+  std::vector<AttnQuery> queries;
+  for (size_t j = 0; j < n_queries; ++j) {
+    queries.push_back({q.data() + j * kHeadDim, out.data() + j * kHeadDim,
+                       n_pos - static_cast<int32_t>(n_tokens - 1 - j / kGroup)});
+  }
+  AttnTile tile;
+  tile.kv.elem = KvElem::F16;
+  tile.kv.k_base = reinterpret_cast<const uint8_t*>(k.data());
+  tile.kv.v_base = reinterpret_cast<const uint8_t*>(v.data());
+  tile.kv.block_table = table.data();
+  tile.kv.block_size = kBlock;
+  tile.kv.row_bytes = row_bytes;
+  tile.kv.head_offset_bytes = kHeadDim * 2;  // KV head 1
+  tile.head_dim = kHeadDim;
+  tile.scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
+  tile.queries = queries.data();
+  tile.n_queries = queries.size();
+  std::vector<float> scratch(attention_scratch_floats(kHeadDim, queries.size()));
+  for (auto _ : state) {
+    attention_tile(tile, scratch.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(2 * n_queries * kHeadDim) * n_pos);
+}
+BENCHMARK(BM_AttentionTile)->ArgNames({"positions", "tokens"})->Args({1024, 1})->Args({4096, 1})->Args({512, 8});
+
+void BM_RmsNorm(benchmark::State& state) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  const auto x = random_values(n, 3), w = random_values(n, 4);
+  std::vector<float> out(n);
+  for (auto _ : state) {
+    rmsnorm(x.data(), w.data(), out.data(), n, 1e-5f);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(n));
+}
+BENCHMARK(BM_RmsNorm)->Arg(768)->Arg(4096);
+
+// One token's q (12 heads) rotated: cos/sin computed, then applied (as rope() does).
+void BM_Rope(benchmark::State& state) {
+  const size_t n_heads = static_cast<size_t>(state.range(0)), head_dim = 64;
+  auto x = random_values(n_heads * head_dim, 5);
+  int pos = 0;
+  for (auto _ : state) {
+    rope(x.data(), n_heads, head_dim, head_dim, pos++ % 4096, 10000.0f, false);
+    benchmark::DoNotOptimize(x.data());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(n_heads * head_dim));
+}
+BENCHMARK(BM_Rope)->Arg(12)->Arg(32);
+
+void BM_Swiglu(benchmark::State& state) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  const auto gate0 = random_values(n, 6), up = random_values(n, 7);
+  auto gate = gate0;
+  for (auto _ : state) {
+    gate = gate0;
+    swiglu(gate.data(), up.data(), n);
+    benchmark::DoNotOptimize(gate.data());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(n));
+}
+BENCHMARK(BM_Swiglu)->Arg(2048);
+
+}  // namespace
+}  // namespace preface::kernels

@@ -1,0 +1,240 @@
+// The SIMD attention_tile (attention.h), shared by attention_avx2.cpp and attention_avx512.cpp through an Ops
+// policy that supplies the K row layout, the scoring of 8 rows and the V accumulation. Every output follows the
+// same arithmetic under both policies:
+//   scores: per row, an 8-lane FMA accumulator over the head padded to a multiple of 8 (padding adds exact
+//     zeros), 8 values per step in order, reduced by hsum_8x8's tree, times scale;
+//   weights: exp_x8; the chunk sum hsum((e0 + e1) + (e2 + e3)) over the chunk's four 8-position groups (groups
+//     past the query's last position are zero);
+//   acc (per head lane): acc * a, then fma(p_i, V_i, acc) for the chunk's positions in order; out = acc / l.
+// Internal linkage (see simd_avx2.h).
+#pragma once
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/attention.h"
+#include "kernels/attention_layout.h"
+#include "kernels/simd_avx2.h"
+
+namespace preface::kernels::avx2 {
+namespace {
+
+constexpr int kGroups = kAttnChunk / 8;
+static_assert(kGroups == 4, "the chunk sum adds four 8-position groups");
+
+inline int32_t min32(int32_t a, int32_t b) { return a < b ? a : b; }
+
+// Byte offset of a position's row (of this KV head) from a layer base, given its block's table index and slot.
+inline size_t row_offset(const KvPages& kv, int32_t table_index, int32_t slot) {
+  const size_t block = static_cast<size_t>(kv.block_table[table_index]);
+  return (block * static_cast<size_t>(kv.block_size) + static_cast<size_t>(slot)) * kv.row_bytes +
+         kv.head_offset_bytes;
+}
+
+// 8 values of kElem at p as f32.
+template <KvElem kElem>
+inline __m256 widen8(const uint8_t* p) {
+  if constexpr (kElem == KvElem::F32) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+  } else if constexpr (kElem == KvElem::F16) {
+    return load_f16x8(reinterpret_cast<const uint16_t*>(p));
+  } else {
+    return load_bf16x8(reinterpret_cast<const uint16_t*>(p));
+  }
+}
+
+// Widens a row's hd values of kElem to f32, padded with zeros to hp (a multiple of 8), writing its 8-value
+// segment s at dst + s * seg_stride.
+template <KvElem kElem>
+inline void widen_row(const uint8_t* row, size_t hd, size_t hp, float* dst, size_t seg_stride) {
+  constexpr size_t kElemBytes = kElem == KvElem::F32 ? 4 : 2;
+  size_t d = 0;
+  for (; d + 8 <= hd; d += 8, dst += seg_stride) _mm256_storeu_ps(dst, widen8<kElem>(row + d * kElemBytes));
+  if (d < hd) {  // the last values through a zero-padded segment
+    alignas(32) uint8_t tail[8 * kElemBytes] = {};
+    std::memcpy(tail, row + d * kElemBytes, (hd - d) * kElemBytes);
+    _mm256_storeu_ps(dst, widen8<kElem>(tail));
+    d += 8;
+    dst += seg_stride;
+  }
+  for (; d < hp; d += 8, dst += seg_stride) _mm256_storeu_ps(dst, _mm256_setzero_ps());
+}
+
+// Widens the K and V rows of positions c0..c0+n_rows-1 (K in Ops' layout, V as [n_rows][hp]), and prefetches the
+// rows of the next chunk (positions below n_pos_max) so that they stream in from memory meanwhile.
+template <typename Ops, KvElem kElem>
+void widen_chunk(const KvPages& kv, int32_t c0, int32_t n_rows, int32_t n_pos_max, size_t hd, size_t hp,
+                 float* kbuf, float* vbuf) {
+  constexpr size_t kElemBytes = kElem == KvElem::F32 ? 4 : 2;
+  const size_t head_bytes = hd * kElemBytes;
+  // (table index, slot) of the row being widened and of the one prefetched, walked rather than divided per row.
+  int32_t table_index = c0 / kv.block_size, slot = c0 % kv.block_size;
+  const int32_t next = c0 + kAttnChunk;
+  int32_t ahead_index = next / kv.block_size, ahead_slot = next % kv.block_size;
+  for (int32_t i = 0; i < n_rows; ++i) {
+    if (next + i < n_pos_max) {
+      const size_t ahead = row_offset(kv, ahead_index, ahead_slot);
+      for (size_t b = 0; b < head_bytes; b += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(kv.k_base + ahead + b), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(kv.v_base + ahead + b), _MM_HINT_T0);
+      }
+      if (++ahead_slot == kv.block_size) {
+        ahead_slot = 0;
+        ++ahead_index;
+      }
+    }
+    const size_t offset = row_offset(kv, table_index, slot);
+    widen_row<kElem>(kv.k_base + offset, hd, hp, Ops::k_row(kbuf, hp, i), Ops::kKSegStride);
+    widen_row<kElem>(kv.v_base + offset, hd, hp, vbuf + static_cast<size_t>(i) * hp, 8);
+    if (++slot == kv.block_size) {
+      slot = 0;
+      ++table_index;
+    }
+  }
+  // Rows up to the end of the last 8-row group are scored (then masked): keep them finite.
+  for (int32_t i = n_rows; i < (n_rows + 7) / 8 * 8; ++i) {
+    float* dst = Ops::k_row(kbuf, hp, i);
+    for (size_t d = 0; d < hp; d += 8, dst += Ops::kKSegStride) _mm256_storeu_ps(dst, _mm256_setzero_ps());
+  }
+}
+
+// 8 floats rounded to bf16 precision (round to nearest even on the bits; NaN stays NaN).
+inline __m256 round_bf16x8(__m256 v) {
+  const __m256i bits = _mm256_castps_si256(v);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+  const __m256i biased = _mm256_add_epi32(_mm256_add_epi32(bits, _mm256_set1_epi32(0x7fff)), lsb);
+  const __m256 rounded = _mm256_castsi256_ps(_mm256_and_si256(biased, _mm256_set1_epi32(-65536)));
+  return _mm256_blendv_ps(rounded, v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+}
+
+inline __m256 round_x8(KvElem elem, __m256 v) {
+  switch (elem) {
+    case KvElem::F32: return v;
+    case KvElem::F16: return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    case KvElem::BF16: return round_bf16x8(v);
+  }
+  return v;
+}
+
+// dst[0..hp) = q rounded to the storage type, then zeros (tail values go through a zero-padded vector).
+inline void round_query(KvElem elem, const float* q, size_t hd, size_t hp, float* dst) {
+  size_t d = 0;
+  for (; d + 8 <= hd; d += 8) _mm256_storeu_ps(dst + d, round_x8(elem, _mm256_loadu_ps(q + d)));
+  if (d < hd) {
+    alignas(32) float tmp[8] = {};
+    std::memcpy(tmp, q + d, (hd - d) * sizeof(float));
+    _mm256_store_ps(tmp, round_x8(elem, _mm256_load_ps(tmp)));
+    std::memcpy(dst + d, tmp, (hd - d) * sizeof(float));
+  }
+  for (d = hd; d < hp; ++d) dst[d] = 0.0f;
+}
+
+// Scores of rows 8g..8g+7: lane r = (q . k_r) * scale, -inf for rows >= n_valid.
+template <typename Ops>
+inline __m256 score_group(const float* q, const float* kbuf, size_t hp, int g, int32_t n_valid, float scale) {
+  __m256 dots[8];
+  Ops::dots8(q, kbuf, hp, g, dots);
+  const __m256 s = _mm256_mul_ps(hsum_8x8(dots), _mm256_set1_ps(scale));
+  const __m256i index = _mm256_add_epi32(_mm256_set1_epi32(8 * g), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  const __m256 valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n_valid), index));
+  return _mm256_blendv_ps(_mm256_set1_ps(-__builtin_inff()), s, valid);
+}
+
+constexpr size_t kMaxActive = 16;  // queries whose weights are formed before their V accumulation
+
+// The V accumulation of the chunk for the listed queries, in pairs.
+template <typename Ops>
+void accumulate_active(float* scratch, const AttnLayout& lay, int32_t c0, const AttnTile& tile, const float* vbuf,
+                       size_t hp, const size_t* active, size_t n_active) {
+  size_t k = 0;
+  for (; k + 2 <= n_active; k += 2) {
+    const size_t j0 = active[k], j1 = active[k + 1];
+    Ops::accumulate_v2(scratch + lay.acc + j0 * hp, scratch[lay.a + j0], scratch + lay.p + j0 * kAttnChunk,
+                       min32(kAttnChunk, tile.queries[j0].n_pos - c0), scratch + lay.acc + j1 * hp,
+                       scratch[lay.a + j1], scratch + lay.p + j1 * kAttnChunk,
+                       min32(kAttnChunk, tile.queries[j1].n_pos - c0), vbuf, hp);
+  }
+  if (k < n_active) {
+    const size_t j = active[k];
+    Ops::accumulate_v(scratch + lay.acc + j * hp, scratch[lay.a + j], scratch + lay.p + j * kAttnChunk, vbuf, hp,
+                      min32(kAttnChunk, tile.queries[j].n_pos - c0));
+  }
+}
+
+template <typename Ops>
+void attention_tile_impl(const AttnTile& tile, float* scratch) {
+  const AttnLayout lay(tile.head_dim, tile.n_queries);
+  const size_t hd = tile.head_dim, hp = lay.hd_pad;
+  const KvPages& kv = tile.kv;
+  float* kbuf = scratch + lay.k;  // Ops' layout of [kAttnChunk][hp]
+  float* vbuf = scratch + lay.v;  // [kAttnChunk][hp]
+  int32_t n_pos_max = 0;
+  for (size_t j = 0; j < tile.n_queries; ++j) {
+    n_pos_max = tile.queries[j].n_pos > n_pos_max ? tile.queries[j].n_pos : n_pos_max;
+    round_query(kv.elem, tile.queries[j].q, hd, hp, scratch + lay.q + j * hp);
+    std::memset(scratch + lay.acc + j * hp, 0, hp * sizeof(float));
+    scratch[lay.m + j] = -__builtin_inff();
+    scratch[lay.l + j] = 0.0f;
+  }
+
+  for (int32_t c0 = 0; c0 < n_pos_max; c0 += kAttnChunk) {
+    const int32_t n_rows = min32(kAttnChunk, n_pos_max - c0);
+    switch (kv.elem) {
+      case KvElem::F32: widen_chunk<Ops, KvElem::F32>(kv, c0, n_rows, n_pos_max, hd, hp, kbuf, vbuf); break;
+      case KvElem::F16: widen_chunk<Ops, KvElem::F16>(kv, c0, n_rows, n_pos_max, hd, hp, kbuf, vbuf); break;
+      case KvElem::BF16: widen_chunk<Ops, KvElem::BF16>(kv, c0, n_rows, n_pos_max, hd, hp, kbuf, vbuf); break;
+    }
+    // Weights of every query first, then the V accumulation two queries at a time (independent FMA chains).
+    size_t active[kMaxActive];
+    size_t n_active = 0;
+    for (size_t j = 0; j < tile.n_queries; ++j) {
+      const int32_t n_valid = min32(kAttnChunk, tile.queries[j].n_pos - c0);
+      if (n_valid <= 0) continue;
+      active[n_active++] = j;
+      const float* q = scratch + lay.q + j * hp;
+      float* p = scratch + lay.p + j * kAttnChunk;
+      const int n_groups = (n_valid + 7) / 8;
+      __m256 s[kGroups];
+      for (int g = 0; g < kGroups; ++g) {
+        s[g] = g < n_groups ? score_group<Ops>(q, kbuf, hp, g, n_valid, tile.scale)
+                            : _mm256_set1_ps(-__builtin_inff());
+      }
+      const float chunk_max = hmax(_mm256_max_ps(_mm256_max_ps(s[0], s[1]), _mm256_max_ps(s[2], s[3])));
+      float& m = scratch[lay.m + j];
+      float& l = scratch[lay.l + j];
+      const float m_new = chunk_max > m ? chunk_max : m;
+      const float a = m == m_new ? 1.0f : _mm256_cvtss_f32(exp_x8(_mm256_set1_ps(m - m_new)));
+      const __m256 vm = _mm256_set1_ps(m_new);
+      __m256 e[kGroups];
+      for (int g = 0; g < kGroups; ++g) {
+        e[g] = g < n_groups ? exp_x8(_mm256_sub_ps(s[g], vm)) : _mm256_setzero_ps();
+        _mm256_storeu_ps(p + 8 * g, e[g]);
+      }
+      const float sum = hsum(_mm256_add_ps(_mm256_add_ps(e[0], e[1]), _mm256_add_ps(e[2], e[3])));
+      l = __builtin_fmaf(l, a, sum);
+      m = m_new;
+      scratch[lay.a + j] = a;
+      if (n_active == kMaxActive) {
+        accumulate_active<Ops>(scratch, lay, c0, tile, vbuf, hp, active, n_active);
+        n_active = 0;
+      }
+    }
+    accumulate_active<Ops>(scratch, lay, c0, tile, vbuf, hp, active, n_active);
+  }
+
+  for (size_t j = 0; j < tile.n_queries; ++j) {
+    const float* acc = scratch + lay.acc + j * hp;
+    float* out = tile.queries[j].out;
+    const __m256 vl = _mm256_set1_ps(scratch[lay.l + j]);
+    size_t d = 0;
+    for (; d + 8 <= hd; d += 8) _mm256_storeu_ps(out + d, _mm256_div_ps(_mm256_loadu_ps(acc + d), vl));
+    if (d < hd) {
+      alignas(32) float tmp[8];
+      _mm256_store_ps(tmp, _mm256_div_ps(_mm256_loadu_ps(acc + d), vl));  // acc is padded to hp >= d + 8
+      std::memcpy(out + d, tmp, (hd - d) * sizeof(float));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace preface::kernels::avx2

@@ -1,0 +1,158 @@
+// GEMM for float weights (F32, F16, BF16) with AVX-512, bit-identical to avx2::gemm (gemm_float_avx2.h defines
+// the arithmetic: per output an 8-lane FMA accumulator over 8-value steps, the fixed hsum, then the tail values
+// by scalar fma). A 16-lane register holds two rows' 8-lane accumulators for one token, [row 2p | row 2p + 1], so
+// each FMA advances two outputs by exactly the step the AVX2 kernel takes for each. Rows that do not fill a
+// whole tile go to avx2::gemm. Only called where avx512::available() (dispatch.cpp).
+//
+// Standard headers come before the target pragma and the kernel headers after it have internal linkage, so no
+// code compiled for AVX-512 is shared with other translation units.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "gguf/types.h"
+#include "kernels/gemm.h"
+
+#ifndef __clang__  // clang ignores target pragmas: its builds pass the ISA flags for this file instead
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
+// GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as a don't-care source, which -W(maybe-)uninitialized
+// reports as a false positive.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include "kernels/simd_avx2.h"
+
+namespace preface::kernels::avx512 {
+namespace {
+
+using avx2::half_to_float;
+using avx2::hsum;
+
+constexpr int kPairs = 4;   // row pairs per tile: 8 rows
+constexpr int kTokens = 4;  // tokens per tile
+constexpr int64_t kRows = 2 * kPairs;
+constexpr int64_t kTokenBlock = 48;  // tokens applied to a tile's rows while they stay in L1
+
+// Two rows' 8 values at i as [row a | row b] f32.
+struct F32Rows {
+  using Elem = float;
+  static __m512 vec2(const float* a, const float* b) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(a)), _mm256_loadu_ps(b), 1);
+  }
+  static float one(float v) { return v; }
+};
+struct F16Rows {
+  using Elem = uint16_t;
+  static __m512 vec2(const uint16_t* a, const uint16_t* b) {
+    const __m128i ha = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a));
+    const __m128i hb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
+    return _mm512_cvtph_ps(_mm256_set_m128i(hb, ha));
+  }
+  static float one(uint16_t h) { return half_to_float(h); }
+};
+struct BF16Rows {
+  using Elem = uint16_t;
+  static __m512 vec2(const uint16_t* a, const uint16_t* b) {
+    const __m128i ha = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a));
+    const __m128i hb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_set_m128i(hb, ha)), 16));
+  }
+  static float one(uint16_t h) {
+    const uint32_t bits = static_cast<uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &bits, sizeof(f));
+    return f;
+  }
+};
+
+// y[t * y_stride + r] for 8 rows at w (w_row_bytes apart) and T activation rows at x (x_stride floats apart).
+// prefetch: nullptr, or 8 rows to pull into cache meanwhile (decode streams the weights from memory).
+template <typename Rows, int T>
+void tile(const uint8_t* w, size_t w_row_bytes, const float* x, size_t x_stride, size_t n_cols, float* y,
+          size_t y_stride, const uint8_t* prefetch) {
+  using E = typename Rows::Elem;
+  const E* wr[kRows];
+  #pragma GCC unroll 8
+  for (int r = 0; r < kRows; ++r) wr[r] = reinterpret_cast<const E*>(w + static_cast<size_t>(r) * w_row_bytes);
+  __m512 acc[T][kPairs];
+  #pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+    #pragma GCC unroll 8
+    for (int p = 0; p < kPairs; ++p) acc[t][p] = _mm512_setzero_ps();
+  }
+  size_t i = 0;
+  for (; i + 8 <= n_cols; i += 8) {
+    if (prefetch != nullptr && i % (64 / sizeof(E)) == 0) {
+#pragma GCC unroll 8
+      for (int r = 0; r < kRows; ++r) {
+        _mm_prefetch(reinterpret_cast<const char*>(prefetch + static_cast<size_t>(r) * w_row_bytes + i * sizeof(E)),
+                     _MM_HINT_T0);
+      }
+    }
+    __m512 wv[kPairs];
+    #pragma GCC unroll 8
+    for (int p = 0; p < kPairs; ++p) wv[p] = Rows::vec2(wr[2 * p] + i, wr[2 * p + 1] + i);
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const __m512 xv = _mm512_broadcast_f32x8(_mm256_loadu_ps(x + static_cast<size_t>(t) * x_stride + i));
+      #pragma GCC unroll 8
+      for (int p = 0; p < kPairs; ++p) acc[t][p] = _mm512_fmadd_ps(wv[p], xv, acc[t][p]);
+    }
+  }
+  #pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+    const float* xt = x + static_cast<size_t>(t) * x_stride;
+    #pragma GCC unroll 8
+    for (int p = 0; p < kPairs; ++p) {
+      const __m256 halves[2] = {_mm512_castps512_ps256(acc[t][p]), _mm512_extractf32x8_ps(acc[t][p], 1)};
+      #pragma GCC unroll 8
+      for (int u = 0; u < 2; ++u) {
+        const int r = 2 * p + u;
+        float sum = hsum(halves[u]);
+        for (size_t j = i; j < n_cols; ++j) sum = __builtin_fmaf(Rows::one(wr[r][j]), xt[j], sum);
+        y[static_cast<size_t>(t) * y_stride + static_cast<size_t>(r)] = sum;
+      }
+    }
+  }
+}
+
+using TileFn = void (*)(const uint8_t*, size_t, const float*, size_t, size_t, float*, size_t, const uint8_t*);
+template <typename Rows>
+constexpr TileFn kTiles[kTokens] = {tile<Rows, 1>, tile<Rows, 2>, tile<Rows, 3>, tile<Rows, 4>};
+
+template <typename Rows>
+void gemm_rows(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
+  const auto* x = static_cast<const float*>(a.x);
+  for (int64_t tb = 0; tb < a.n_tokens; tb += kTokenBlock) {
+    const int64_t te = tb + kTokenBlock < a.n_tokens ? tb + kTokenBlock : a.n_tokens;
+    for (int64_t r = row_begin; r + kRows <= row_end; r += kRows) {
+      const uint8_t* w = a.w + static_cast<size_t>(r) * a.w_row_bytes;
+      // The first tile of a row tile prefetches the rows two tiles ahead.
+      const uint8_t* ahead = tb == 0 && r + 3 * kRows <= row_end ? w + 2 * kRows * a.w_row_bytes : nullptr;
+      for (int64_t t = tb; t < te; t += kTokens) {
+        const int64_t nt = te - t < kTokens ? te - t : kTokens;
+        kTiles<Rows>[nt - 1](w, a.w_row_bytes, x + static_cast<size_t>(t) * a.n_cols, a.n_cols, a.n_cols,
+                             a.y + static_cast<size_t>(t) * a.y_stride + static_cast<size_t>(r), a.y_stride,
+                             t == tb ? ahead : nullptr);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void gemm_float(const GemmArgs& args, int64_t row_begin, int64_t row_end) {
+  const int64_t tiled_end = row_begin + (row_end - row_begin) / kRows * kRows;
+  switch (args.type) {
+    case gguf::TensorType::F32: gemm_rows<F32Rows>(args, row_begin, tiled_end); break;
+    case gguf::TensorType::F16: gemm_rows<F16Rows>(args, row_begin, tiled_end); break;
+    case gguf::TensorType::BF16: gemm_rows<BF16Rows>(args, row_begin, tiled_end); break;
+    case gguf::TensorType::Q8_0:
+    case gguf::TensorType::Q4_0: avx2::gemm(args, row_begin, row_end); return;
+  }
+  if (tiled_end < row_end) avx2::gemm(args, tiled_end, row_end);
+}
+
+}  // namespace preface::kernels::avx512
