@@ -127,7 +127,8 @@ void print_text(const KvOptions& o, const Report& r) {
                 kv::format_bytes(n).c_str(), group_digits(n).c_str(), d == t ? "   <- --kv-type" : "");
   }
   if (s.head_dim % 32 != 0) {
-    std::printf("  (q8_0 pads each head row of %d values to whole 32-value blocks)\n", s.head_dim);
+    std::printf("  (q8_0 row shown padded to whole 32-value blocks; the engine refuses q8_0 for head dim %d)\n",
+                s.head_dim);
   }
   std::printf("block       %d tokens = %s in %s\n", o.block_size, kv::format_bytes(r.budgets.at(0).block_bytes).c_str(),
               dtype.c_str());

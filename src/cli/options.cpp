@@ -43,8 +43,9 @@ void add_model_options(CLI::App& cmd, ModelOptions& opts) {
   add_model_path_option(cmd, opts);
   cmd.add_option("--threads", opts.threads, "Worker threads (default: number of cores)")
       ->check(CLI::Range(0, 1024));
-  cmd.add_option("--kv-type", opts.kv_type, "KV cache value type")
-      ->check(CLI::IsMember({"f32", "f16", "bf16"}))
+  cmd.add_option("--kv-type", opts.kv_type,
+                 "KV cache value type: f32, f16, bf16 or q8_0 (blocks of 32 values; needs head_dim % 32 == 0)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0"}))
       ->capture_default_str();
   cmd.add_option("--block-size", opts.block_size, "Tokens per KV cache block")
       ->check(CLI::Range(1, 4096))
@@ -75,7 +76,8 @@ model::KvType parse_kv_type(const std::string& name) {
   if (name == "f32") return model::KvType::F32;
   if (name == "f16") return model::KvType::F16;
   if (name == "bf16") return model::KvType::BF16;
-  throw Error("unknown KV type '" + name + "' (expected f32, f16 or bf16)");
+  if (name == "q8_0") return model::KvType::Q8_0;
+  throw Error("unknown KV type '" + name + "' (expected f32, f16, bf16 or q8_0)");
 }
 
 int resolve_threads(int threads) { return threads > 0 ? threads : ThreadPool::hardware_threads(); }

@@ -16,7 +16,8 @@ namespace preface::cli {
 
 class Session {
  public:
-  // Room for max_tokens positions (capped at the model's context length).
+  // Room for max_tokens positions (capped at the model's context length). Throws preface::Error when kv_type
+  // cannot store the model's heads (q8_0 needs head_dim % 32 == 0; see model::check_kv_type_fits).
   Session(model::Model& model, ThreadPool& pool, model::KvType kv_type, int32_t block_size, int32_t max_tokens);
 
   // Runs `tokens` at positions n_past().. in batches of at most the model's max_batch_tokens. Returns the last

@@ -16,8 +16,10 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 }
 
 int32_t n_blocks_for_budget(const model::Config& cfg, model::KvType type, int32_t block_size, uint64_t budget) {
+  model::check_kv_type_fits(type, cfg.head_dim);  // before sizing: a refused type's row size means nothing
   const uint64_t per_block =
-      2ull * cfg.n_layers * cfg.kv_row_values() * model::kv_type_bytes(type) * static_cast<uint64_t>(block_size);
+      2ull * cfg.n_layers * model::kv_row_bytes(type, static_cast<size_t>(cfg.kv_row_values())) *
+      static_cast<uint64_t>(block_size);
   const uint64_t n = budget / per_block;
   if (n < 1) {
     throw Error("KV cache budget of " + std::to_string(budget) + " bytes holds no block (one block of " +
@@ -42,7 +44,7 @@ uint64_t default_kv_cache_bytes() {
 }
 
 std::optional<model::KvType> kv_type_from_name(std::string_view name) {
-  for (model::KvType t : {model::KvType::F32, model::KvType::F16, model::KvType::BF16}) {
+  for (model::KvType t : {model::KvType::F32, model::KvType::F16, model::KvType::BF16, model::KvType::Q8_0}) {
     if (name == model::kv_type_name(t)) return t;
   }
   return std::nullopt;

@@ -6,7 +6,8 @@
 // computed for one query depends only on that query, its position count and the stored rows — never on the
 // other queries of the tile, their number or their positions:
 //   for each chunk c of positions [c * kAttnChunk, (c + 1) * kAttnChunk) ∩ [0, n_pos), in order:
-//     s_i   = dot(q', K_i) * scale             q' = q rounded to the storage type (as ggml does)
+//     s_i   = dot(q', K_i) * scale             q' = q rounded to the storage type (as ggml does; F32 and Q8_0:
+//                                              q' = q)
 //     m'    = max(m, max_i s_i);   a = exp(m - m')   (a = 0 for the first chunk)
 //     p_i   = exp(s_i - m')
 //     l     = l * a + sum_i p_i
@@ -15,20 +16,23 @@
 //   out = acc / l
 // The dot reduction order, the order of the chunk sum and of the V accumulation are fixed by head_dim and the
 // code path (scalar or AVX2) alone. Rows at positions >= n_pos of a query are never read for it.
+// K_i, V_i are the stored rows widened to f32, exactly: F16/BF16 widen exactly, and a Q8_0 value is
+// f32(d) * f32(q) (an 11-bit by 8-bit significand product, exact in f32), so every path sees the same K_i, V_i.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 
 namespace preface::kernels {
 
-// Element type of stored K/V rows.
-enum class KvElem : uint8_t { F32, F16, BF16 };
+// Element type of stored K/V rows. Q8_0: GGUF blocks of 32 values ({f16 d; int8 q[32]}, 34 bytes), which
+// requires head_dim % 32 == 0 (a head row is head_dim / 32 whole blocks).
+enum class KvElem : uint8_t { F32, F16, BF16, Q8_0 };
 
 inline constexpr int32_t kAttnChunk = 32;  // positions per online-softmax step
 
 // Where the K and V rows of one KV head live: position p is at block block_table[p / block_size], slot
 // p % block_size, i.e. bytes base + (block * block_size + slot) * row_bytes + head_offset_bytes, holding
-// head_dim values of `elem`.
+// head_dim values of `elem` (Q8_0: head_dim / 32 blocks).
 struct KvPages {
   KvElem elem = KvElem::F16;
   const uint8_t* k_base = nullptr;  // [n_blocks][block_size][row_bytes]

@@ -33,6 +33,13 @@ float widen(KvElem elem, const uint8_t* row, size_t i) {
       std::memcpy(&h, row + 2 * i, sizeof(h));
       return elem == KvElem::F16 ? f16_to_f32(h) : bf16_to_f32(h);
     }
+    case KvElem::Q8_0: {  // block i / 32: {f16 d; int8 q[32]}; f32(d) * f32(q) is exact
+      const uint8_t* block = row + (i / 32) * 34;
+      uint16_t d;
+      std::memcpy(&d, block, sizeof(d));
+      const auto q = static_cast<int8_t>(block[2 + i % 32]);
+      return f16_to_f32(d) * static_cast<float>(q);
+    }
   }
   return 0.0f;
 }
@@ -42,6 +49,7 @@ float round_to(KvElem elem, float x) {
     case KvElem::F32: return x;
     case KvElem::F16: return f16_to_f32(f32_to_f16(x));
     case KvElem::BF16: return bf16_to_f32(f32_to_bf16(x));
+    case KvElem::Q8_0: return x;  // the query stays f32; rows are dequantized
   }
   return x;
 }

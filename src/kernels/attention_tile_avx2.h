@@ -43,19 +43,46 @@ inline __m256 widen8(const uint8_t* p) {
   }
 }
 
+// Bytes of one head row of hd values of kElem (Q8_0: hd % 32 == 0, 34 bytes per 32 values).
+template <KvElem kElem>
+inline size_t head_row_bytes(size_t hd) {
+  return kElem == KvElem::Q8_0 ? hd / 32 * 34 : hd * (kElem == KvElem::F32 ? 4 : 2);
+}
+
+// Dequantizes a Q8_0 row of hd values (hd % 32 == 0) to dst as 8-value segments s at dst + s * seg_stride:
+// f32(d) * f32(q), exact, so the same floats as the scalar path.
+inline float* widen_q8_0(const uint8_t* row, size_t hd, float* dst, size_t seg_stride) {
+  for (size_t b = 0; b < hd / 32; ++b) {
+    const uint8_t* block = row + b * 34;  // {f16 d; int8 q[32]}
+    uint16_t d_bits;
+    std::memcpy(&d_bits, block, sizeof(d_bits));
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(d_bits));
+    for (size_t k = 0; k < 4; ++k, dst += seg_stride) {
+      const __m128i q8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 2 + 8 * k));
+      _mm256_storeu_ps(dst, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8))));
+    }
+  }
+  return dst;
+}
+
 // Widens a row's hd values of kElem to f32, padded with zeros to hp (a multiple of 8), writing its 8-value
 // segment s at dst + s * seg_stride.
 template <KvElem kElem>
 inline void widen_row(const uint8_t* row, size_t hd, size_t hp, float* dst, size_t seg_stride) {
-  constexpr size_t kElemBytes = kElem == KvElem::F32 ? 4 : 2;
   size_t d = 0;
-  for (; d + 8 <= hd; d += 8, dst += seg_stride) _mm256_storeu_ps(dst, widen8<kElem>(row + d * kElemBytes));
-  if (d < hd) {  // the last values through a zero-padded segment
-    alignas(32) uint8_t tail[8 * kElemBytes] = {};
-    std::memcpy(tail, row + d * kElemBytes, (hd - d) * kElemBytes);
-    _mm256_storeu_ps(dst, widen8<kElem>(tail));
-    d += 8;
-    dst += seg_stride;
+  if constexpr (kElem == KvElem::Q8_0) {
+    dst = widen_q8_0(row, hd, dst, seg_stride);
+    d = hd;
+  } else {
+    constexpr size_t kElemBytes = kElem == KvElem::F32 ? 4 : 2;
+    for (; d + 8 <= hd; d += 8, dst += seg_stride) _mm256_storeu_ps(dst, widen8<kElem>(row + d * kElemBytes));
+    if (d < hd) {  // the last values through a zero-padded segment
+      alignas(32) uint8_t tail[8 * kElemBytes] = {};
+      std::memcpy(tail, row + d * kElemBytes, (hd - d) * kElemBytes);
+      _mm256_storeu_ps(dst, widen8<kElem>(tail));
+      d += 8;
+      dst += seg_stride;
+    }
   }
   for (; d < hp; d += 8, dst += seg_stride) _mm256_storeu_ps(dst, _mm256_setzero_ps());
 }
@@ -65,8 +92,7 @@ inline void widen_row(const uint8_t* row, size_t hd, size_t hp, float* dst, size
 template <typename Ops, KvElem kElem>
 void widen_chunk(const KvPages& kv, int32_t c0, int32_t n_rows, int32_t n_pos_max, size_t hd, size_t hp,
                  float* kbuf, float* vbuf) {
-  constexpr size_t kElemBytes = kElem == KvElem::F32 ? 4 : 2;
-  const size_t head_bytes = hd * kElemBytes;
+  const size_t head_bytes = head_row_bytes<kElem>(hd);
   // (table index, slot) of the row being widened and of the one prefetched, walked rather than divided per row.
   int32_t table_index = c0 / kv.block_size, slot = c0 % kv.block_size;
   const int32_t next = c0 + kAttnChunk;
@@ -112,6 +138,7 @@ inline __m256 round_x8(KvElem elem, __m256 v) {
     case KvElem::F32: return v;
     case KvElem::F16: return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     case KvElem::BF16: return round_bf16x8(v);
+    case KvElem::Q8_0: return v;  // the query stays f32; rows are dequantized
   }
   return v;
 }
@@ -183,6 +210,7 @@ void attention_tile_impl(const AttnTile& tile, float* scratch) {
       case KvElem::F32: widen_chunk<Ops, KvElem::F32>(kv, c0, n_rows, n_pos_max, hd, hp, kbuf, vbuf); break;
       case KvElem::F16: widen_chunk<Ops, KvElem::F16>(kv, c0, n_rows, n_pos_max, hd, hp, kbuf, vbuf); break;
       case KvElem::BF16: widen_chunk<Ops, KvElem::BF16>(kv, c0, n_rows, n_pos_max, hd, hp, kbuf, vbuf); break;
+      case KvElem::Q8_0: widen_chunk<Ops, KvElem::Q8_0>(kv, c0, n_rows, n_pos_max, hd, hp, kbuf, vbuf); break;
     }
     // Weights of every query first, then the V accumulation two queries at a time (independent FMA chains).
     size_t active[kMaxActive];

@@ -5,8 +5,9 @@
 //
 //   bytes per token = 2 (K and V) x n_layers x n_kv_heads x head_dim x bytes per value
 //   bytes per value: f32 4, f16 2, bf16 2, q8_0 34/32 (blocks of 32 values: an f16 scale + 32 int8)
-// A q8_0 head row of head_dim values is stored as ceil(head_dim / 32) blocks, so a head_dim that is not a
-// multiple of 32 is padded (real models use 64 or 128, where 34/32 is exact).
+// A q8_0 head row of head_dim values is counted as ceil(head_dim / 32) blocks, so a head_dim that is not a
+// multiple of 32 is padded here (real models use 64 or 128, where 34/32 is exact). The KV storage itself
+// (kv/kv_storage.h) refuses q8_0 for such models; for the others these numbers equal its bytes_per_token().
 #pragma once
 #include <array>
 #include <cstdint>

@@ -14,6 +14,7 @@ KvStorage::KvStorage(const model::Config& config, model::KvType type, int32_t bl
                 std::to_string(n_blocks) + ")");
   }
   if (config.n_layers < 1 || config.kv_row_values() < 1) throw Error("KV storage: model config has no KV rows");
+  model::check_kv_type_fits(type, config.head_dim);
   n_layers_ = static_cast<size_t>(config.n_layers);
   view_.type = type;
   view_.block_size = block_size;

@@ -3,7 +3,7 @@
 // tables (built by the caller or a block pool) map a sequence's positions to block ids.
 //
 // Memory layout (layer-major, K before V):  layer 0 K | layer 0 V | layer 1 K | layer 1 V | ...
-// each region n_blocks * block_size * row_values * kv_type_bytes(type) bytes.
+// each region n_blocks * block_size * kv_row_bytes(type, row_values) bytes (Q8_0: 34 bytes per 32 values).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -17,7 +17,8 @@ namespace preface::kv {
 
 class KvStorage {
  public:
-  // Throws preface::Error when a size is not positive or the allocation fails.
+  // Throws preface::Error when a size is not positive, the type cannot store the model's heads
+  // (model::check_kv_type_fits: Q8_0 needs head_dim % 32 == 0) or the allocation fails.
   KvStorage(const model::Config& config, model::KvType type, int32_t block_size, int32_t n_blocks);
   KvStorage(const KvStorage&) = delete;
   KvStorage& operator=(const KvStorage&) = delete;

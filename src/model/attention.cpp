@@ -20,6 +20,9 @@ void write_row(KvType type, const float* x, uint8_t* dst, size_t n) {
     case KvType::F32: std::memcpy(dst, x, n * sizeof(float)); return;
     case KvType::F16: kernels::f32_to_f16_row(x, reinterpret_cast<uint16_t*>(dst), n); return;
     case KvType::BF16: kernels::f32_to_bf16_row(x, reinterpret_cast<uint16_t*>(dst), n); return;
+    // n / 32 blocks in order: with head_dim % 32 == 0 (checked by forward) each KV head is its own whole blocks.
+    // Every path of quantize_row_q8_0 gives the same bytes, those of the GGUF codec's Q8_0 for finite values.
+    case KvType::Q8_0: kernels::quantize_row_q8_0(x, reinterpret_cast<kernels::BlockQ8_0*>(dst), n); return;
   }
 }
 
@@ -55,9 +58,12 @@ void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch
   const int64_t n_items = static_cast<int64_t>(runs.size() * n_kv_heads);  // item = run * n_kv_heads + kv head
   const int64_t n_slots = std::min<int64_t>(pool.n_threads(), n_items);
   kernels::KvPages pages;
-  pages.elem = kv.type == KvType::F32 ? kernels::KvElem::F32
-               : kv.type == KvType::F16 ? kernels::KvElem::F16
-                                        : kernels::KvElem::BF16;
+  switch (kv.type) {
+    case KvType::F32: pages.elem = kernels::KvElem::F32; break;
+    case KvType::F16: pages.elem = kernels::KvElem::F16; break;
+    case KvType::BF16: pages.elem = kernels::KvElem::BF16; break;
+    case KvType::Q8_0: pages.elem = kernels::KvElem::Q8_0; break;
+  }
   pages.k_base = kv.k_layers[static_cast<size_t>(layer)];
   pages.v_base = kv.v_layers[static_cast<size_t>(layer)];
   pages.block_size = kv.block_size;
@@ -83,7 +89,7 @@ void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch
         kernels::AttnTile tile;
         tile.kv = pages;
         tile.kv.block_table = batch.block_tables[static_cast<size_t>(batch.seq[t0])]->data();
-        tile.kv.head_offset_bytes = kv_head * head_dim * kv_type_bytes(kv.type);
+        tile.kv.head_offset_bytes = kv_row_bytes(kv.type, kv_head * head_dim);
         tile.head_dim = head_dim;
         tile.scale = scale;
         tile.queries = queries.data();

@@ -10,8 +10,9 @@
 
 namespace preface::model::detail {
 
-// Converts the K and V rows of batch tokens t_begin..t_end-1 to kv.type and writes them to layer `layer` at each
-// token's (block, slot). k, v: [n][row_values] f32.
+// Converts the K and V rows of batch tokens t_begin..t_end-1 to kv.type (Q8_0: quantized per 32 values, so per
+// KV head, by kernels::quantize_row_q8_0; a row's bytes depend on its f32 values only) and writes them to layer
+// `layer` at each token's (block, slot). k, v: [n][row_values] f32.
 void store_kv(const ForwardBatch& batch, const KvView& kv, int layer, const float* k, const float* v, size_t t_begin,
               size_t t_end);
 
@@ -19,9 +20,10 @@ void store_kv(const ForwardBatch& batch, const KvView& kv, int layer, const floa
 //   out[t][h] = sum_p softmax_p(dot(q[t][h], K[p]) / sqrt(head_dim)) * V[p],  p = 0..pos[t],
 // with K[p], V[p] read from the storage only, through the block table of t's sequence, by
 // kernels::attention_tile (an online softmax over fixed chunks of positions; for F16/BF16 storage the query head
-// is rounded to that type before it meets a K row, as ggml does). Queries that read the same rows — the heads of
-// one KV head for up to kTileTokens consecutive batch tokens of one sequence — share a tile, but each query's
-// arithmetic is its own, so the result does not depend on the batch, the tiling or the pool's thread count.
+// is rounded to that type before it meets a K row, as ggml does; Q8_0 rows are dequantized exactly to f32 and
+// the query stays f32). Queries that read the same rows — the heads of one KV head for up to kTileTokens
+// consecutive batch tokens of one sequence — share a tile, but each query's arithmetic is its own, so the result
+// does not depend on the batch, the tiling or the pool's thread count.
 // q, out: [n][n_heads][head_dim].
 void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch, const KvView& kv, int layer,
                const float* q, float* out);

@@ -36,6 +36,7 @@ void check_kv(const Config& c, const KvView& kv) {
     throw Error("KV storage has the wrong number of layers for this model");
   }
   if (kv.block_size < 1 || kv.n_blocks < 1) throw Error("KV storage has no blocks");
+  check_kv_type_fits(kv.type, c.head_dim);
 }
 
 // Every index forward() follows is checked here, before anything is written. A token reads blocks

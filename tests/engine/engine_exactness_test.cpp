@@ -1,9 +1,12 @@
 // Bit-exactness of the engine: a request served cold, with a full-block hit, with a partial (copy-on-write) hit,
 // alone or batched with others, at prefill chunk sizes 1/7/16/64/512 and at 1 and 2 threads gives the same tokens
-// and memcmp-identical logits.
+// and memcmp-identical logits; with F16 KV and with Q8_0 KV (which an engine refuses, with preface::Error, for a
+// model whose head_dim is not a multiple of 32).
 #include <gtest/gtest.h>
 
 #include "engine/engine_harness.h"
+#include "model/synth_kv_models.h"
+#include "util/error.h"
 
 namespace preface::test {
 namespace {
@@ -36,17 +39,16 @@ Prompts make_prompts(const Tokenizer& tok) {
   return p;
 }
 
-engine::EngineConfig config_for(int32_t chunk, int32_t threads) {
+engine::EngineConfig config_for(int32_t chunk, int32_t threads, model::KvType kv_type) {
   engine::EngineConfig cfg;
+  cfg.kv_type = kv_type;
   cfg.kv_cache_bytes = 64ull << 20;
   cfg.max_batch_tokens = chunk;
   cfg.n_threads = threads;
   return cfg;
 }
 
-TEST_P(EngineExactness, CachedPartialBatchedChunkedThreaded) {
-  auto lm = load_shared_model(GetParam().model);
-  ASSERT_TRUE(lm.model);
+void check_exactness(const LoadedModel& lm, const std::string& model_name, model::KvType kv_type) {
   const Prompts p = make_prompts(*lm.tokenizer);
   ASSERT_GT(p.a.size(), 40u);
   constexpr int32_t kNew = 6;
@@ -54,7 +56,7 @@ TEST_P(EngineExactness, CachedPartialBatchedChunkedThreaded) {
   // References: each prompt alone on a cold engine with caching off, one chunk, one thread.
   std::vector<Outcome> ref;
   {
-    auto cfg = config_for(512, 1);
+    auto cfg = config_for(512, 1, kv_type);
     cfg.prefix_cache = false;
     engine::Engine eng(*lm.model, *lm.tokenizer, cfg);
     for (const auto* prompt : {&p.a, &p.b, &p.c}) {
@@ -66,9 +68,9 @@ TEST_P(EngineExactness, CachedPartialBatchedChunkedThreaded) {
   }
   for (int32_t threads : {1, 2}) {
     for (int32_t chunk : {1, 7, 16, 64, 512}) {
-      const std::string what = std::string(GetParam().model) + " threads=" + std::to_string(threads) +
-                               " chunk=" + std::to_string(chunk);
-      engine::Engine eng(*lm.model, *lm.tokenizer, config_for(chunk, threads));
+      const std::string what = model_name + " kv=" + model::kv_type_name(kv_type) +
+                               " threads=" + std::to_string(threads) + " chunk=" + std::to_string(chunk);
+      engine::Engine eng(*lm.model, *lm.tokenizer, config_for(chunk, threads, kv_type));
       // Cold, alone.
       auto sa = eng.submit(greedy_request(p.a, kNew));
       eng.run_until_idle();
@@ -105,6 +107,44 @@ TEST_P(EngineExactness, CachedPartialBatchedChunkedThreaded) {
     }
   }
 }
+
+TEST_P(EngineExactness, CachedPartialBatchedChunkedThreaded) {
+  auto lm = load_shared_model(GetParam().model);
+  ASSERT_TRUE(lm.model);
+  check_exactness(lm, GetParam().model, model::KvType::F16);
+}
+
+// Q8_0 KV: the same exactness on the models whose head_dim is a multiple of 32 (synth_kv_models.h), and a
+// preface::Error naming the head size from the engine's constructor on the others.
+class EngineQ8_0Kv : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EngineQ8_0Kv, CachedPartialBatchedChunkedThreadedOrRefused) {
+  const std::string path = q8_0_kv_model_path(GetParam());
+  if (path.empty()) return;
+  LoadedModel lm;
+  lm.model = model::Model::load(path, 512);
+  lm.tokenizer = Tokenizer::from_gguf(lm.model->file());
+  const int32_t head_dim = lm.model->config().head_dim;
+  if (head_dim % 32 == 0) {
+    check_exactness(lm, GetParam(), model::KvType::Q8_0);
+    return;
+  }
+  try {
+    engine::Engine eng(*lm.model, *lm.tokenizer, config_for(16, 1, model::KvType::Q8_0));
+    FAIL() << "the engine accepted q8_0 KV for head_dim " << head_dim;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("head_dim is " + std::to_string(head_dim)), std::string::npos) << e.what();
+  }
+}
+
+std::vector<std::string> q8_0_engine_models() {
+  std::vector<std::string> names = {"stories260K.gguf", "synth-spm-d128-f16.gguf"};  // refused: head_dim 8, 16
+  for (const std::string& n : q8_0_kv_model_names()) names.push_back(n);
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, EngineQ8_0Kv, ::testing::ValuesIn(q8_0_engine_models()),
+                         [](const auto& info) { return q8_0_kv_model_test_name(info.param); });
 
 INSTANTIATE_TEST_SUITE_P(SharedModels, EngineExactness,
                          ::testing::Values(Case{"stories260K.gguf"}, Case{"synth-spm-d128-f16.gguf"},

@@ -1,6 +1,7 @@
 // attention_tile: agreement with a double-precision softmax attention over paged rows, for every storage type and
-// both code paths; and the exactness contract — a query's output does not depend on the other queries of its
-// tile, and rows past a query's last position are never read.
+// every code path; and the exactness contract — a query's output does not depend on the other queries of its
+// tile, rows past a query's last position are never read, Q8_0 rows are dequantized exactly (the same bits as F32
+// storage of the dequantized values, on every path) and the non-scalar paths agree bit for bit.
 #include "kernels/attention.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "gguf/writer.h"
+#include "kernels/dot.h"
 #include "kernels/kernel_test_util.h"
 #include "util/fp16.h"
 
@@ -33,39 +36,84 @@ std::vector<Path> paths() {
   return p;
 }
 
-size_t elem_bytes(KvElem e) { return e == KvElem::F32 ? 4 : 2; }
+// Bytes of n values of e (Q8_0: n % 32 == 0).
+size_t elem_bytes(KvElem e, size_t n) { return e == KvElem::F32 ? 4 * n : e == KvElem::Q8_0 ? n / 32 * 34 : 2 * n; }
 
-float stored_value(KvElem e, float v) {
+const char* elem_name(KvElem e) {
+  switch (e) {
+    case KvElem::F32: return "f32";
+    case KvElem::F16: return "f16";
+    case KvElem::BF16: return "bf16";
+    case KvElem::Q8_0: return "q8_0";
+  }
+  return "?";
+}
+
+// The query as the kernel uses it: rounded to F16/BF16 storage, unchanged for F32 and Q8_0.
+float query_value(KvElem e, float v) {
   switch (e) {
     case KvElem::F32: return v;
     case KvElem::F16: return f16_to_f32(f32_to_f16(v));
     case KvElem::BF16: return bf16_to_f32(f32_to_bf16(v));
+    case KvElem::Q8_0: return v;
   }
   return v;
 }
 
 // Paged K/V for one sequence of n_pos positions: n_kv_heads heads per row, blocks in shuffled order, with a
-// spare block (never in the table) so that tables do not cover the whole storage.
+// spare block (never in the table) so that tables do not cover the whole storage. Q8_0 rows are written by the
+// GGUF codec (gguf::encode_values), one head at a time, and kf/vf hold its decoding.
 struct PagedKv {
   PagedKv(KvElem elem, size_t head_dim, size_t n_kv_heads, int32_t block_size, int32_t n_pos, uint32_t seed)
       : elem(elem), head_dim(head_dim), n_kv_heads(n_kv_heads), block_size(block_size), n_pos(n_pos) {
     const int32_t n_blocks = (n_pos + block_size - 1) / block_size + 1;
-    row_bytes = n_kv_heads * head_dim * elem_bytes(elem);
+    row_bytes = n_kv_heads * elem_bytes(elem, head_dim);
     k.assign(static_cast<size_t>(n_blocks * block_size) * row_bytes, 0);
     v.assign(k.size(), 0);
     table.resize(static_cast<size_t>(n_blocks - 1));
     std::iota(table.begin(), table.end(), 1);
     std::shuffle(table.begin(), table.end(), std::mt19937(seed));
     const auto values = test::random_floats(static_cast<size_t>(n_pos) * n_kv_heads * head_dim * 2, seed + 1);
-    kf.resize(values.size() / 2);
-    vf.resize(values.size() / 2);
+    std::vector<float> kx(values.size() / 2), vx(values.size() / 2);  // [n_pos][n_kv_heads][head_dim]
+    for (size_t at = 0; at < kx.size(); ++at) {
+      kx[at] = values[2 * at];
+      vx[at] = values[2 * at + 1];
+    }
+    kf.resize(kx.size());
+    vf.resize(vx.size());
     for (int32_t p = 0; p < n_pos; ++p) {
-      for (size_t i = 0; i < n_kv_heads * head_dim; ++i) {
-        const size_t at = static_cast<size_t>(p) * n_kv_heads * head_dim + i;
-        kf[at] = stored_value(elem, values[2 * at]);
-        vf[at] = stored_value(elem, values[2 * at + 1]);
-        write(k.data(), p, i, values[2 * at]);
-        write(v.data(), p, i, values[2 * at + 1]);
+      for (size_t h = 0; h < n_kv_heads; ++h) {
+        const size_t at = (static_cast<size_t>(p) * n_kv_heads + h) * head_dim;
+        write_head(k.data(), p, h, kx.data() + at, kf.data() + at);
+        write_head(v.data(), p, h, vx.data() + at, vf.data() + at);
+      }
+    }
+  }
+
+  // Stores head h of position pos from x[head_dim]; stored[head_dim] receives the values as stored.
+  void write_head(uint8_t* base, int32_t pos, size_t h, const float* x, float* stored) {
+    if (elem == KvElem::Q8_0) {
+      const std::vector<uint8_t> bytes = gguf::encode_values(gguf::TensorType::Q8_0, x, head_dim);
+      std::memcpy(row(base, pos) + h * elem_bytes(elem, head_dim), bytes.data(), bytes.size());
+      gguf::decode_values(gguf::TensorType::Q8_0, bytes.data(), head_dim, stored);
+      return;
+    }
+    for (size_t i = 0; i < head_dim; ++i) {
+      write(base, pos, h * head_dim + i, x[i]);
+      stored[i] = query_value(elem, x[i]);
+    }
+  }
+
+  // Every value of position pos (K and V, all heads) becomes NaN: Q8_0 blocks get a NaN scale.
+  void poison(int32_t pos) {
+    for (uint8_t* base : {k.data(), v.data()}) {
+      if (elem == KvElem::Q8_0) {
+        for (size_t b = 0; b < n_kv_heads * head_dim / 32; ++b) {
+          const uint16_t nan_f16 = 0x7e00;
+          std::memcpy(row(base, pos) + b * 34, &nan_f16, 2);
+        }
+      } else {
+        for (size_t i = 0; i < n_kv_heads * head_dim; ++i) write(base, pos, i, NAN);
       }
     }
   }
@@ -75,8 +123,9 @@ struct PagedKv {
     return base + (block * static_cast<size_t>(block_size) + static_cast<size_t>(pos % block_size)) * row_bytes;
   }
 
+  // Value i of a F32/F16/BF16 row.
   void write(uint8_t* base, int32_t pos, size_t i, float value) {
-    uint8_t* dst = row(base, pos) + i * elem_bytes(elem);
+    uint8_t* dst = row(base, pos) + elem_bytes(elem, i);
     if (elem == KvElem::F32) {
       std::memcpy(dst, &value, 4);
     } else {
@@ -93,7 +142,7 @@ struct PagedKv {
     p.block_table = table.data();
     p.block_size = block_size;
     p.row_bytes = row_bytes;
-    p.head_offset_bytes = kv_head * head_dim * elem_bytes(elem);
+    p.head_offset_bytes = kv_head * elem_bytes(elem, head_dim);
     return p;
   }
 
@@ -107,13 +156,13 @@ struct PagedKv {
 };
 
 // Double-precision softmax(q' . K / sqrt(d)) V over positions 0..n_pos-1 of kv_head, q' = q rounded to the
-// storage type (as the kernel documents).
+// storage type (F16/BF16; as the kernel documents).
 std::vector<double> reference(const PagedKv& kv, size_t kv_head, const float* q, int32_t n_pos, float scale) {
   const size_t d = kv.head_dim, stride = kv.n_kv_heads * d;
   std::vector<double> s(static_cast<size_t>(n_pos));
   for (int32_t p = 0; p < n_pos; ++p) {
     double dot = 0;
-    for (size_t i = 0; i < d; ++i) dot += double{stored_value(kv.elem, q[i])} * kv.kf[p * stride + kv_head * d + i];
+    for (size_t i = 0; i < d; ++i) dot += double{query_value(kv.elem, q[i])} * kv.kf[p * stride + kv_head * d + i];
     s[static_cast<size_t>(p)] = dot * scale;
   }
   const double m = *std::max_element(s.begin(), s.end());
@@ -143,10 +192,11 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 TEST(AttentionTile, MatchesDoubleReference) {
   for (const Path& path : paths()) {
-    for (KvElem elem : {KvElem::F32, KvElem::F16, KvElem::BF16}) {
-      for (size_t head_dim : {8u, 20u, 64u, 128u}) {
+    for (KvElem elem : {KvElem::F32, KvElem::F16, KvElem::BF16, KvElem::Q8_0}) {
+      for (size_t head_dim : {8u, 20u, 32u, 64u, 128u}) {
+        if (elem == KvElem::Q8_0 && head_dim % 32 != 0) continue;
         for (int32_t block_size : {1, 5, 16}) {
-          SCOPED_TRACE(std::string(path.name) + " elem " + std::to_string(static_cast<int>(elem)) + " head_dim " +
+          SCOPED_TRACE(std::string(path.name) + " elem " + elem_name(elem) + " head_dim " +
                        std::to_string(head_dim) + " block " + std::to_string(block_size));
           const int32_t n_pos = 77;  // two full chunks and a partial one
           const PagedKv kv(elem, head_dim, 2, block_size, n_pos, 7);
@@ -173,9 +223,9 @@ TEST(AttentionTile, MatchesDoubleReference) {
 // the tile; and rows past its last position (here NaN) are never read.
 TEST(AttentionTile, QueryIndependentOfTileAndUnreadRows) {
   for (const Path& path : paths()) {
-    for (KvElem elem : {KvElem::F32, KvElem::F16, KvElem::BF16}) {
-      SCOPED_TRACE(std::string(path.name) + " elem " + std::to_string(static_cast<int>(elem)));
-      const size_t head_dim = 24;
+    for (KvElem elem : {KvElem::F32, KvElem::F16, KvElem::BF16, KvElem::Q8_0}) {
+      SCOPED_TRACE(std::string(path.name) + " elem " + elem_name(elem));
+      const size_t head_dim = elem == KvElem::Q8_0 ? 64 : 24;
       const int32_t n_pos = 70;
       PagedKv kv(elem, head_dim, 1, 4, n_pos, 11);
       const auto q = test::random_floats(head_dim * 4, 12, 3.0f);
@@ -198,12 +248,7 @@ TEST(AttentionTile, QueryIndependentOfTileAndUnreadRows) {
       EXPECT_TRUE(same_bits(alone, reversed));
 
       // Poison positions 45.. : the 45-position query must not change.
-      for (int32_t p = 45; p < n_pos; ++p) {
-        for (size_t i = 0; i < head_dim; ++i) {
-          kv.write(kv.k.data(), p, i, NAN);
-          kv.write(kv.v.data(), p, i, NAN);
-        }
-      }
+      for (int32_t p = 45; p < n_pos; ++p) kv.poison(p);
       std::vector<float> poisoned(head_dim);
       std::vector<AttnQuery> first = {{q.data(), poisoned.data(), 45}};
       run_tile(path.fn, kv.pages(0), head_dim, scale, first);
@@ -229,9 +274,10 @@ TEST(AttentionTile, Avx2AgreesWithScalar) {
 // 16-lane registers, leave an 8-lane tail, or need zero padding.
 TEST(AttentionTile, Avx512BitIdenticalToAvx2) {
   if (!avx512::available()) GTEST_SKIP() << "CPU lacks AVX-512";
-  for (KvElem elem : {KvElem::F32, KvElem::F16, KvElem::BF16}) {
-    for (size_t head_dim : {8u, 20u, 24u, 64u, 80u, 128u, 136u}) {
-      SCOPED_TRACE("elem " + std::to_string(static_cast<int>(elem)) + " head_dim " + std::to_string(head_dim));
+  for (KvElem elem : {KvElem::F32, KvElem::F16, KvElem::BF16, KvElem::Q8_0}) {
+    for (size_t head_dim : {8u, 20u, 24u, 32u, 64u, 80u, 96u, 128u, 136u}) {
+      if (elem == KvElem::Q8_0 && head_dim % 32 != 0) continue;
+      SCOPED_TRACE(std::string("elem ") + elem_name(elem) + " head_dim " + std::to_string(head_dim));
       const int32_t n_pos = 90;
       const PagedKv kv(elem, head_dim, 2, 7, n_pos, 71);
       const auto q = test::random_floats(head_dim * 5, 72, 3.0f);
@@ -245,6 +291,81 @@ TEST(AttentionTile, Avx512BitIdenticalToAvx2) {
       run_tile(avx2::attention_tile, kv.pages(1), head_dim, 0.2f, qa);
       run_tile(avx512::attention_tile, kv.pages(1), head_dim, 0.2f, qz);
       EXPECT_TRUE(same_bits(a, z));
+    }
+  }
+}
+
+// Q8_0 rows are dequantized exactly (f32(d) * q) and the query is not rounded: on every path a tile over Q8_0
+// storage gives the same bits as the same tile over F32 storage holding the dequantized values.
+TEST(AttentionTile, Q8_0EqualsF32OfDequantizedValuesOnEveryPath) {
+  for (const Path& path : paths()) {
+    for (size_t head_dim : {32u, 64u, 96u, 128u}) {
+      SCOPED_TRACE(std::string(path.name) + " head_dim " + std::to_string(head_dim));
+      const int32_t n_pos = 83;
+      const PagedKv q8(KvElem::Q8_0, head_dim, 3, 6, n_pos, 41);
+      PagedKv f32(KvElem::F32, head_dim, 3, 6, n_pos, 41);  // same table (same seed), values replaced below
+      ASSERT_EQ(q8.table, f32.table);
+      for (int32_t p = 0; p < n_pos; ++p) {
+        for (size_t i = 0; i < 3 * head_dim; ++i) {
+          f32.write(f32.k.data(), p, i, q8.kf[static_cast<size_t>(p) * 3 * head_dim + i]);
+          f32.write(f32.v.data(), p, i, q8.vf[static_cast<size_t>(p) * 3 * head_dim + i]);
+        }
+      }
+      const auto q = test::random_floats(head_dim * 4, 42, 3.0f);
+      std::vector<float> a(head_dim * 4), b(head_dim * 4);
+      std::vector<AttnQuery> qa, qb;
+      for (size_t j = 0; j < 4; ++j) {
+        const int32_t n = n_pos - static_cast<int32_t>(25 * j);
+        qa.push_back({q.data() + j * head_dim, a.data() + j * head_dim, n});
+        qb.push_back({q.data() + j * head_dim, b.data() + j * head_dim, n});
+      }
+      run_tile(path.fn, q8.pages(2), head_dim, 0.17f, qa);
+      run_tile(path.fn, f32.pages(2), head_dim, 0.17f, qb);
+      EXPECT_TRUE(same_bits(a, b));
+    }
+  }
+}
+
+// The non-scalar paths agree with the scalar reference on Q8_0 storage (closely: their arithmetic differs), and
+// with each other bit for bit (AVX-512 is checked against AVX2 in Avx512BitIdenticalToAvx2).
+TEST(AttentionTile, Q8_0SimdAgreesWithScalar) {
+  if (!avx2::available()) GTEST_SKIP() << "CPU lacks AVX2";
+  const size_t head_dim = 128;
+  const int32_t n_pos = 260;
+  const PagedKv kv(KvElem::Q8_0, head_dim, 2, 16, n_pos, 51);
+  const auto q = test::random_floats(head_dim, 52, 4.0f);
+  std::vector<float> s(head_dim);
+  std::vector<AttnQuery> qs = {{q.data(), s.data(), n_pos}};
+  run_tile(scalar::attention_tile, kv.pages(1), head_dim, 0.09f, qs);
+  for (const Path& path : paths()) {
+    std::vector<float> a(head_dim);
+    std::vector<AttnQuery> qa = {{q.data(), a.data(), n_pos}};
+    run_tile(path.fn, kv.pages(1), head_dim, 0.09f, qa);
+    for (size_t i = 0; i < head_dim; ++i) EXPECT_NEAR(a[i], s[i], 1e-5 + 1e-5 * std::fabs(s[i])) << path.name << i;
+  }
+}
+
+// The KV store quantizes rows with quantize_row_q8_0: on every path its bytes are the GGUF codec's (so a stored
+// row depends only on its f32 values), including all-zero blocks, exact ties (x * id = k + 0.5) and blocks whose
+// largest magnitude is negative.
+TEST(KvQuantizer, Q8_0BytesEqualGgufCodec) {
+  std::vector<void (*)(const float*, BlockQ8_0*, size_t)> quantizers = {quantize_row_q8_0,
+                                                                       scalar::quantize_row_q8_0};
+  if (avx2::available()) quantizers.push_back(avx2::quantize_row_q8_0);
+  for (uint32_t seed = 0; seed < 40; ++seed) {
+    const size_t n = 32 * (1 + seed % 5);
+    std::vector<float> x = test::random_floats(n, 900 + seed, seed % 3 == 0 ? 1e-3f : 7.0f);
+    if (seed % 4 == 1) std::fill(x.begin(), x.begin() + 32, 0.0f);
+    if (seed % 4 == 2) {  // amax 127 gives d = 1, id = 1: halves are exact ties
+      for (size_t i = 0; i < 32; ++i) x[i] = static_cast<float>(static_cast<int>(i) - 16) + 0.5f;
+      x[31] = -127.0f;
+    }
+    const std::vector<uint8_t> codec = gguf::encode_values(gguf::TensorType::Q8_0, x.data(), n);
+    for (auto* quantize : quantizers) {
+      std::vector<BlockQ8_0> got(n / 32);
+      quantize(x.data(), got.data(), n);
+      ASSERT_EQ(codec.size(), got.size() * sizeof(BlockQ8_0));
+      EXPECT_EQ(std::memcmp(codec.data(), got.data(), codec.size()), 0) << "seed " << seed;
     }
   }
 }

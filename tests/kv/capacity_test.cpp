@@ -8,9 +8,12 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 
 #include "gguf/reader.h"
+#include "kv/kv_storage.h"
 #include "model/config.h"
+#include "model/synth_kv_models.h"
 #include "support/shared_data.h"
 #include "util/error.h"
 
@@ -132,6 +135,28 @@ TEST(KvCapacity, ShapeFromSharedGguf) {
     // The synthetic models are Llama/Qwen2 shapes, so counting tensors and the shape formula agree.
     EXPECT_EQ(s.n_params, shape_param_count(s));
     EXPECT_EQ(kv_bytes_per_token(s, KvDtype::F16), 2ull * c.n_layers * c.kv_row_values() * 2);
+  }
+}
+
+// The calculator (`preface kv`) and the storage an engine allocates agree on bytes per token for every dtype,
+// q8_0 included (2 x layers x kv_heads x head_dim x 34/32), on the shared models whose head_dim q8_0 can store.
+TEST(KvCapacity, CalculatorMatchesKvStorage) {
+  if (test::shared_dir().empty()) return;
+  const std::pair<KvDtype, model::KvType> types[] = {{KvDtype::F32, model::KvType::F32},
+                                                     {KvDtype::F16, model::KvType::F16},
+                                                     {KvDtype::BF16, model::KvType::BF16},
+                                                     {KvDtype::Q8_0, model::KvType::Q8_0}};
+  for (const std::string& name : test::q8_0_kv_model_names()) {
+    SCOPED_TRACE(name);
+    const gguf::File file = gguf::File::open(test::q8_0_kv_model_path(name));
+    const KvShape s = shape_from_gguf(file);
+    const model::Config c = model::read_config(file);
+    ASSERT_EQ(c.head_dim % 32, 0);
+    for (const auto& [dtype, type] : types) {
+      EXPECT_EQ(kv_dtype_name(dtype), model::kv_type_name(type));
+      EXPECT_EQ(kv_bytes_per_token(s, dtype), KvStorage(c, type, 16, 1).bytes_per_token()) << kv_dtype_name(dtype);
+    }
+    EXPECT_EQ(kv_bytes_per_token(s, KvDtype::Q8_0), 2ull * c.n_layers * c.n_kv_heads * c.head_dim / 32 * 34);
   }
 }
 

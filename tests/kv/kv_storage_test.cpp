@@ -1,4 +1,5 @@
-// KvStorage: sizes, layout (per layer K then V, blocks of block_size rows), zeroing and copy_rows.
+// KvStorage: sizes, layout (per layer K then V, blocks of block_size rows), zeroing and copy_rows; Q8_0 sizes
+// and its head_dim check.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -63,6 +64,27 @@ TEST(KvStorage, CopyRowsCopiesThePrefixOfEveryLayer) {
 TEST(KvStorage, BadSizesAreErrors) {
   EXPECT_THROW(kv::KvStorage(small_config(), model::KvType::F16, 0, 4), Error);
   EXPECT_THROW(kv::KvStorage(small_config(), model::KvType::F16, 16, 0), Error);
+}
+
+// Q8_0: per KV head, head_dim / 32 blocks of 34 bytes; heads that are not whole blocks are refused.
+TEST(KvStorage, Q8_0SizesAndHeadDimCheck) {
+  model::Config c = small_config();
+  c.head_dim = 64;
+  const kv::KvStorage s(c, model::KvType::Q8_0, 16, 5);
+  EXPECT_EQ(s.view().row_bytes(), 2u * 2u * 34u);                // kv heads x blocks per head x 34
+  EXPECT_EQ(s.bytes_per_token(), 3u * 2u * 2u * 64u * 34u / 32u);  // layers x {K,V} x kv heads x head_dim x 34/32
+  EXPECT_EQ(s.size_bytes(), s.bytes_per_token() * 5 * 16);
+  EXPECT_EQ(s.view().k_row(2, 4, 15) + s.view().row_bytes(), s.view().v_layers[2]);  // regions end to end
+  for (int32_t head_dim : {8, 16, 48, 100}) {
+    c.head_dim = head_dim;
+    try {
+      kv::KvStorage bad(c, model::KvType::Q8_0, 16, 5);
+      FAIL() << "q8_0 accepted head_dim " << head_dim;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("head_dim is " + std::to_string(head_dim)), std::string::npos) << e.what();
+    }
+    EXPECT_NO_THROW(kv::KvStorage(c, model::KvType::F16, 16, 5));
+  }
 }
 
 TEST(KvStorage, MoveKeepsTheAllocation) {

@@ -1,5 +1,6 @@
 // Bit-exactness of the paged-KV forward pass: a token's logits must not depend on how its sequence was fed
-// (whole, one token at a time, chunks of 7), on the thread count, or on other sequences sharing the batch.
+// (whole, one token at a time, chunks of 7), on the thread count, or on other sequences sharing the batch; for
+// every KV type (Q8_0 on the models whose head_dim is a multiple of 32).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -43,7 +44,9 @@ TEST_P(Exactness, IncrementalEqualsFullRecomputeAtAnyThreadCount) {
   const int32_t n_blocks = (kSeqLen + kBlockSize - 1) / kBlockSize;
   const std::vector<int32_t> table = reversed_blocks(n_blocks);
 
-  for (model::KvType kv_type : {model::KvType::F16, model::KvType::F32, model::KvType::BF16}) {
+  std::vector<model::KvType> kv_types = {model::KvType::F16, model::KvType::F32, model::KvType::BF16};
+  if (c.head_dim % 32 == 0) kv_types.push_back(model::KvType::Q8_0);  // Q8_0 needs whole 32-value blocks per head
+  for (model::KvType kv_type : kv_types) {
     std::vector<float> reference;  // full recompute, 1 thread
     for (int n_threads : {1, 2}) {
       ThreadPool pool(n_threads);
