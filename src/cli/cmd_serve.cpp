@@ -140,13 +140,21 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--chat-template", opts->chat_template,
                   "Chat template family, overriding the model's (" + server::chat_template_names() + ")");
   cmd->add_option("--alias", opts->alias, "Model name reported and accepted by the API (default: the file name)");
-  cmd->add_option("--max-body-bytes", opts->max_body, "Largest request body; larger gets 413")->capture_default_str();
+  cmd->add_option("--max-body-bytes", opts->max_body,
+                  "Largest request body; larger gets 413 (a request or header line is limited to " +
+                      std::to_string(server::kMaxHeaderLineBytes) + " bytes, fixed by httplib; longer gets 400)")
+      ->capture_default_str();
   cmd->add_option("--max-in-flight", s.limits.max_in_flight, "Generation requests at once; more get 503")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   cmd->add_option("--http-threads", s.n_http_threads,
                   "HTTP worker threads = connections served at once; more wait for a thread (0: max-in-flight + 8)")
       ->check(CLI::Range(0, 8192))
+      ->capture_default_str();
+  cmd->add_option("--max-connections", s.max_connections,
+                  "Connections served or waiting for an HTTP thread at once; requests on more get a quick 503 "
+                  "(Connection: close)")
+      ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   cmd->add_option("--max-stop-strings", s.limits.max_stop_strings, "Stop strings per request")
       ->check(CLI::Range(0, 1024))
@@ -182,8 +190,8 @@ void register_serve(CLI::App& app) {
                   "File of `key tenant` lines (# comments): each tenant gets its own prompt cache");
   cmd->add_option("--admin-key", s.admin_key, "Key allowed to purge a tenant's cache (DELETE /v1/cache)");
   cmd->add_option("--cache-ttl", opts->cache_ttl_s,
-                  "Seconds after which an unused cache namespace (tenant + cache_salt) is purged unless pinned "
-                  "(0: never)")
+                  "Seconds after which a cached KV block nobody used (no hit, no release) is dropped; pinned "
+                  "blocks (cache_control) are kept (0: never)")
       ->check(CLI::Range(0.0, 1e9))
       ->capture_default_str();
   cmd->add_flag("--quiet", opts->quiet, "No per-request log lines");

@@ -46,6 +46,7 @@ class SseReader {
     }
   }
   bool done() const { return done_; }
+  int64_t n_text_chunks() const { return n_text_chunks_; }
 
  private:
   void event(std::string_view ev, double now_s) {
@@ -75,20 +76,28 @@ class SseReader {
       fail("error event: " + j["error"].dump());
       return;
     }
+    std::string piece;
     if (const auto it = j.find("choices"); it != j.end() && it->is_array() && !it->empty()) {
       const json& c = (*it)[0];
-      std::string piece;
       if (c.contains("text") && c["text"].is_string()) piece = c["text"].get<std::string>();
       if (c.contains("delta") && c["delta"].is_object() && c["delta"].contains("content") &&
           c["delta"]["content"].is_string())
         piece = c["delta"]["content"].get<std::string>();
-      if (!piece.empty()) {
-        if (n_text_chunks_ == 0) r_.ttft_s = now_s;
-        else r_.itl_s.push_back(now_s - last_text_s_);
-        last_text_s_ = now_s;
-        ++n_text_chunks_;
-        r_.text += piece;
-      }
+    }
+    // Anthropic's /v1/messages events (OpenAI chunks have no "type").
+    if (const auto t = j.find("type"); t != j.end() && t->is_string()) {
+      if (*t == "message_stop") done_ = true;
+      const auto d = j.find("delta");
+      if (*t == "content_block_delta" && d != j.end() && d->is_object() && d->contains("text") &&
+          (*d)["text"].is_string())
+        piece = (*d)["text"].get<std::string>();
+    }
+    if (!piece.empty()) {
+      if (n_text_chunks_ == 0) r_.ttft_s = now_s;
+      else r_.itl_s.push_back(now_s - last_text_s_);
+      last_text_s_ = now_s;
+      ++n_text_chunks_;
+      r_.text += piece;
     }
     if (const auto it = j.find("usage"); it != j.end() && it->is_object()) {
       r_.has_usage = true;
@@ -165,6 +174,56 @@ RequestResult run_request(const Target& target, const RequestParams& p, double t
     r.error = "request failed: " + httplib::to_string(err);
   } else if (!sse.done() && !r.has_usage) {
     r.error = "the stream ended without [DONE] or usage";
+  } else {
+    r.ok = true;
+  }
+  return r;
+}
+
+RequestResult post_request(const Target& target, const std::string& path, const std::string& body, bool stream,
+                           double timeout_s, int32_t vanish_after_chunks) {
+  constexpr size_t kMaxBodyBytes = 1u << 20, kMaxErrorBytes = 4096;
+  RequestResult r;
+  auto client = make_client(target, timeout_s);
+  httplib::Request req;
+  req.method = "POST";
+  req.path = target.path_prefix + path;
+  req.body = body;
+  req.set_header("Content-Type", "application/json");
+  SseReader sse(r);
+  req.response_handler = [&](const httplib::Response& res) {
+    r.http_status = res.status;
+    return true;
+  };
+  const auto t0 = Clock::now();
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    const bool is_2xx = r.http_status >= 200 && r.http_status < 300;
+    if (!is_2xx || !stream) {
+      const size_t cap = is_2xx ? kMaxBodyBytes : kMaxErrorBytes;
+      r.body.append(data, std::min(n, cap - std::min(cap, r.body.size())));
+      return true;
+    }
+    sse.feed(std::string_view(data, n), std::chrono::duration<double>(Clock::now() - t0).count());
+    if (vanish_after_chunks > 0 && sse.n_text_chunks() >= vanish_after_chunks && !sse.done()) {
+      r.vanished = true;
+      return false;  // httplib cancels the request and closes the socket
+    }
+    return r.error.empty();
+  };
+  httplib::Response res;
+  httplib::Error err = httplib::Error::Success;
+  const bool sent = client->send(req, res, err);
+  r.e2e_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (r.http_status != 0 && (r.http_status < 200 || r.http_status >= 300)) {
+    r.error = "HTTP " + std::to_string(r.http_status) + ": " + r.body;
+  } else if (r.vanished) {
+    r.error = "closed by the client after " + std::to_string(sse.n_text_chunks()) + " text chunks";
+  } else if (!r.error.empty()) {
+    // an error event or a malformed stream, already described
+  } else if (!sent) {
+    r.error = "request failed: " + httplib::to_string(err);
+  } else if (stream && !sse.done()) {
+    r.error = "the stream ended without [DONE] or message_stop";
   } else {
     r.ok = true;
   }

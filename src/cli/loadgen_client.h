@@ -38,11 +38,23 @@ struct RequestResult {
   int64_t n_cached_tokens = 0;    // usage.prompt_tokens_details.cached_tokens
   int64_t n_completion_tokens = 0;
   bool has_usage = false;
+  // Filled by post_request only:
+  int http_status = 0;            // 0 when no response line arrived
+  std::string body;               // a non-streamed answer (<= 1 MiB) or a non-2xx body (<= 4096 bytes)
+  bool vanished = false;          // the client closed the connection on purpose (vanish_after_chunks)
 };
 
 // Sends `p` to target's /v1/completions with stream=true and stream_options.include_usage=true and reads the
 // event stream to its end. Never throws for a server-side failure: it is reported in the result.
 RequestResult run_request(const Target& target, const RequestParams& p, double timeout_s);
+
+// POSTs `body` (sent as is, so it may be malformed on purpose) as application/json to target's `path` ("/v1/...").
+// stream: the 2xx answer is read as server-sent events, OpenAI's (choices[0].text or .delta.content, [DONE]) or
+// Anthropic's (content_block_delta text, message_stop), into `text`; else the whole answer is kept in `body`.
+// vanish_after_chunks > 0: once that many text chunks arrived the connection is closed mid-stream (a client that
+// goes away), and the result has vanished = true and ok = false. Never throws for a server-side failure.
+RequestResult post_request(const Target& target, const std::string& path, const std::string& body, bool stream,
+                           double timeout_s, int32_t vanish_after_chunks = 0);
 
 // The id of the first model in target's /v1/models; throws preface::Error when the server does not answer.
 std::string first_model(const Target& target);

@@ -333,6 +333,9 @@ EngineCounters Engine::counters() const {
   return published_;
 }
 
-void Engine::check_invariants() const { scheduler_.check_invariants(); }
+void Engine::check_invariants() const {
+  std::lock_guard step_lock(step_mu_);
+  scheduler_.check_invariants();
+}
 
 }  // namespace preface::engine

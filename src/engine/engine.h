@@ -38,8 +38,8 @@ struct EngineConfig {
   int32_t n_threads = 0;                // 0 = hardware threads
   bool prefix_cache = true;             // false: no lookups, no registration (every request computes its prompt)
   std::function<std::chrono::steady_clock::time_point()> clock;  // for TTLs; empty = steady_clock::now
-  // > 0: a cache namespace (salt) not used by any request for this long has its cached blocks purged at the next
-  // step, unless one of them is pinned (cache_control). 0 = cached blocks live until evicted.
+  // > 0: a cached block unreferenced and unpinned for this long (since its last release or unpin; a hit refreshes
+  // it) loses its hash at the next step (kv::BlockPool::expire_idle). 0 = cached blocks live until evicted.
   std::chrono::steady_clock::duration cache_ttl{0};
 };
 
@@ -80,7 +80,8 @@ class Engine {
   void stop();
 
   EngineCounters counters() const;
-  // Throws std::logic_error when the pool's or scheduler's invariants fail.
+  // Throws std::logic_error when the pool's or scheduler's invariants fail. Takes the step lock, so it is safe
+  // beside the background loop (e.g. from a /metrics scrape); never call it from inside a step.
   void check_invariants() const;
 
   const EngineConfig& config() const { return config_; }
@@ -106,7 +107,7 @@ class Engine {
   std::chrono::steady_clock::time_point now() const;
   void note_namespace(const kv::Digest& ns, const std::string& salt);
   int32_t purge_root_locked(const kv::Digest& root);  // step_mu_ held
-  void expire_namespaces();                            // step_mu_ held
+  void expire_namespaces();                            // step_mu_ held: cache TTL, salts_ bound
 
   model::Model& model_;
   const Tokenizer& tokenizer_;
@@ -134,14 +135,14 @@ class Engine {
   std::thread loop_;
 
   // Held by step(), stop()'s tail and the purges, so a purge never runs inside a step.
-  std::mutex step_mu_;
+  mutable std::mutex step_mu_;
   struct NamespaceUse {
     std::string salt;
     std::chrono::steady_clock::time_point last_use;  // latest submit or finish of a request in the namespace
   };
-  // Namespaces served and not since purged: root digest -> salt and last use (for purge_salt_prefix and
-  // cache_ttl). Entries with no cached block left are dropped once the map outgrows the pool (one entry per
-  // distinct salt seen, so a client inventing salts cannot grow it without bound).
+  // Namespaces served and not since purged: root digest -> salt and last use (for purge_salt_prefix; the TTL is
+  // per block, in the pool). Entries with no cached block left are dropped once the map outgrows the pool (one
+  // entry per distinct salt seen, so a client inventing salts cannot grow it without bound).
   mutable std::mutex salts_mu_;
   std::unordered_map<kv::Digest, NamespaceUse, kv::DigestHash> salts_;
   std::chrono::steady_clock::time_point last_expire_scan_{};  // under salts_mu_

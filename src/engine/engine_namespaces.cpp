@@ -1,6 +1,7 @@
 // The engine's cache namespaces: which salts it served (for purging by tenant prefix), the admin purges, and the
-// cache TTL (EngineConfig::cache_ttl). Purges take step_mu_, so they never interleave with a step.
+// per-block cache TTL (EngineConfig::cache_ttl). Purges take step_mu_, so they never interleave with a step.
 #include <algorithm>
+#include <unordered_set>
 
 #include "engine/engine.h"
 
@@ -10,14 +11,7 @@ void Engine::note_namespace(const kv::Digest& ns, const std::string& salt) {
   const auto t = now();
   std::lock_guard lock(salts_mu_);
   auto [it, inserted] = salts_.try_emplace(ns, NamespaceUse{salt, t});
-  if (inserted) return;
-  if (config_.cache_ttl.count() > 0 && it->second.last_use + config_.cache_ttl <= t) {
-    // Expired but not yet purged: keep it stale and force the next step's scan, which runs before this request
-    // is admitted, so the request cannot hit what expired.
-    last_expire_scan_ = {};
-    return;
-  }
-  it->second.last_use = std::max(it->second.last_use, t);
+  if (!inserted) it->second.last_use = std::max(it->second.last_use, t);
 }
 
 int32_t Engine::purge_root_locked(const kv::Digest& root) {
@@ -59,37 +53,25 @@ int32_t Engine::purge_salt_prefix(const std::string& salt_prefix) {
 }
 
 void Engine::expire_namespaces() {
-  const bool ttl = config_.cache_ttl.count() > 0;
-  std::vector<kv::Digest> expired;
-  {
-    std::lock_guard lock(salts_mu_);
-    const auto t = now();
-    const bool overfull = salts_.size() > static_cast<size_t>(pool_.n_blocks()) * 2 + 64;
-    // The scan below is O(n_blocks): at most once per second of the clock unless the map outgrew the pool.
-    if (!overfull && (!ttl || t < last_expire_scan_ + std::chrono::seconds(1))) return;
-    last_expire_scan_ = t;
-    // Roots holding a registered block, and roots holding a pinned one (never expired).
-    std::unordered_map<kv::Digest, bool, kv::DigestHash> live;  // root -> has a pinned block
-    for (int32_t id = 0; id < pool_.n_blocks(); ++id) {
-      if (!pool_.is_registered(id)) continue;
-      bool& pinned = live[pool_.key(id).root];
-      pinned = pinned || pool_.pin_count(id) > 0;
-    }
-    for (auto it = salts_.begin(); it != salts_.end();) {
-      const auto found = live.find(it->first);
-      const bool idle = ttl && it->second.last_use + config_.cache_ttl <= t;
-      if (found == live.end()) {
-        // Nothing cached. A request still running re-notes its namespace when it finishes.
-        it = (!ttl || idle) ? salts_.erase(it) : std::next(it);
-      } else if (idle && !found->second) {
-        expired.push_back(it->first);
-        it = salts_.erase(it);
-      } else {
-        ++it;
-      }
-    }
+  // Per-block TTL: the pool stamps a cached block when it becomes idle (release, unpin) with this clock; a hit refs
+  // the block, so it cannot expire while used and is re-stamped on release. This runs at the start of each step,
+  // before scheduling, so no request is admitted onto a block idle for longer than the TTL. Pinned blocks are not
+  // idle (PinTable::expire above unpins expired pins first, which starts their idle time). O(expired).
+  const auto t = now();
+  pool_.set_now(t);
+  if (config_.cache_ttl.count() > 0) pool_.expire_idle(pool_.now() - config_.cache_ttl);
+
+  // Bound salts_ (one entry per distinct salt seen): once it outgrows the pool, drop the namespaces with no
+  // registered block left. O(n_blocks + salts), at most once per second of the clock.
+  std::lock_guard lock(salts_mu_);
+  if (salts_.size() <= static_cast<size_t>(pool_.n_blocks()) * 2 + 64) return;
+  if (t < last_expire_scan_ + std::chrono::seconds(1)) return;
+  last_expire_scan_ = t;
+  std::unordered_set<kv::Digest, kv::DigestHash> live;  // roots holding a registered block
+  for (int32_t id = 0; id < pool_.n_blocks(); ++id) {
+    if (pool_.is_registered(id)) live.insert(pool_.key(id).root);
   }
-  for (const kv::Digest& root : expired) purge_root_locked(root);
+  std::erase_if(salts_, [&](const auto& entry) { return !live.contains(entry.first); });
 }
 
 }  // namespace preface::engine

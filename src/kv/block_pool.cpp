@@ -22,7 +22,7 @@ BlockPool::BlockPool(int32_t n_blocks, int32_t block_size) : block_size_(block_s
   tokens_.assign(static_cast<size_t>(n_blocks) * static_cast<size_t>(block_size), 0);
   hash_to_block_.reserve(static_cast<size_t>(n_blocks));
   parent_to_children_.reserve(static_cast<size_t>(n_blocks));
-  for (int32_t id = 0; id < n_blocks; ++id) queue_push_back(id);
+  for (int32_t id = 0; id < n_blocks; ++id) queue_push_back(id, List::Free);
   n_free_ = n_blocks;
 }
 
@@ -38,37 +38,50 @@ int32_t& BlockPool::state_counter(const Block& b) {
   return b.registered ? n_cached_ : n_free_;
 }
 
-void BlockPool::queue_push_front(int32_t block_id) {
+void BlockPool::queue_push_front(int32_t block_id, List list) {
+  Queue& q = queue_of(list);
   Block& b = blocks_[block_id];
   b.prev_id = -1;
-  b.next_id = head_id_;
-  if (head_id_ >= 0) blocks_[head_id_].prev_id = block_id;
-  head_id_ = block_id;
-  if (tail_id_ < 0) tail_id_ = block_id;
-  b.queued = true;
-  ++n_queued_;
+  b.next_id = q.head_id;
+  if (q.head_id >= 0) blocks_[q.head_id].prev_id = block_id;
+  q.head_id = block_id;
+  if (q.tail_id < 0) q.tail_id = block_id;
+  b.list = list;
+  ++q.n;
 }
 
-void BlockPool::queue_push_back(int32_t block_id) {
+void BlockPool::queue_push_back(int32_t block_id, List list) {
+  Queue& q = queue_of(list);
   Block& b = blocks_[block_id];
   b.next_id = -1;
-  b.prev_id = tail_id_;
-  if (tail_id_ >= 0) blocks_[tail_id_].next_id = block_id;
-  tail_id_ = block_id;
-  if (head_id_ < 0) head_id_ = block_id;
-  b.queued = true;
-  ++n_queued_;
+  b.prev_id = q.tail_id;
+  if (q.tail_id >= 0) blocks_[q.tail_id].next_id = block_id;
+  q.tail_id = block_id;
+  if (q.head_id < 0) q.head_id = block_id;
+  b.list = list;
+  ++q.n;
 }
 
 void BlockPool::queue_remove(int32_t block_id) {
   Block& b = blocks_[block_id];
+  Queue& q = queue_of(b.list);
   if (b.prev_id >= 0) blocks_[b.prev_id].next_id = b.next_id;
-  else head_id_ = b.next_id;
+  else q.head_id = b.next_id;
   if (b.next_id >= 0) blocks_[b.next_id].prev_id = b.prev_id;
-  else tail_id_ = b.prev_id;
+  else q.tail_id = b.prev_id;
   b.prev_id = b.next_id = -1;
-  b.queued = false;
-  --n_queued_;
+  b.list = List::None;
+  --q.n;
+}
+
+void BlockPool::enqueue_idle(int32_t block_id) {
+  Block& b = blocks_[block_id];
+  if (b.registered) {
+    b.last_use = now_;
+    queue_push_back(block_id, List::Cached);
+  } else {
+    queue_push_front(block_id, List::Free);
+  }
 }
 
 void BlockPool::unregister(int32_t block_id) {
@@ -89,11 +102,11 @@ void BlockPool::unregister(int32_t block_id) {
 
 std::optional<std::vector<int32_t>> BlockPool::allocate(int32_t n) {
   if (n < 0) throw Error("BlockPool::allocate: negative block count " + std::to_string(n));
-  if (n > n_queued_) return std::nullopt;
+  if (n > n_allocatable()) return std::nullopt;
   std::vector<int32_t> ids;  // [n] in free-queue order
   ids.reserve(static_cast<size_t>(n));
   for (int32_t i = 0; i < n; ++i) {
-    const int32_t id = head_id_;
+    const int32_t id = free_q_.head_id >= 0 ? free_q_.head_id : cached_q_.head_id;
     queue_remove(id);
     if (blocks_[id].registered) {
       unregister(id);
@@ -112,7 +125,7 @@ void BlockPool::touch(std::span<const int32_t> block_ids) {
   for (const int32_t id : block_ids) check_id(id, "touch");
   for (const int32_t id : block_ids) {
     Block& b = blocks_[id];
-    if (b.queued) queue_remove(id);
+    if (b.list != List::None) queue_remove(id);
     --state_counter(b);
     ++b.ref_count;
     ++state_counter(b);
@@ -135,8 +148,7 @@ void BlockPool::release(std::span<const int32_t> block_ids) {
     --b.ref_count;
     ++state_counter(b);
     if (b.ref_count > 0 || b.pin_count > 0) continue;
-    if (b.registered) queue_push_back(*it);
-    else queue_push_front(*it);
+    enqueue_idle(*it);
   }
 }
 
@@ -183,7 +195,7 @@ void BlockPool::pin(int32_t block_id) {
   check_id(block_id, "pin");
   Block& b = blocks_[block_id];
   if (!b.registered) throw Error("BlockPool::pin: block " + std::to_string(block_id) + " holds no registered hash");
-  if (b.queued) queue_remove(block_id);
+  if (b.list != List::None) queue_remove(block_id);
   ++b.pin_count;
 }
 
@@ -191,7 +203,7 @@ void BlockPool::unpin(int32_t block_id) {
   check_id(block_id, "unpin");
   Block& b = blocks_[block_id];
   if (b.pin_count == 0) throw Error("BlockPool::unpin: block " + std::to_string(block_id) + " is not pinned");
-  if (--b.pin_count == 0 && b.ref_count == 0) queue_push_back(block_id);
+  if (--b.pin_count == 0 && b.ref_count == 0) enqueue_idle(block_id);
 }
 
 int32_t BlockPool::purge_namespace(const Digest& root) {
@@ -199,13 +211,26 @@ int32_t BlockPool::purge_namespace(const Digest& root) {
   for (int32_t id = 0; id < n_blocks(); ++id) {
     Block& b = blocks_[id];
     if (!b.registered || b.key.root != root) continue;
+    if (b.list != List::None) queue_remove(id);
     unregister(id);
     ++n_purged;
-    if (b.ref_count > 0) continue;
-    if (b.queued) queue_remove(id);
-    queue_push_front(id);
+    if (b.ref_count == 0) queue_push_front(id, List::Free);
   }
   return n_purged;
+}
+
+int32_t BlockPool::expire_idle(TimePoint cutoff) {
+  int32_t n_expired = 0;
+  // The cached list is ordered by last_use, so the expired blocks are a prefix of it.
+  while (cached_q_.head_id >= 0 && blocks_[cached_q_.head_id].last_use <= cutoff) {
+    const int32_t id = cached_q_.head_id;
+    queue_remove(id);
+    unregister(id);
+    queue_push_front(id, List::Free);
+    ++n_expired;
+  }
+  n_expired_ += n_expired;
+  return n_expired;
 }
 
 int32_t BlockPool::ref_count(int32_t block_id) const {
@@ -234,38 +259,57 @@ std::span<const int32_t> BlockPool::block_tokens(int32_t block_id) const {
 }
 
 std::vector<int32_t> BlockPool::free_queue() const {
-  std::vector<int32_t> ids;  // [n_queued] head first
-  ids.reserve(static_cast<size_t>(n_queued_));
-  for (int32_t id = head_id_; id >= 0 && ids.size() <= blocks_.size(); id = blocks_[id].next_id) ids.push_back(id);
+  std::vector<int32_t> ids;  // [n_allocatable] head first: the free list, then the cached list
+  ids.reserve(static_cast<size_t>(n_allocatable()));
+  for (const Queue* q : {&free_q_, &cached_q_}) {
+    for (int32_t id = q->head_id; id >= 0 && ids.size() <= blocks_.size(); id = blocks_[id].next_id) ids.push_back(id);
+  }
   return ids;
 }
 
-void BlockPool::check_invariants() const {
-  // Queue: a well-linked list from head to tail holding exactly the ref-0 unpinned blocks.
+void BlockPool::check_queue(const Queue& q, List list) const {
+  // A well-linked list from head to tail; free list: unregistered blocks; cached list: registered blocks with
+  // non-decreasing last_use.
+  const char* name = list == List::Free ? "free list" : "cached list";
   int32_t n_walked = 0;
   int32_t prev = -1;
-  for (int32_t id = head_id_; id >= 0; id = blocks_[id].next_id) {
-    if (id >= n_blocks()) broken("queue link to block " + std::to_string(id) + " out of range");
-    if (++n_walked > n_blocks()) broken("free queue has a cycle");
+  for (int32_t id = q.head_id; id >= 0; id = blocks_[id].next_id) {
+    if (id >= n_blocks()) broken(std::string(name) + " link to block " + std::to_string(id) + " out of range");
+    if (++n_walked > n_blocks()) broken(std::string(name) + " has a cycle");
     const Block& b = blocks_[id];
-    if (b.prev_id != prev) broken("block " + std::to_string(id) + " prev link is " + std::to_string(b.prev_id));
-    if (!b.queued) broken("block " + std::to_string(id) + " reachable from the queue but not marked queued");
+    const std::string block = "block " + std::to_string(id);
+    if (b.prev_id != prev) broken(block + " prev link is " + std::to_string(b.prev_id));
+    if (b.list != list) broken(block + " reachable from the " + name + " but not marked as on it");
+    if (b.registered != (list == List::Cached)) broken(block + " registration does not match the " + name);
+    if (list == List::Cached && prev >= 0 && blocks_[prev].last_use > b.last_use) {
+      broken(block + " was last used before its predecessor on the cached list");
+    }
     prev = id;
   }
-  if (prev != tail_id_) broken("queue tail is " + std::to_string(tail_id_) + ", walk ends at " + std::to_string(prev));
-  if (n_walked != n_queued_) broken("queue walk found " + std::to_string(n_walked) + " blocks, count says " +
-                                    std::to_string(n_queued_));
+  if (prev != q.tail_id) {
+    broken(std::string(name) + " tail is " + std::to_string(q.tail_id) + ", walk ends at " + std::to_string(prev));
+  }
+  if (n_walked != q.n) {
+    broken(std::string(name) + " walk found " + std::to_string(n_walked) + " blocks, count says " +
+           std::to_string(q.n));
+  }
+}
+
+void BlockPool::check_invariants() const {
+  check_queue(free_q_, List::Free);
+  check_queue(cached_q_, List::Cached);
 
   int32_t n_free = 0, n_cached = 0, n_in_use = 0, n_registered = 0, n_queued = 0;
   for (int32_t id = 0; id < n_blocks(); ++id) {
     const Block& b = blocks_[id];
     const std::string name = "block " + std::to_string(id);
     if (b.ref_count < 0 || b.pin_count < 0) broken(name + " has a negative ref or pin count");
-    if (b.queued != (b.ref_count == 0 && b.pin_count == 0)) {
-      broken(name + (b.queued ? " is queued but referenced or pinned" : " is idle but not queued"));
+    const bool queued = b.list != List::None;
+    if (queued != (b.ref_count == 0 && b.pin_count == 0)) {
+      broken(name + (queued ? " is queued but referenced or pinned" : " is idle but not queued"));
     }
     if (b.pin_count > 0 && !b.registered) broken(name + " is pinned but not registered");
-    n_queued += b.queued ? 1 : 0;
+    n_queued += queued ? 1 : 0;
     if (b.ref_count > 0) ++n_in_use;
     else if (b.registered) ++n_cached;
     else ++n_free;
@@ -277,7 +321,7 @@ void BlockPool::check_invariants() const {
     for (auto it = first; it != last; ++it) n_child_entries += (it->second == id) ? 1 : 0;
     if (n_child_entries != 1) broken(name + " appears " + std::to_string(n_child_entries) + " times as a child");
   }
-  if (n_queued != n_queued_) broken("queued flags count " + std::to_string(n_queued) + " blocks");
+  if (n_queued != n_allocatable()) broken("queued flags count " + std::to_string(n_queued) + " blocks");
   if (n_free != n_free_ || n_cached != n_cached_ || n_in_use != n_in_use_) {
     broken("state counts free/cached/in-use " + std::to_string(n_free_) + "/" + std::to_string(n_cached_) + "/" +
            std::to_string(n_in_use_) + ", recount " + std::to_string(n_free) + "/" + std::to_string(n_cached) + "/" +

@@ -8,15 +8,20 @@
 //   free    ref_count == 0, not registered      holds nothing reusable
 // Free and cached blocks sit in the free queue (head = evicted/reused first), except pinned ones.
 //
-// Free queue order (LRU):
-//   allocate(n)  pops n blocks from the head; a popped cached block loses its hash (an eviction).
+// Free queue order (LRU). The queue is two intrusive lists: the free list (unregistered blocks) followed by the
+// cached list (registered blocks, in the order they became idle, so their last_use times never decrease from
+// head to tail). free_queue() is their concatenation.
+//   allocate(n)  pops n blocks from the head (free list first); a popped cached block loses its hash (an eviction).
 //   release(ids) walks ids back to front (the deepest block of a sequence first). A block reaching ref 0 goes to
 //                the tail if registered (so a sequence's prefix outlives its tail), to the head if not (nothing to
-//                keep, reuse it first).
+//                keep, reuse it first). A registered one is stamped last_use = now().
 //   touch(ids)   refs blocks (a prefix hit); a ref-0 block leaves the queue wherever it is (O(1), intrusive).
 // Pinning (prompt caching with cache_control): pin_count > 0 keeps a registered block out of the free queue while
-// its ref count is 0, so allocation never evicts it; unpin to 0 puts it at the tail. Expiry (TTL) is the
-// caller's clock: it unpins when the pin expires.
+// its ref count is 0, so allocation never evicts it; unpin to 0 puts it at the tail (stamped now()). Pin expiry is
+// the caller's clock: it unpins when the pin expires.
+// Idle expiry (--cache-ttl): the pool's clock is set by the caller (set_now, monotonic); expire_idle(cutoff) drops
+// the hash of every cached, unreferenced, unpinned block whose last use (release or unpin; a hit refs the block and
+// its release re-stamps it) is <= cutoff, walking the cached list from its head: O(expired).
 //
 // Registration keeps one block per hash: when a hash is already registered to another block, the new block stays
 // unregistered (block tables are append-only, so its holder keeps using it; on release it is recycled first).
@@ -25,6 +30,8 @@
 // free block, wrong block length) throw preface::Error and leave the pool unchanged; check_invariants() throws
 // std::logic_error when internal state is inconsistent (a bug here).
 #pragma once
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -44,6 +51,8 @@ struct BlockKey {
 
 class BlockPool {
  public:
+  using TimePoint = std::chrono::steady_clock::time_point;
+
   // Throws preface::Error unless n_blocks >= 1 and block_size >= 1.
   BlockPool(int32_t n_blocks, int32_t block_size);
   BlockPool(const BlockPool&) = delete;
@@ -83,6 +92,13 @@ class BlockPool {
   // longer be hit. Returns the number of blocks unregistered.
   int32_t purge_namespace(const Digest& root);
 
+  // The time stamped on blocks as they become idle; never moves backwards (an earlier t is ignored).
+  void set_now(TimePoint t) { now_ = std::max(now_, t); }
+  TimePoint now() const { return now_; }
+  // Unregisters every cached (ref 0, unpinned) block whose last use is <= cutoff; they become free blocks at the
+  // queue head. Returns how many (also counted in n_expired()).
+  int32_t expire_idle(TimePoint cutoff);
+
   // Per-block metadata; all throw preface::Error on an id out of range.
   int32_t ref_count(int32_t block_id) const;
   int32_t pin_count(int32_t block_id) const;
@@ -93,8 +109,9 @@ class BlockPool {
   int32_t n_free() const { return n_free_; }
   int32_t n_cached() const { return n_cached_; }
   int32_t n_in_use() const { return n_in_use_; }
-  int32_t n_allocatable() const { return n_queued_; }  // free + cached - pinned cached
+  int32_t n_allocatable() const { return free_q_.n + cached_q_.n; }  // free + cached - pinned cached
   int64_t n_evictions() const { return n_evictions_; }  // hashes dropped by allocate()
+  int64_t n_expired() const { return n_expired_; }      // hashes dropped by expire_idle()
 
   // The free queue, head (next to be allocated) first.
   std::vector<int32_t> free_queue() const;
@@ -105,33 +122,46 @@ class BlockPool {
   void check_invariants() const;
 
  private:
+  enum class List : uint8_t { None, Free, Cached };  // which queue list a block is on
   struct Block {
     int32_t ref_count = 0;
     int32_t pin_count = 0;
-    int32_t prev_id = -1;  // free-queue neighbours; -1 = none (also when not queued)
+    int32_t prev_id = -1;  // neighbours on its list; -1 = none (also when not queued)
     int32_t next_id = -1;
-    bool queued = false;
+    List list = List::None;   // Free iff queued and unregistered, Cached iff queued and registered
     bool registered = false;  // key and tokens valid; hash_to_block_[key.hash] == this block
+    TimePoint last_use{};     // when it last became idle while registered (release or unpin)
     BlockKey key;
+  };
+  struct Queue {
+    int32_t head_id = -1;  // -1 when empty
+    int32_t tail_id = -1;
+    int32_t n = 0;
   };
 
   void check_id(int32_t block_id, const char* op) const;
   int32_t& state_counter(const Block& b);
-  void queue_push_front(int32_t block_id);
-  void queue_push_back(int32_t block_id);
+  Queue& queue_of(List list) { return list == List::Free ? free_q_ : cached_q_; }
+  void queue_push_front(int32_t block_id, List list);
+  void queue_push_back(int32_t block_id, List list);
   void queue_remove(int32_t block_id);
+  // Puts an idle (ref 0, unpinned) block on the list its registration calls for: cached at the tail, stamped
+  // now_; free at the head.
+  void enqueue_idle(int32_t block_id);
   void unregister(int32_t block_id);
+  void check_queue(const Queue& q, List list) const;
 
   int32_t block_size_;
   std::vector<Block> blocks_;     // [n_blocks]
   std::vector<int32_t> tokens_;   // [n_blocks][block_size] token ids of registered blocks
-  int32_t head_id_ = -1;          // free-queue ends; -1 when empty
-  int32_t tail_id_ = -1;
-  int32_t n_queued_ = 0;
+  Queue free_q_;                  // unregistered idle blocks
+  Queue cached_q_;                // registered idle unpinned blocks, last_use non-decreasing head to tail
+  TimePoint now_{};
   int32_t n_free_ = 0;
   int32_t n_cached_ = 0;
   int32_t n_in_use_ = 0;
   int64_t n_evictions_ = 0;
+  int64_t n_expired_ = 0;
   std::unordered_map<Digest, int32_t, DigestHash> hash_to_block_;          // registered hash -> block id
   std::unordered_multimap<Digest, int32_t, DigestHash> parent_to_children_;  // parent hash -> registered block ids
 };

@@ -134,8 +134,12 @@ void register_routes(httplib::Server& http, HttpState& state) {
   http.Get("/metrics", [&state](const httplib::Request&, httplib::Response& res) {
     const ServerContext* ctx = state.ctx.load();
     engine::EngineCounters counters;
-    if (ctx != nullptr) counters = ctx->engine.counters();
-    res.set_content(state.metrics.render(ctx != nullptr ? &counters : nullptr, state.in_flight.size()),
+    std::optional<bool> invariants_ok;
+    if (ctx != nullptr) {
+      invariants_ok = Metrics::check_kv_invariants(ctx->engine);
+      counters = ctx->engine.counters();
+    }
+    res.set_content(state.metrics.render(ctx != nullptr ? &counters : nullptr, state.in_flight.size(), invariants_ok),
                     "text/plain; version=0.0.4; charset=utf-8");
   });
   http.Get("/v1/models", api(state, [](ServerContext& ctx, const httplib::Request&, httplib::Response& res) {

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 
 namespace preface::server {
 namespace {
@@ -95,7 +96,18 @@ void Metrics::on_generation(const GenerationSummary& s) {
   queue_s_.observe(s.stats.queue_ms / 1e3);
 }
 
-std::string Metrics::render(const engine::EngineCounters* c, int32_t n_in_flight) const {
+bool Metrics::check_kv_invariants(const engine::Engine& engine) {
+  try {
+    engine.check_invariants();
+    return true;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "preface: KV cache invariants violated: %s\n", e.what());
+    return false;
+  }
+}
+
+std::string Metrics::render(const engine::EngineCounters* c, int32_t n_in_flight,
+                            std::optional<bool> kv_invariants_ok) const {
   std::string out;
   single(out, "preface_model_loaded", "gauge", "1 once the model is loaded and requests are served.",
          c != nullptr ? 1 : 0);
@@ -156,6 +168,11 @@ std::string Metrics::render(const engine::EngineCounters* c, int32_t n_in_flight
   single(out, "preface_kv_blocks_capacity", "gauge", "KV cache blocks in the pool.", c->n_blocks_total);
   single(out, "preface_kv_blocks_pinned", "gauge", "Cached blocks pinned by cache_control until their TTL passes.",
          c->n_pinned_blocks);
+  if (kv_invariants_ok) {
+    single(out, "preface_kv_invariants_ok", "gauge",
+           "1 when the KV block pool's and scheduler's invariants held at this scrape, else 0.",
+           *kv_invariants_ok ? 1 : 0);
+  }
   single(out, "preface_kv_usage_ratio", "gauge", "Fraction of KV blocks held by requests.",
          c->n_blocks_total > 0 ? static_cast<double>(c->n_blocks_in_use) / c->n_blocks_total : 0.0);
   single(out, "preface_kv_evictions_total", "counter", "Cached blocks evicted to make room.",

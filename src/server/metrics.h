@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,8 +38,15 @@ class Metrics {
   void on_response(const std::string& route, int status);
   // One generation that ran to its end (any StopKind).
   void on_generation(const GenerationSummary& summary);
-  // The whole exposition. `counters` is null while the model loads.
-  std::string render(const engine::EngineCounters* counters, int32_t n_in_flight) const;
+  // The whole exposition. `counters` is null while the model loads. `kv_invariants_ok`: the result of
+  // check_kv_invariants() (the preface_kv_invariants_ok gauge; omitted when nullopt).
+  std::string render(const engine::EngineCounters* counters, int32_t n_in_flight,
+                     std::optional<bool> kv_invariants_ok = std::nullopt) const;
+
+  // Runs engine.check_invariants() (block pool ref counts, free queue, hash map; scheduler block tables), which
+  // takes the engine's step lock so it never sees a step half done: true when they hold. A failure is also
+  // written to stderr with the reason. Costs O(blocks + block-table entries) and delays the engine by that much.
+  static bool check_kv_invariants(const engine::Engine& engine);
 
  private:
   mutable std::mutex mu_;

@@ -2,6 +2,8 @@
 // handler: unknown routes (404), wrong methods (405), bodies over the limit (413), handler exceptions (500).
 #include "server/server.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -9,6 +11,7 @@
 
 #include <sys/socket.h>
 
+#include "server/connection_gate.h"
 #include "server/http_internal.h"
 
 namespace preface::server {
@@ -26,9 +29,14 @@ class HttpListener : public httplib::Server {
 
 }  // namespace
 
+static_assert(kMaxHeaderLineBytes == CPPHTTPLIB_HEADER_MAX_LENGTH, "the header limit stated in server.h is httplib's");
+
 struct Server::Impl {
   HttpState state;
   HttpListener http;
+  // The task queue of the running listen loop (owned by httplib, alive while its threads run); only dereferenced
+  // on those threads.
+  std::atomic<ConnectionGate*> gate{nullptr};
   std::unique_ptr<ServerContext> ctx;  // published through state.ctx
   std::thread thread;
   int port = -1;
@@ -37,8 +45,19 @@ struct Server::Impl {
 
 namespace {
 
-void install_error_paths(httplib::Server& http, HttpState& state) {
+void install_error_paths(httplib::Server& http, HttpState& state, std::atomic<ConnectionGate*>& gate) {
   using HR = httplib::Server::HandlerResponse;
+  // Connections over --max-connections are processed on the gate's refuser threads: refuse their requests before
+  // any route runs (and before a body is read).
+  http.set_pre_routing_handler([&state, &gate](const httplib::Request& req, httplib::Response& res) {
+    const ConnectionGate* g = gate.load(std::memory_order_acquire);
+    if (g == nullptr || !g->is_refuser_thread()) return HR::Unhandled;
+    res.set_header("Connection", "close");
+    send_error(state, req, res,
+               ApiError(503, "the server has too many open connections (limit " +
+                                 std::to_string(state.options.max_connections) + "); retry later"));
+    return HR::Handled;
+  });
   // Called for every response with status >= 400; handlers that already wrote an error body are left alone.
   http.set_error_handler(httplib::Server::HandlerWithResponse([&state](const httplib::Request& req,
                                                                       httplib::Response& res) {
@@ -85,13 +104,18 @@ Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->state.options = std::move(options);
   const ServerOptions& o = impl_->state.options;
   const auto n_threads = static_cast<size_t>(o.n_http_threads > 0 ? o.n_http_threads : o.limits.max_in_flight + 8);
-  impl_->http.new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
+  const int32_t max_connections = std::max<int32_t>(o.max_connections, 1);
+  impl_->http.new_task_queue = [impl = impl_.get(), n_threads, max_connections] {
+    auto* gate = new ConnectionGate(static_cast<int32_t>(n_threads), max_connections);
+    impl->gate.store(gate, std::memory_order_release);
+    return gate;
+  };
   impl_->http.set_payload_max_length(o.limits.max_body_bytes);
   impl_->http.set_read_timeout(o.read_timeout_s, 0);
   impl_->http.set_write_timeout(o.write_timeout_s, 0);
   impl_->http.set_keep_alive_timeout(o.keep_alive_timeout_s);
   impl_->http.set_tcp_nodelay(true);
-  install_error_paths(impl_->http, impl_->state);
+  install_error_paths(impl_->http, impl_->state, impl_->gate);
   register_routes(impl_->http, impl_->state);
 }
 

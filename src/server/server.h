@@ -15,7 +15,10 @@
 // a prompt that does not fit: 400; unknown route: 404; wrong method: 405 (with Allow); body over
 // limits.max_body_bytes: 413; more than limits.max_in_flight generations admitted at once (running or queued in
 // the engine; --max-queued-requests), or the model still loading: 503 with Retry-After. More messages, prompt
-// tokens or max_tokens than the limits allow: 400. A header line over 8 KiB (httplib's compile-time limit): 400.
+// tokens or max_tokens than the limits allow: 400. A header line over kMaxHeaderLineBytes (8 KiB, compiled into
+// Debian's libcpp-httplib, so not configurable here): 400. More than max_connections connections at once (served
+// or waiting for an HTTP thread): each request on an extra connection gets 503 + Retry-After + Connection: close
+// from a small refuser pool, without reading its body (server/connection_gate.h).
 //
 // Lifecycle: bind() -> start() (serves /health 503) -> attach(engine, ...) -> ... -> stop(). A streaming client
 // that disconnects has its request cancelled (its KV blocks are freed at the engine's next step). stop() stops
@@ -35,10 +38,16 @@
 
 namespace preface::server {
 
+// httplib's limit on one request or header line (CPPHTTPLIB_HEADER_MAX_LENGTH). Debian ships httplib as a compiled
+// library (libcpp-httplib.so), where the request parser lives, so redefining the macro here would change nothing
+// but the declarations our translation units see (an ODR hazard): the value is stated, not set.
+constexpr size_t kMaxHeaderLineBytes = 8192;
+
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                   // 0: any free port (see Server::port())
   int32_t n_http_threads = 0;        // 0: limits.max_in_flight + 8 (a streaming request holds a thread)
+  int32_t max_connections = 128;     // connections admitted at once (>= 1); more get 503 (see above)
   ServerLimits limits;
   int32_t read_timeout_s = 30;       // reading a request
   int32_t write_timeout_s = 30;      // one write to a client that does not read

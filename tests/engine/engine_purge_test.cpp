@@ -1,4 +1,5 @@
-// Engine::purge_namespace / purge_salt_prefix and the cache TTL (EngineConfig::cache_ttl) on a fake clock.
+// Engine::purge_namespace / purge_salt_prefix and the cache TTL (EngineConfig::cache_ttl, per block; see also
+// engine_cache_ttl_test.cpp) on a fake clock.
 #include <gtest/gtest.h>
 
 #include <atomic>

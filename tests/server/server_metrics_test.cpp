@@ -65,6 +65,8 @@ TEST(ServerMetrics, FamiliesFollowTrafficAndPromtoolAccepts) {
   const int expected_hits = n_full + 16 <= n_prompt + 7 ? n_prompt - 1 : n_full;
   EXPECT_EQ(sample_value(text, "preface_prefix_cache_hits_tokens_total"), expected_hits);
   EXPECT_EQ(sample_value(text, "preface_kv_blocks{state=\"used\"}"), 0);
+  EXPECT_NE(text.find("# TYPE preface_kv_invariants_ok gauge\n"), std::string::npos);
+  EXPECT_EQ(sample_value(text, "preface_kv_invariants_ok"), 1);
   EXPECT_GT(sample_value(text, "preface_kv_blocks{state=\"cached\"}"), 0);
   EXPECT_EQ(sample_value(text, "preface_kv_blocks{state=\"used\"}") + sample_value(text, "preface_kv_blocks{state=\"cached\"}") +
                 sample_value(text, "preface_kv_blocks{state=\"free\"}"),

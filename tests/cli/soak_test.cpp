@@ -1,0 +1,254 @@
+// `preface soak`: the request mix and the answer checks directly, then the real binary: a server on stories260K
+// with a small KV budget (evictions) and tight limits, soaked by 4 clients for 10 s with no mismatch, no
+// unexpected error and no KV block left in use; and clients that vanish mid-stream leave no block behind.
+// The soak client comes from the preface_cli library, which tests/cli executables link.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <regex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <httplib.h>
+
+#include "cli/loadgen_client.h"
+#include "cli/soak_runner.h"
+#include "cli/soak_workload.h"
+#include "support/shared_data.h"
+
+namespace preface::test {
+namespace {
+
+using cli::loadgen::RequestResult;
+using cli::soak::Expect;
+using cli::soak::Outcome;
+using cli::soak::Request;
+
+TEST(SoakWorkload, DeterministicMixOfEveryKind) {
+  cli::soak::Spec spec;
+  spec.seed = 5;
+  spec.long_words = 50;
+  spec.over_words = 100;
+  spec.limits.max_body_bytes = 1000;
+  const cli::soak::Workload w(spec), same(spec);
+  std::set<std::string> kinds;
+  int n_vanish = 0, n_400 = 0, n_413 = 0, n_stream = 0;
+  for (uint64_t i = 0; i < 400; ++i) {
+    const Request r = w.make(3, i), s = same.make(3, i);
+    EXPECT_EQ(r.body, s.body);
+    EXPECT_EQ(r.key, s.key);
+    kinds.insert(r.path);
+    n_vanish += r.vanish_after_chunks > 0;
+    n_400 += r.expect == Expect::k400;
+    n_413 += r.expect == Expect::k413;
+    n_stream += r.stream;
+    EXPECT_TRUE(r.expect != Expect::kText || !r.key.empty());
+    EXPECT_TRUE(r.vanish_after_chunks == 0 || r.stream);
+  }
+  EXPECT_EQ(kinds.size(), 3u);
+  EXPECT_GT(n_vanish, 10);
+  EXPECT_GT(n_400, 20);
+  EXPECT_GT(n_413, 3);
+  EXPECT_GT(n_stream, 50);
+  // One reference per (API, prompt); the same key always carries the same body (streaming aside).
+  const std::vector<Request> refs = w.reference_requests();
+  EXPECT_EQ(refs.size(), 3u * static_cast<size_t>(w.n_prompts()));
+  EXPECT_NE(w.make(3, 0).body, w.make(4, 0).body);
+}
+
+RequestResult answered(int status, const std::string& body, const std::string& streamed_text = "") {
+  RequestResult r;
+  r.http_status = status;
+  r.ok = status == 200;
+  r.body = body;
+  r.text = streamed_text;
+  if (!r.ok) r.error = "HTTP " + std::to_string(status);
+  return r;
+}
+
+TEST(SoakClassify, ReferencesStatusesAndVanishedPrefixes) {
+  Request gen{"gen", "/v1/chat/completions", "{}", false, 0, Expect::kText, "k"};
+  const std::string ref = "Once upon";
+  const std::string body = R"({"choices":[{"message":{"content":"Once upon"}}]})";
+  std::string why;
+  EXPECT_EQ(cli::soak::classify(gen, answered(200, body), &ref, &why), Outcome::kOk);
+  EXPECT_EQ(cli::soak::classify(gen, answered(200, body), nullptr, &why), Outcome::kOk);
+  const std::string other = "Once a";
+  EXPECT_EQ(cli::soak::classify(gen, answered(200, body), &other, &why), Outcome::kMismatch);
+  EXPECT_NE(why.find("reference"), std::string::npos);
+  EXPECT_EQ(cli::soak::classify(gen, answered(200, "{\"choices\":[]}"), &ref, &why), Outcome::kMismatch);
+  EXPECT_EQ(cli::soak::classify(gen, answered(503, "busy"), &ref, &why), Outcome::kUnexpectedStatus);
+  EXPECT_EQ(cli::soak::classify(gen, answered(0, ""), &ref, &why), Outcome::kTransportError);
+
+  Request vanish = gen;
+  vanish.stream = true;
+  vanish.vanish_after_chunks = 2;
+  RequestResult partial = answered(200, "", "Once");
+  partial.ok = false;
+  partial.vanished = true;
+  EXPECT_EQ(cli::soak::classify(vanish, partial, &ref, &why), Outcome::kVanished);
+  partial.text = "Twice";
+  EXPECT_EQ(cli::soak::classify(vanish, partial, &ref, &why), Outcome::kMismatch);
+
+  Request bad{"bad", "/v1/messages", "{", false, 0, Expect::k400, ""};
+  EXPECT_EQ(cli::soak::classify(bad, answered(400, "{}"), nullptr, &why), Outcome::kExpected4xx);
+  EXPECT_EQ(cli::soak::classify(bad, answered(500, "{}"), nullptr, &why), Outcome::kUnexpectedStatus);
+  EXPECT_EQ(cli::soak::classify(bad, answered(200, "{}"), nullptr, &why), Outcome::kUnexpectedStatus);
+  bad.expect = Expect::k413;
+  EXPECT_EQ(cli::soak::classify(bad, answered(400, "{}"), nullptr, &why), Outcome::kUnexpectedStatus);
+  EXPECT_EQ(cli::soak::classify(bad, answered(413, "{}"), nullptr, &why), Outcome::kExpected4xx);
+
+  std::string text;
+  const std::string two_blocks = R"({"content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]})";
+  ASSERT_TRUE(cli::soak::response_text("/v1/messages", two_blocks, &text));
+  EXPECT_EQ(text, "ab");
+  ASSERT_TRUE(cli::soak::response_text("/v1/completions", R"({"choices":[{"text":"c"}]})", &text));
+  EXPECT_EQ(text, "c");
+  EXPECT_FALSE(cli::soak::response_text("/v1/completions", "not json", &text));
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// `preface serve` on a free loopback port with the soak's limits; SIGTERM on destruction.
+class Server {
+ public:
+  Server(const std::string& model, const std::string& kv_mem) : log_((temp_dir("soak") / "server.log").string()) {
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    std::vector<std::string> args = {PREFACE_BINARY, "serve", "-m", model, "--port", "0", "--threads", "1",
+                                     "--kv-cache-mem", kv_mem, "--max-body-bytes", "65536", "--max-tokens-limit",
+                                     "64", "--max-prompt-tokens", "512"};
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (posix_spawn(&pid_, PREFACE_BINARY, &fa, nullptr, argv.data(), environ) != 0) pid_ = -1;
+    posix_spawn_file_actions_destroy(&fa);
+    const std::regex re(R"(preface: listening on (http://127\.0\.0\.1:[0-9]+))");
+    for (int i = 0; i < 400 && pid_ > 0 && url_.empty(); ++i) {
+      std::smatch m;
+      const std::string text = slurp(log_);
+      if (std::regex_search(text, m, re)) url_ = m[1].str();
+      else std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+  }
+  ~Server() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+  }
+  const std::string& url() const { return url_; }
+  std::string log() const { return slurp(log_); }
+  bool alive() const { return pid_ > 0 && ::waitpid(pid_, nullptr, WNOHANG) == 0; }
+
+ private:
+  std::string log_;
+  pid_t pid_ = -1;
+  std::string url_;  // empty until the server said where it listens
+};
+
+std::string metrics(const std::string& url) {
+  httplib::Client c(url);
+  const auto res = c.Get("/metrics");
+  return res && res->status == 200 ? res->body : "";
+}
+
+int64_t summary_value(const std::string& line, const std::string& key) {
+  const std::regex re("(^| )" + key + "=(-?[0-9]+)");
+  std::smatch m;
+  return std::regex_search(line, m, re) ? std::stoll(m[2].str()) : -999;
+}
+
+TEST(SoakServe, FourClientsTenSecondsNoMismatchNoLeak) {
+  const auto model = shared_file("models/stories260K.gguf");
+  if (model.empty()) return;
+  Server srv(model.string(), "2MiB");  // ~200 blocks: the mix overflows it, so blocks are evicted and reused
+  ASSERT_FALSE(srv.url().empty()) << srv.log();
+  const std::string cmd = std::string("'") + PREFACE_BINARY + "' soak --url " + srv.url() +
+                          " --clients 4 --seconds 10 --seed 3 --max-body-bytes 65536 --max-tokens-limit 64"
+                          " --max-prompt-tokens 512 2>&1";
+  std::string out;
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
+  const int status = ::pclose(pipe);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  const size_t at = out.find("soak: PASS requests=");
+  ASSERT_NE(at, std::string::npos) << out << srv.log();
+  const std::string line = out.substr(at, out.find('\n', at) - at);
+  EXPECT_EQ(summary_value(line, "mismatch"), 0) << line;
+  EXPECT_EQ(summary_value(line, "unexpected_status"), 0) << line;
+  EXPECT_EQ(summary_value(line, "transport_error"), 0) << line;
+  EXPECT_EQ(summary_value(line, "kv_blocks_in_use"), 0) << line;
+  EXPECT_EQ(summary_value(line, "kv_invariant_failures"), 0) << line;
+  EXPECT_GT(summary_value(line, "ok"), 100) << line;
+  EXPECT_GT(summary_value(line, "expected_4xx"), 20) << line;
+  EXPECT_GT(summary_value(line, "vanished"), 5) << line;
+  EXPECT_GT(summary_value(line, "kv_evictions"), 0) << line;
+  EXPECT_TRUE(srv.alive());
+  // Independently of the client's own check: nothing held, invariants hold, every vanished client was cancelled.
+  const std::string m = metrics(srv.url());
+  EXPECT_NE(m.find("\npreface_kv_blocks{state=\"used\"} 0\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("\npreface_kv_invariants_ok 1\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("preface_generations_total{finish=\"cancelled\"} "), std::string::npos) << m;
+}
+
+TEST(SoakServe, HelpAndADeadServerFailClearly) {
+  const std::string bin = std::string("'") + PREFACE_BINARY + "'";
+  EXPECT_EQ(std::system((bin + " soak --help >/dev/null 2>&1").c_str()), 0);
+  // Port 1 on loopback: nothing listens there.
+  EXPECT_NE(std::system((bin + " soak --url http://127.0.0.1:1 --seconds 1 >/dev/null 2>&1").c_str()), 0);
+}
+
+TEST(SoakServe, ClientsThatVanishMidStreamLeaveNoBlockInUse) {
+  const auto model = shared_file("models/stories260K.gguf");
+  if (model.empty()) return;
+  Server srv(model.string(), "8MiB");
+  ASSERT_FALSE(srv.url().empty()) << srv.log();
+  const cli::loadgen::Target target = cli::loadgen::parse_url(srv.url(), "");
+  const std::string body = R"({"prompt": "Once upon a time", "max_tokens": 64, "ignore_eos": true, "stream": true})";
+  std::vector<std::thread> clients;
+  std::array<RequestResult, 6> results;
+  for (size_t i = 0; i < results.size(); ++i)
+    clients.emplace_back([&, i] { results[i] = cli::loadgen::post_request(target, "/v1/completions", body, true, 30,
+                                                                           /*vanish_after_chunks=*/2); });
+  for (std::thread& t : clients) t.join();
+  for (const RequestResult& r : results) {
+    EXPECT_TRUE(r.vanished) << r.error;
+    EXPECT_EQ(r.http_status, 200);
+  }
+  // The server notices at its next write and cancels; the blocks must all come back.
+  std::string m;
+  for (int i = 0; i < 100; ++i) {
+    m = metrics(srv.url());
+    if (m.find("\npreface_kv_blocks{state=\"used\"} 0\n") != std::string::npos &&
+        m.find("preface_generations_total{finish=\"cancelled\"} 6\n") != std::string::npos)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_NE(m.find("\npreface_kv_blocks{state=\"used\"} 0\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("preface_generations_total{finish=\"cancelled\"} 6\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("\npreface_kv_invariants_ok 1\n"), std::string::npos) << m;
+}
+
+}  // namespace
+}  // namespace preface::test
