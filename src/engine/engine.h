@@ -54,6 +54,7 @@ struct EngineCounters {
   kv::PrefixStats prefix;
   int32_t n_blocks_total = 0, n_blocks_in_use = 0, n_blocks_cached = 0, n_blocks_free = 0;
   int64_t n_evictions = 0, n_preemptions = 0;
+  int64_t n_expired = 0;  // cached blocks dropped by --cache-ttl
   int32_t n_waiting = 0, n_running = 0;
   int32_t n_pinned_blocks = 0;
   int64_t n_steps = 0;

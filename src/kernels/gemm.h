@@ -20,6 +20,14 @@ struct GemmArgs {
   // holds f32 of each block's d.
   const void* x = nullptr;
   const float* x_scales = nullptr;
+  // Q8_0/Q4_0 only, optional: x_sums [n_tokens][n_cols / 32] holds the sum of each activation block's 32 int8
+  // values, so that kernels forming a block's dot with biased unsigned weights need not recompute it per row.
+  // nullptr: kernels that need the sums form them themselves (same results).
+  const int32_t* x_sums = nullptr;
+  // Q8_0/Q4_0, optional (used together with x_sums): x_pairs [n_tokens][n_cols] int8, the activations with each
+  // pair of blocks k, k + 1 (k even, within whole groups of 4 blocks) stored as 32 values
+  // [x_k 0..15 | x_k+1 0..15] then [x_k 16..31 | x_k+1 16..31]; other blocks unused. Same results either way.
+  const int8_t* x_pairs = nullptr;
   size_t n_cols = 0;
   int64_t n_rows = 0;
   int64_t n_tokens = 0;

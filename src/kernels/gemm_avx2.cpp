@@ -18,15 +18,15 @@ void gemm(const GemmArgs& args, int64_t row_begin, int64_t row_end) {
 
 float dot_q8_0(const BlockQ8_0* w, const BlockQ8_0* x, size_t n) {
   float y;
-  quant_tile<BlockQ8_0, MaddIsa, 1>(reinterpret_cast<const uint8_t*>(w), x, nullptr, 0, n / kQuantBlock, &y, 0,
-                                    nullptr);
+  quant_tile<BlockQ8_0, MaddIsa, false, 1>(reinterpret_cast<const uint8_t*>(w), x, nullptr, nullptr, nullptr, 0,
+                                           n / kQuantBlock, &y, 0, nullptr);
   return y;
 }
 
 float dot_q4_0(const BlockQ4_0* w, const BlockQ8_0* x, size_t n) {
   float y;
-  quant_tile<BlockQ4_0, MaddIsa, 1>(reinterpret_cast<const uint8_t*>(w), x, nullptr, 0, n / kQuantBlock, &y, 0,
-                                    nullptr);
+  quant_tile<BlockQ4_0, MaddIsa, false, 1>(reinterpret_cast<const uint8_t*>(w), x, nullptr, nullptr, nullptr, 0,
+                                           n / kQuantBlock, &y, 0, nullptr);
   return y;
 }
 

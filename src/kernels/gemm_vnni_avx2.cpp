@@ -22,6 +22,7 @@ namespace preface::kernels::avx2 {
 namespace {
 
 struct VnniIsa {  // vpdpbusd: the 4 products of each lane summed in 32 bits, no intermediate saturation
+  static constexpr bool kWideU8 = true;
   static __m256i dot(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_avx_epi32(acc, u, s); }
 };
 

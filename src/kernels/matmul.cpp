@@ -34,30 +34,56 @@ struct MultiGemm {
   }
 };
 
-// Quantizes x: [n_tokens][n_cols] to Q8_0 in scratch, laid out as blocks [n_tokens][n_blocks], then (from a
-// 64-byte aligned offset) f32 of each block's d, [n_tokens][n_blocks]. Returns the blocks; *scales = the floats.
+// Quantizes x: [n_tokens][n_cols] to Q8_0 in scratch, laid out as blocks [n_tokens][n_blocks], then (each from a
+// 64-byte aligned offset) f32 of each block's d, [n_tokens][n_blocks], each block's sum of values (int32,
+// [n_tokens][n_blocks], GemmArgs::x_sums) and, when `pairs` is not null, the paired layout
+// (GemmArgs::x_pairs, [n_tokens][n_cols] int8). Returns the blocks; *scales = the floats, *sums = the sums,
+// *pairs = the paired values.
 const BlockQ8_0* quantize_activations(ThreadPool& pool, const KernelTable& k, const float* x, int64_t n_tokens,
-                                      size_t n_cols, std::vector<uint8_t>& scratch, const float** scales) {
+                                      size_t n_cols, std::vector<uint8_t>& scratch, const float** scales,
+                                      const int32_t** sums, const int8_t** pairs) {
   const size_t n_blocks = n_cols / gguf::kQuantBlock;
   const size_t n_all = static_cast<size_t>(n_tokens) * n_blocks;
   const size_t scales_offset = (n_all * sizeof(BlockQ8_0) + 63) / 64 * 64;
-  const size_t bytes = scales_offset + n_all * sizeof(float);
+  const size_t sums_offset = scales_offset + (n_all * sizeof(float) + 63) / 64 * 64;
+  const size_t pairs_offset = sums_offset + (n_all * sizeof(int32_t) + 63) / 64 * 64;
+  const size_t bytes = pairs_offset + (pairs != nullptr ? n_all * gguf::kQuantBlock : 0);
   if (scratch.size() < bytes) scratch.resize(bytes);
   auto* xq = reinterpret_cast<BlockQ8_0*>(scratch.data());  // operator new alignment >= alignof(BlockQ8_0)
   auto* xs = reinterpret_cast<float*>(scratch.data() + scales_offset);
+  auto* xsum = reinterpret_cast<int32_t*>(scratch.data() + sums_offset);
+  auto* xpair = pairs != nullptr ? reinterpret_cast<int8_t*>(scratch.data() + pairs_offset) : nullptr;
   const struct {
     void (*quantize)(const float*, BlockQ8_0*, size_t);
     const float* x;  // [n_tokens][n_cols]
     BlockQ8_0* xq;   // [n_tokens][n_blocks]
     float* xs;       // [n_tokens][n_blocks]
+    int32_t* xsum;   // [n_tokens][n_blocks]
+    int8_t* xpair;   // [n_tokens][n_blocks * 32], or nullptr
     size_t n_cols, n_blocks;
-  } job{k.quantize_row_q8_0, x, xq, xs, n_cols, n_blocks};
+  } job{k.quantize_row_q8_0, x, xq, xs, xsum, xpair, n_cols, n_blocks};
   const auto* jp = &job;
   const auto run = [jp](int64_t t0, int64_t t1) {
     for (size_t t = static_cast<size_t>(t0); t < static_cast<size_t>(t1); ++t) {
       BlockQ8_0* blocks = jp->xq + t * jp->n_blocks;
       jp->quantize(jp->x + t * jp->n_cols, blocks, jp->n_cols);
-      for (size_t b = 0; b < jp->n_blocks; ++b) jp->xs[t * jp->n_blocks + b] = f16_to_f32(blocks[b].d);
+      for (size_t b = 0; b < jp->n_blocks; ++b) {
+        jp->xs[t * jp->n_blocks + b] = f16_to_f32(blocks[b].d);
+        int32_t s = 0;
+        for (const int8_t q : blocks[b].qs) s += q;
+        jp->xsum[t * jp->n_blocks + b] = s;
+      }
+      if (jp->xpair == nullptr) continue;
+      int8_t* out = jp->xpair + t * jp->n_blocks * gguf::kQuantBlock;
+      for (size_t b = 0; b < jp->n_blocks / 4 * 4; b += 2) {  // pairs within whole groups of 4 blocks
+        const int8_t* q0 = blocks[b].qs;
+        const int8_t* q1 = blocks[b + 1].qs;
+        int8_t* o = out + b * gguf::kQuantBlock;
+        std::memcpy(o, q0, 16);
+        std::memcpy(o + 16, q1, 16);
+        std::memcpy(o + 32, q0 + 16, 16);
+        std::memcpy(o + 48, q1 + 16, 16);
+      }
     }
   };
   if (n_tokens <= kSerialQuantizeTokens) {
@@ -66,6 +92,8 @@ const BlockQ8_0* quantize_activations(ThreadPool& pool, const KernelTable& k, co
     pool.parallel_for(n_tokens, run);
   }
   *scales = xs;
+  *sums = xsum;
+  if (pairs != nullptr) *pairs = xpair;
   return xq;
 }
 
@@ -111,8 +139,12 @@ void matmul_multi(ThreadPool& pool, std::initializer_list<const Matrix*> ws, con
   }
   if (n_tokens == 0) return;
   const float* x_scales = nullptr;
-  const BlockQ8_0* xq =
-      any_quantized && n_cols > 0 ? quantize_activations(pool, k, x, n_tokens, n_cols, scratch, &x_scales) : nullptr;
+  const int32_t* x_sums = nullptr;
+  const int8_t* x_pairs = nullptr;
+  const BlockQ8_0* xq = any_quantized && n_cols > 0
+                            ? quantize_activations(pool, k, x, n_tokens, n_cols, scratch, &x_scales, &x_sums,
+                                                   &x_pairs)
+                            : nullptr;
   auto y_it = ys.begin();
   for (const Matrix* w : ws) {
     GemmArgs& a = job.args[job.n_jobs];
@@ -122,6 +154,8 @@ void matmul_multi(ThreadPool& pool, std::initializer_list<const Matrix*> ws, con
     a.w_row_bytes = gguf::row_bytes(w->type, n_cols);
     a.x = quantized ? static_cast<const void*>(xq) : static_cast<const void*>(x);
     a.x_scales = quantized ? x_scales : nullptr;
+    a.x_sums = quantized ? x_sums : nullptr;
+    a.x_pairs = quantized ? x_pairs : nullptr;
     a.n_cols = n_cols;
     a.n_rows = w->n_rows;
     a.n_tokens = n_tokens;

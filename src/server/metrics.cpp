@@ -177,6 +177,8 @@ std::string Metrics::render(const engine::EngineCounters* c, int32_t n_in_flight
          c->n_blocks_total > 0 ? static_cast<double>(c->n_blocks_in_use) / c->n_blocks_total : 0.0);
   single(out, "preface_kv_evictions_total", "counter", "Cached blocks evicted to make room.",
          static_cast<double>(c->n_evictions));
+  single(out, "preface_kv_expired_total", "counter", "Cached blocks dropped after --cache-ttl seconds unused.",
+         static_cast<double>(c->n_expired));
   single(out, "preface_preemptions_total", "counter", "Running requests preempted for lack of KV blocks.",
          static_cast<double>(c->n_preemptions));
   single(out, "preface_requests_waiting", "gauge", "Requests queued in the engine (queue depth).", c->n_waiting);

@@ -66,6 +66,7 @@ TEST(EngineCacheTtl, ExpiryIsPerBlockWithinANamespace) {
   t.clock.ms += 30'000;             // t = 70 s: A's blocks 2, 3 idle for 70 s, blocks 0, 1 for 30 s
   EXPECT_EQ(t.run(a), 2 * kBlock) << "exactly the blocks unused for longer than the TTL expired";
   EXPECT_GE(t.eng->counters().n_blocks_cached, 2);
+  EXPECT_EQ(t.eng->counters().n_expired, 2) << "A's blocks 2 and 3";
 }
 
 TEST(EngineCacheTtl, EverythingIdleExpires) {

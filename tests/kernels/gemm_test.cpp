@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -52,16 +53,40 @@ struct Problem {
       xq = test::random_q8_0(xf.size(), seed + 2, -127, 127);
       for (size_t b = 0; b < xq.size(); b += 3) std::memset(xq[b].qs, b % 2 ? 127 : -127, 32);  // extremes
       for (const BlockQ8_0& b : xq) xs.push_back(f16_to_f32(b.d));
+      for (const BlockQ8_0& b : xq) {
+        int32_t s = 0;
+        for (const int8_t q : b.qs) s += q;
+        xsum.push_back(s);
+      }
+      // The paired layout (GemmArgs::x_pairs) of whole groups of 4 blocks; other blocks stay 0 (unused).
+      const size_t n_blocks = static_cast<size_t>(n_cols) / 32;
+      xpairs.assign(xq.size() * 32, 0);
+      for (size_t t = 0; t < static_cast<size_t>(n_tokens); ++t) {
+        for (size_t b = 0; b < n_blocks / 4 * 4; b += 2) {
+          const BlockQ8_0* q = &xq[t * n_blocks + b];
+          int8_t* o = &xpairs[(t * n_blocks + b) * 32];
+          for (int i = 0; i < 16; ++i) {
+            o[i] = q[0].qs[i];
+            o[16 + i] = q[1].qs[i];
+            o[32 + i] = q[0].qs[16 + i];
+            o[48 + i] = q[1].qs[16 + i];
+          }
+        }
+      }
     }
   }
 
-  GemmArgs args(float* y) const {
+  // with_sums: pass the activation block sums (GemmArgs::x_sums) and the paired activations (x_pairs), as
+  // matmul does; otherwise kernels work from x alone.
+  GemmArgs args(float* y, bool with_sums = true) const {
     GemmArgs a;
     a.type = type;
     a.w = w.data();
     a.w_row_bytes = w_row_bytes;
     a.x = is_quantized(type) ? static_cast<const void*>(xq.data()) : static_cast<const void*>(xf.data());
     a.x_scales = is_quantized(type) ? xs.data() : nullptr;
+    a.x_sums = is_quantized(type) && with_sums ? xsum.data() : nullptr;
+    a.x_pairs = is_quantized(type) && with_sums ? xpairs.data() : nullptr;
     a.n_cols = static_cast<size_t>(n_cols);
     a.n_rows = n_rows;
     a.n_tokens = n_tokens;
@@ -98,6 +123,8 @@ struct Problem {
   std::vector<float> xf;      // [n_tokens][n_cols]
   std::vector<BlockQ8_0> xq;  // [n_tokens][n_cols / 32]
   std::vector<float> xs;      // [n_tokens][n_cols / 32]
+  std::vector<int32_t> xsum;  // [n_tokens][n_cols / 32]
+  std::vector<int8_t> xpairs;  // [n_tokens][n_cols]
 };
 
 const TensorType kAllTypes[] = {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0,
@@ -124,17 +151,92 @@ TEST(Gemm, EveryOutputIsTheRowDotOfItsPath) {
         if (amx::amx_available()) runs.push_back({"amx", amx::gemm, true});
         if (avx512::available()) runs.push_back({"avx512", avx512::gemm_float, true});
         for (const Run& run : runs) {
-          std::vector<float> y(static_cast<size_t>(n_rows * n_tokens), -1.0f);
-          // Two row ranges, split off the tile grid, as two threads would run them.
-          const int64_t mid = n_rows / 2 + 1;
-          run.fn(p.args(y.data()), 0, std::min(mid, n_rows));
-          if (mid < n_rows) run.fn(p.args(y.data()), mid, n_rows);
-          for (int64_t t = 0; t < n_tokens; ++t) {
-            for (int64_t r = 0; r < n_rows; ++r) {
-              const float expected = p.dot(run.avx2_dots, r, t);
-              const float got = y[static_cast<size_t>(t * n_rows + r)];
-              ASSERT_EQ(std::memcmp(&got, &expected, sizeof(float)), 0)
-                  << run.name << " row " << r << " token " << t << ": " << got << " vs " << expected;
+          for (const bool with_sums : {true, false}) {
+            std::vector<float> y(static_cast<size_t>(n_rows * n_tokens), -1.0f);
+            // Two row ranges, split off the tile grid, as two threads would run them.
+            const int64_t mid = n_rows / 2 + 1;
+            run.fn(p.args(y.data(), with_sums), 0, std::min(mid, n_rows));
+            if (mid < n_rows) run.fn(p.args(y.data(), with_sums), mid, n_rows);
+            for (int64_t t = 0; t < n_tokens; ++t) {
+              for (int64_t r = 0; r < n_rows; ++r) {
+                const float expected = p.dot(run.avx2_dots, r, t);
+                const float got = y[static_cast<size_t>(t * n_rows + r)];
+                ASSERT_EQ(std::memcmp(&got, &expected, sizeof(float)), 0)
+                    << run.name << (with_sums ? " (sums)" : "") << " row " << r << " token " << t << ": " << got
+                    << " vs " << expected;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The per-output arithmetic of the SIMD quantized paths (gemm_quant_avx2.h), written out in plain C++: exact
+// integer block sums, fma into 4 accumulators by block % 4 over whole groups, a fixed reduction, fma per tail block.
+float reference_quant_output(const Problem& p, int64_t r, int64_t t) {
+  const size_t n_blocks = static_cast<size_t>(p.n_cols) / 32;
+  const uint8_t* row = p.w.data() + static_cast<size_t>(r) * p.w_row_bytes;
+  const auto weight = [&](size_t b, int i, float* d) {  // value i of weight block b, and its f32 scale
+    if (p.type == TensorType::Q8_0) {
+      const auto& blk = reinterpret_cast<const BlockQ8_0*>(row)[b];
+      *d = f16_to_f32(blk.d);
+      return static_cast<int32_t>(blk.qs[i]);
+    }
+    const auto& blk = reinterpret_cast<const BlockQ4_0*>(row)[b];
+    *d = f16_to_f32(blk.d);
+    const int nib = i < 16 ? (blk.qs[i] & 0x0f) : (blk.qs[i - 16] >> 4);
+    return static_cast<int32_t>(nib - 8);
+  };
+  const auto term = [&](size_t b, float* scale) {
+    const BlockQ8_0& xb = p.xq[static_cast<size_t>(t) * n_blocks + b];
+    int32_t isum = 0;
+    float dw = 0;
+    for (int i = 0; i < 32; ++i) isum += weight(b, i, &dw) * xb.qs[i];
+    *scale = dw * f16_to_f32(xb.d);
+    return static_cast<float>(isum);
+  };
+  float acc[4] = {0, 0, 0, 0};
+  const size_t n_full = n_blocks / 4 * 4;
+  for (size_t b = 0; b < n_full; ++b) {
+    float scale;
+    const float v = term(b, &scale);
+    acc[b % 4] = std::fma(v, scale, acc[b % 4]);
+  }
+  float sum = (acc[0] + acc[2]) + (acc[1] + acc[3]);
+  for (size_t b = n_full; b < n_blocks; ++b) {
+    float scale;
+    const float v = term(b, &scale);
+    sum = std::fma(v, scale, sum);
+  }
+  return sum;
+}
+
+// Every SIMD quantized path, with and without x_sums, for 1..8 tokens and block counts that end groups of 4
+// part-way, equals the written-out arithmetic bit for bit.
+TEST(Gemm, QuantizedPathsMatchReferenceArithmetic) {
+  if (!avx2::available()) GTEST_SKIP() << "CPU lacks AVX2";
+  std::vector<std::pair<const char*, GemmFn>> runs = {{"avx2", avx2::gemm}};
+  if (avx2::vnni_available()) runs.push_back({"vnni", avx2::gemm_vnni});
+  if (amx::amx_available()) runs.push_back({"amx", amx::gemm});
+  for (TensorType type : {TensorType::Q8_0, TensorType::Q4_0}) {
+    for (int64_t n_blocks : {1, 3, 4, 5, 7, 8, 13}) {
+      for (int64_t n_tokens = 1; n_tokens <= 8; ++n_tokens) {
+        const int64_t n_rows = 7;
+        const Problem p(type, n_rows, n_blocks * 32, n_tokens, static_cast<uint32_t>(70 + n_blocks + n_tokens));
+        for (const auto& [name, fn] : runs) {
+          for (const bool with_sums : {true, false}) {
+            std::vector<float> y(static_cast<size_t>(n_rows * n_tokens), -1.0f);
+            fn(p.args(y.data(), with_sums), 0, n_rows);
+            for (int64_t t = 0; t < n_tokens; ++t) {
+              for (int64_t r = 0; r < n_rows; ++r) {
+                const float expected = reference_quant_output(p, r, t);
+                const float got = y[static_cast<size_t>(t * n_rows + r)];
+                ASSERT_EQ(std::memcmp(&got, &expected, sizeof(float)), 0)
+                    << gguf::tensor_type_name(type) << " " << name << (with_sums ? " (sums)" : "") << " blocks "
+                    << n_blocks << " tokens " << n_tokens << " row " << r << " token " << t;
+              }
             }
           }
         }

@@ -49,7 +49,7 @@ TEST(ServerMetrics, FamiliesFollowTrafficAndPromtoolAccepts) {
   for (const char* family :
        {"preface_time_to_first_token_seconds", "preface_inter_token_latency_seconds", "preface_request_duration_seconds",
         "preface_prefix_cache_queries_tokens_total", "preface_prefix_cache_hits_tokens_total", "preface_kv_blocks",
-        "preface_kv_evictions_total", "preface_preemptions_total", "preface_requests_waiting",
+        "preface_kv_evictions_total", "preface_kv_expired_total", "preface_preemptions_total", "preface_requests_waiting",
         "preface_prompt_tokens_total", "preface_generation_tokens_total", "preface_http_responses_total"}) {
     EXPECT_NE(text.find("# TYPE " + std::string(family) + " "), std::string::npos) << family;
   }
