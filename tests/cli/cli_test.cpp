@@ -1,62 +1,20 @@
 // The preface binary end to end: run, tokenize and eval on stories260K against the oracle, --help for every
 // subcommand, and a clear error for a missing model.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "cli_harness.h"
 #include "gguf/reader.h"
 #include "support/shared_data.h"
 #include "tokenizer/tokenizer.h"
 
 namespace preface::test {
 namespace {
-
-struct Result {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-// Runs the binary with `args` (each quoted), capturing stdout and stderr.
-Result run_preface(const std::vector<std::string>& args, const std::string& env = "") {
-  const auto err_path = temp_dir("cli") / "stderr.txt";
-  std::string cmd = env;
-  cmd += ' ';
-  cmd += quote(PREFACE_BINARY);
-  for (const std::string& a : args) {
-    cmd += ' ';
-    cmd += quote(a);
-  }
-  cmd += " 2>";
-  cmd += quote(err_path.string());
-  Result r;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.err = read_file(err_path);
-  return r;
-}
 
 std::string stories() {
   const auto path = shared_file("models/stories260K.gguf");
@@ -73,7 +31,7 @@ nlohmann::json first_oracle_case() {
 TEST(Cli, RunGreedyFromBosTellsTheOracleStory) {
   const std::string model = stories();
   if (model.empty()) return;
-  const Result r = run_preface({"run", "-m", model, "-n", "40", "--temp", "0", "--threads", "1"});
+  const CliResult r = run_preface({"run", "-m", model, "-n", "40", "--temp", "0", "--threads", "1"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // Exactly the decoded text of the first 40 oracle tokens, nothing else on stdout.
   std::ifstream ids_in(shared_file("oracle/stories260K.greedy-from-bos-256.ids"));
@@ -82,7 +40,7 @@ TEST(Cli, RunGreedyFromBosTellsTheOracleStory) {
   ids.resize(40);
   const auto tok = Tokenizer::from_gguf(gguf::File::open(model));
   EXPECT_EQ(r.out, tok->decode(ids));
-  EXPECT_EQ(read_file(shared_file("oracle/stories260K.greedy-from-bos-256.txt")).rfind(r.out, 0), 0u)
+  EXPECT_EQ(slurp(shared_file("oracle/stories260K.greedy-from-bos-256.txt")).rfind(r.out, 0), 0u)
       << "stdout is not a prefix of the oracle text: " << r.out;
   EXPECT_NE(r.err.find("tok/s"), std::string::npos) << r.err;
 }
@@ -91,7 +49,7 @@ TEST(Cli, RunContinuesAPromptLikeTheOracle) {
   const std::string model = stories();
   if (model.empty()) return;
   const nlohmann::json oc = first_oracle_case();
-  const Result r = run_preface({"run", "-m", model, "-p", oc["prompt"], "-n", "20", "--temp", "0", "--kv-type",
+  const CliResult r = run_preface({"run", "-m", model, "-p", oc["prompt"], "-n", "20", "--temp", "0", "--kv-type",
                                 "f16", "--block-size", "4", "--threads", "2"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto tok = Tokenizer::from_gguf(gguf::File::open(model));
@@ -106,7 +64,7 @@ TEST(Cli, RunSamplingIsSeeded) {
   const std::string model = stories();
   if (model.empty()) return;
   const std::vector<std::string> args = {"run", "-m", model, "-n", "30", "--temp", "1", "--seed", "5"};
-  const Result a = run_preface(args), b = run_preface(args);
+  const CliResult a = run_preface(args), b = run_preface(args);
   ASSERT_EQ(a.exit_code, 0) << a.err;
   EXPECT_EQ(a.out, b.out);
   EXPECT_FALSE(a.out.empty());
@@ -124,12 +82,12 @@ TEST(Cli, TokenizePrintsOracleIds) {
     if (i > 1) expected_no_bos += ' ';
     if (i > 0) expected_no_bos += std::to_string(ids[i]);
   }
-  const Result r = run_preface({"tokenize", "-m", model, oc["prompt"]});
+  const CliResult r = run_preface({"tokenize", "-m", model, oc["prompt"]});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, expected + "\n");
-  const Result nb = run_preface({"tokenize", "-m", model, "--no-bos", oc["prompt"]});
+  const CliResult nb = run_preface({"tokenize", "-m", model, "--no-bos", oc["prompt"]});
   EXPECT_EQ(nb.out, expected_no_bos + "\n");
-  const Result env = run_preface({"tokenize", oc["prompt"]}, "PREFACE_MODEL=" + quote(model));
+  const CliResult env = run_preface({"tokenize", oc["prompt"]}, "PREFACE_MODEL=" + quote(model));
   EXPECT_EQ(env.out, expected + "\n") << env.err;
 }
 
@@ -137,7 +95,7 @@ TEST(Cli, EvalPrintsOneOracleStyleJsonObject) {
   const std::string model = stories();
   if (model.empty()) return;
   const nlohmann::json oc = first_oracle_case();
-  const Result r = run_preface({"eval", "-m", model, "-p", oc["prompt"], "-n", "8"});
+  const CliResult r = run_preface({"eval", "-m", model, "-p", oc["prompt"], "-n", "8"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ASSERT_EQ(r.out.find('\n'), r.out.size() - 1) << "expected one line";
   const nlohmann::json j = nlohmann::json::parse(r.out);
@@ -153,11 +111,11 @@ TEST(Cli, EvalPrintsOneOracleStyleJsonObject) {
 }
 
 TEST(Cli, HelpWorksForEverySubcommand) {
-  const Result top = run_preface({"--help"});
+  const CliResult top = run_preface({"--help"});
   EXPECT_EQ(top.exit_code, 0);
   for (const char* sub : {"run", "eval", "tokenize", "synth"}) {
     EXPECT_NE(top.out.find(sub), std::string::npos) << sub;
-    const Result r = run_preface({sub, "--help"});
+    const CliResult r = run_preface({sub, "--help"});
     EXPECT_EQ(r.exit_code, 0) << sub;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << sub << ": " << r.out;
   }
@@ -168,7 +126,7 @@ TEST(Cli, MissingModelIsAClearError) {
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"run", "-m", missing, "-n", "4"}, {"eval", "-m", missing, "-p", "x"},
         {"tokenize", "-m", missing, "x"}}) {
-    const Result r = run_preface(args);
+    const CliResult r = run_preface(args);
     EXPECT_NE(r.exit_code, 0) << args[0];
     EXPECT_NE(r.err.find("error"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find(missing), std::string::npos) << r.err;

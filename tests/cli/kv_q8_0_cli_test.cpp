@@ -2,16 +2,12 @@
 // error (non-zero exit, the head size named) on stories260K (head_dim 8); `preface kv` reports
 // 2 x layers x kv_heads x head_dim x 34/32 bytes per token for such models.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "cli_harness.h"
 #include "gguf/reader.h"
 #include "model/config.h"
 #include "model/synth_kv_models.h"
@@ -20,41 +16,10 @@
 namespace preface::test {
 namespace {
 
-struct Result {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-// Runs the binary with `args` (each quoted), prefixed by `env` (e.g. "env PREFACE_KERNELS=avx2"), capturing
-// stdout and stderr.
-Result run_preface(const std::vector<std::string>& args, const std::string& env = "") {
-  const auto err_path = temp_dir("cli_kv_q8_0") / "stderr.txt";
-  std::string cmd = env + ' ' + quote(PREFACE_BINARY);
-  for (const std::string& a : args) cmd += ' ' + quote(a);
-  cmd += " 2>" + quote(err_path.string());
-  Result r;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream in(err_path, std::ios::binary);
-  r.err.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  return r;
-}
-
 TEST(CliKvQ8_0, RunRefusesAHeadDimThatIsNotAMultipleOf32) {
   const auto model = shared_file("models/stories260K.gguf");
   if (model.empty()) return;
-  const Result r = run_preface({"run", "-m", model.string(), "-n", "4", "--kv-type", "q8_0", "--threads", "1"});
+  const CliResult r = run_preface({"run", "-m", model.string(), "-n", "4", "--kv-type", "q8_0", "--threads", "1"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("head_dim is 8"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("q8_0"), std::string::npos) << r.err;
@@ -64,7 +29,7 @@ TEST(CliKvQ8_0, RunRefusesAHeadDimThatIsNotAMultipleOf32) {
 TEST(CliKvQ8_0, RunGeneratesWithQ8_0Kv) {
   const std::string model = q8_0_kv_model_path("synth-gpt2-d128-q8_0-tied.gguf");  // head_dim 32
   if (model.empty()) return;
-  const Result r = run_preface({"run", "-m", model, "-n", "12", "--temp", "0", "--kv-type", "q8_0",
+  const CliResult r = run_preface({"run", "-m", model, "-n", "12", "--temp", "0", "--kv-type", "q8_0",
                                 "--threads", "1", "-p", "Once upon a time"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("kv q8_0"), std::string::npos) << r.err;
@@ -84,7 +49,7 @@ TEST(CliKvQ8_0, EvalIdenticalOnEveryNonScalarPathAndThreadCount) {
     for (const char* path : {"", "avx2", "vnni"}) {
       for (const char* threads : {"1", "2"}) {
         const std::string env = *path != '\0' ? std::string("env PREFACE_KERNELS=") + path : "env -u PREFACE_KERNELS";
-        const Result r = run_preface(
+        const CliResult r = run_preface(
             {"eval", "-m", model, "--kv-type", "q8_0", "--threads", threads, "-n", "6", "-p", prompt}, env);
         ASSERT_EQ(r.exit_code, 0) << r.err;
         ASSERT_NE(r.out.find("last_logits"), std::string::npos) << r.out;
@@ -94,7 +59,7 @@ TEST(CliKvQ8_0, EvalIdenticalOnEveryNonScalarPathAndThreadCount) {
       }
     }
     // The f16-KV output differs: the type really reaches the storage.
-    const Result f16 =
+    const CliResult f16 =
         run_preface({"eval", "-m", model, "--kv-type", "f16", "--threads", "1", "-n", "6", "-p", prompt});
     ASSERT_EQ(f16.exit_code, 0) << f16.err;
     EXPECT_NE(f16.out, reference) << name;
@@ -107,7 +72,7 @@ TEST(CliKvQ8_0, KvCalculatorBytesPerToken) {
     if (model.empty()) return;
     const model::Config c = model::read_config(gguf::File::open(model));
     ASSERT_EQ(c.head_dim % 32, 0) << name;
-    const Result r = run_preface({"kv", "-m", model, "--kv-type", "q8_0", "--json"});
+    const CliResult r = run_preface({"kv", "-m", model, "--kv-type", "q8_0", "--json"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j["kv_type"], "q8_0");

@@ -1,25 +1,14 @@
 // `preface bench serve`: the deterministic prompt generator and the percentile summary directly (header-only),
 // and the whole load generator against a real `preface serve` on stories260K.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <array>
-#include <chrono>
-#include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "cli/loadgen_stats.h"
 #include "cli/loadgen_workload.h"
+#include "cli_harness.h"
 #include "support/shared_data.h"
 
 namespace preface::test {
@@ -113,81 +102,28 @@ TEST(LoadgenStats, AggregateSkipsFailuresAndSumsUsage) {
   EXPECT_DOUBLE_EQ(cli::loadgen::cached_ratio(t), 0.25);
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-// `preface serve` on stories260K on a free loopback port; SIGTERM on destruction.
-class Server {
- public:
-  explicit Server(const std::string& model) : log_((temp_dir("loadgen") / "server.log").string()) {
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    std::vector<std::string> args = {PREFACE_BINARY, "serve", "-m", model, "--port", "0", "--threads", "1",
-                                     "--kv-cache-mem", "32MiB"};
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    if (posix_spawn(&pid_, PREFACE_BINARY, &fa, nullptr, argv.data(), environ) != 0) pid_ = -1;
-    posix_spawn_file_actions_destroy(&fa);
-    const std::regex re(R"(preface: listening on (http://127\.0\.0\.1:[0-9]+))");
-    for (int i = 0; i < 400 && pid_ > 0 && url_.empty(); ++i) {
-      std::smatch m;
-      const std::string text = slurp(log_);
-      if (std::regex_search(text, m, re)) url_ = m[1].str();
-      else std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    }
-  }
-  ~Server() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-  }
-  const std::string& url() const { return url_; }
-  std::string log() const { return slurp(log_); }
-
- private:
-  std::string log_;
-  pid_t pid_ = -1;
-  std::string url_;  // empty until the server said where it listens
-};
-
-struct Result {
-  int exit_code = -1;
-  std::string out;
-};
-
-Result bench(const std::string& args) {
-  const std::string cmd = std::string("'") + PREFACE_BINARY + "' bench serve " + args + " 2>&1";
-  Result r;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+// `preface bench serve <args>`. Its JSON report (--json) is all of stdout; stderr holds progress lines, which
+// start with "bench serve:", and errors.
+CliResult bench(const std::vector<std::string>& args) {
+  std::vector<std::string> all = {"bench", "serve"};
+  all.insert(all.end(), args.begin(), args.end());
+  return run_preface(all);
 }
 
 TEST(LoadgenServe, SharedPrefixAgainstPrefaceServe) {
   const auto model = shared_file("models/stories260K.gguf");
   if (model.empty()) return;
-  Server srv(model.string());
+  ServeProcess srv({"-m", model.string(), "--threads", "1", "--kv-cache-mem", "32MiB"}, "loadgen");
   ASSERT_FALSE(srv.url().empty()) << srv.log();
-  const Result r = bench("--url " + srv.url() +
-                         " --workload shared-prefix --groups 2 --prompts-per-group 3 --system-len 40"
-                         " --question-len 6 --max-tokens 4 --concurrency 2 --json");
-  ASSERT_EQ(r.exit_code, 0) << r.out << srv.log();
-  // stdout is the JSON object; stderr (merged here) holds only progress lines, which start with "bench serve:".
+  const CliResult r = bench({"--url", srv.url(), "--workload", "shared-prefix", "--groups", "2", "--prompts-per-group",
+                             "3", "--system-len", "40", "--question-len", "6", "--max-tokens", "4", "--concurrency",
+                             "2", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.all() << srv.log();
+  // stdout is the JSON object; stderr holds only progress lines, which start with "bench serve:".
   const size_t brace = r.out.find('{');
-  ASSERT_NE(brace, std::string::npos) << r.out;
+  ASSERT_NE(brace, std::string::npos) << r.all();
   const nlohmann::json j = nlohmann::json::parse(r.out.substr(brace), nullptr, false);
-  ASSERT_FALSE(j.is_discarded()) << r.out;
+  ASSERT_FALSE(j.is_discarded()) << r.all();
   EXPECT_EQ(j["workload"], "shared-prefix");
   EXPECT_EQ(j["n_requests"], 6);
   EXPECT_EQ(j["n_ok"], 6);
@@ -207,21 +143,20 @@ TEST(LoadgenServe, SharedPrefixAgainstPrefaceServe) {
   EXPECT_GT(j["ttft_ms"]["p50"].get<double>(), 0.0);
   EXPECT_GE(j["e2e_ms"]["p50"].get<double>(), j["ttft_ms"]["p50"].get<double>());
 
-  const Result mt = bench("--url " + srv.url() +
-                          " --workload multi-turn --users 2 --turns 2 --system-len 20 --question-len 4"
-                          " --max-tokens 3 --concurrency 2");
-  EXPECT_EQ(mt.exit_code, 0) << mt.out;
-  EXPECT_NE(mt.out.find("4 ok, 0 failed"), std::string::npos) << mt.out;
+  const CliResult mt = bench({"--url", srv.url(), "--workload", "multi-turn", "--users", "2", "--turns", "2",
+                              "--system-len", "20", "--question-len", "4", "--max-tokens", "3", "--concurrency", "2"});
+  EXPECT_EQ(mt.exit_code, 0) << mt.all();
+  EXPECT_NE(mt.all().find("4 ok, 0 failed"), std::string::npos) << mt.all();
 }
 
 TEST(LoadgenServe, BadUrlAndDeadServerFailClearly) {
-  const Result bad = bench("--url not-a-url --json");
+  const CliResult bad = bench({"--url", "not-a-url", "--json"});
   EXPECT_NE(bad.exit_code, 0);
-  EXPECT_NE(bad.out.find("--url"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.all().find("--url"), std::string::npos) << bad.all();
   // Port 1 on loopback: nothing listens there.
-  const Result dead = bench("--url http://127.0.0.1:1 --groups 1 --prompts-per-group 1");
+  const CliResult dead = bench({"--url", "http://127.0.0.1:1", "--groups", "1", "--prompts-per-group", "1"});
   EXPECT_NE(dead.exit_code, 0);
-  EXPECT_NE(dead.out.find("127.0.0.1:1"), std::string::npos) << dead.out;
+  EXPECT_NE(dead.all().find("127.0.0.1:1"), std::string::npos) << dead.all();
 }
 
 }  // namespace

@@ -2,19 +2,10 @@
 // with a small KV budget (evictions) and tight limits, soaked by 4 clients for 10 s with no mismatch, no
 // unexpected error and no KV block left in use; and clients that vanish mid-stream leave no block behind.
 // The soak client comes from the preface_cli library, which tests/cli executables link.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <array>
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <regex>
 #include <set>
 #include <string>
@@ -26,6 +17,7 @@
 #include "cli/loadgen_client.h"
 #include "cli/soak_runner.h"
 #include "cli/soak_workload.h"
+#include "cli_harness.h"
 #include "support/shared_data.h"
 
 namespace preface::test {
@@ -119,50 +111,11 @@ TEST(SoakClassify, ReferencesStatusesAndVanishedPrefixes) {
   EXPECT_FALSE(cli::soak::response_text("/v1/completions", "not json", &text));
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+// `preface serve` on stories260K (`model`) with the soak's limits and `kv_mem` of KV cache.
+std::vector<std::string> serve_args(const std::string& model, const std::string& kv_mem) {
+  return {"-m", model, "--threads", "1", "--kv-cache-mem", kv_mem, "--max-body-bytes", "65536", "--max-tokens-limit",
+          "64", "--max-prompt-tokens", "512"};
 }
-
-// `preface serve` on a free loopback port with the soak's limits; SIGTERM on destruction.
-class Server {
- public:
-  Server(const std::string& model, const std::string& kv_mem) : log_((temp_dir("soak") / "server.log").string()) {
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    std::vector<std::string> args = {PREFACE_BINARY, "serve", "-m", model, "--port", "0", "--threads", "1",
-                                     "--kv-cache-mem", kv_mem, "--max-body-bytes", "65536", "--max-tokens-limit",
-                                     "64", "--max-prompt-tokens", "512"};
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    if (posix_spawn(&pid_, PREFACE_BINARY, &fa, nullptr, argv.data(), environ) != 0) pid_ = -1;
-    posix_spawn_file_actions_destroy(&fa);
-    const std::regex re(R"(preface: listening on (http://127\.0\.0\.1:[0-9]+))");
-    for (int i = 0; i < 400 && pid_ > 0 && url_.empty(); ++i) {
-      std::smatch m;
-      const std::string text = slurp(log_);
-      if (std::regex_search(text, m, re)) url_ = m[1].str();
-      else std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    }
-  }
-  ~Server() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-  }
-  const std::string& url() const { return url_; }
-  std::string log() const { return slurp(log_); }
-  bool alive() const { return pid_ > 0 && ::waitpid(pid_, nullptr, WNOHANG) == 0; }
-
- private:
-  std::string log_;
-  pid_t pid_ = -1;
-  std::string url_;  // empty until the server said where it listens
-};
 
 std::string metrics(const std::string& url) {
   httplib::Client c(url);
@@ -179,19 +132,14 @@ int64_t summary_value(const std::string& line, const std::string& key) {
 TEST(SoakServe, FourClientsTenSecondsNoMismatchNoLeak) {
   const auto model = shared_file("models/stories260K.gguf");
   if (model.empty()) return;
-  Server srv(model.string(), "2MiB");  // ~200 blocks: the mix overflows it, so blocks are evicted and reused
+  // ~200 blocks: the mix overflows it, so blocks are evicted and reused.
+  ServeProcess srv(serve_args(model.string(), "2MiB"), "soak");
   ASSERT_FALSE(srv.url().empty()) << srv.log();
-  const std::string cmd = std::string("'") + PREFACE_BINARY + "' soak --url " + srv.url() +
-                          " --clients 4 --seconds 10 --seed 3 --max-body-bytes 65536 --max-tokens-limit 64"
-                          " --max-prompt-tokens 512 2>&1";
-  std::string out;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  const int status = ::pclose(pipe);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  const CliResult r =
+      run_preface({"soak", "--url", srv.url(), "--clients", "4", "--seconds", "10", "--seed", "3", "--max-body-bytes",
+                   "65536", "--max-tokens-limit", "64", "--max-prompt-tokens", "512"});
+  const std::string out = r.all();
+  EXPECT_EQ(r.exit_code, 0) << out;
   const size_t at = out.find("soak: PASS requests=");
   ASSERT_NE(at, std::string::npos) << out << srv.log();
   const std::string line = out.substr(at, out.find('\n', at) - at);
@@ -213,16 +161,15 @@ TEST(SoakServe, FourClientsTenSecondsNoMismatchNoLeak) {
 }
 
 TEST(SoakServe, HelpAndADeadServerFailClearly) {
-  const std::string bin = std::string("'") + PREFACE_BINARY + "'";
-  EXPECT_EQ(std::system((bin + " soak --help >/dev/null 2>&1").c_str()), 0);
+  EXPECT_EQ(run_preface({"soak", "--help"}).exit_code, 0);
   // Port 1 on loopback: nothing listens there.
-  EXPECT_NE(std::system((bin + " soak --url http://127.0.0.1:1 --seconds 1 >/dev/null 2>&1").c_str()), 0);
+  EXPECT_NE(run_preface({"soak", "--url", "http://127.0.0.1:1", "--seconds", "1"}).exit_code, 0);
 }
 
 TEST(SoakServe, ClientsThatVanishMidStreamLeaveNoBlockInUse) {
   const auto model = shared_file("models/stories260K.gguf");
   if (model.empty()) return;
-  Server srv(model.string(), "8MiB");
+  ServeProcess srv(serve_args(model.string(), "8MiB"), "soak");
   ASSERT_FALSE(srv.url().empty()) << srv.log();
   const cli::loadgen::Target target = cli::loadgen::parse_url(srv.url(), "");
   const std::string body = R"({"prompt": "Once upon a time", "max_tokens": 64, "ignore_eos": true, "stream": true})";
