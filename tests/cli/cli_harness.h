@@ -5,7 +5,8 @@
 //   - quote(s): single-quote a string for /bin/sh;
 //   - slurp(path): a whole file as bytes ("" when it cannot be read);
 //   - ServeProcess: `preface serve --port 0 <extra args>` on a free loopback port, its stdout+stderr in a log file,
-//     ready once it printed "preface: listening on http://127.0.0.1:PORT", SIGTERMed and reaped on destruction.
+//     ready once it printed "preface: listening on http://127.0.0.1:PORT" and /health answers 200 (model loaded),
+//     SIGTERMed and reaped on destruction.
 // Child processes never outlive the object or call that started them.
 #pragma once
 
@@ -14,6 +15,8 @@
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <httplib.h>
 
 #include <array>
 #include <chrono>
@@ -100,6 +103,17 @@ class ServeProcess {
       if (std::regex_search(text, m, re)) url_ = m[1].str();
       else std::this_thread::sleep_for(std::chrono::milliseconds(25));
     }
+    // The server listens before its model is loaded (/health answers 503 until then; slow under sanitizers).
+    if (url_.empty()) return;
+    httplib::Client client(url_);
+    client.set_connection_timeout(std::chrono::seconds(2));
+    for (int i = 0; i < 1200; ++i) {
+      const auto res = client.Get("/health");
+      if (res && res->status == 200) return;
+      if (!alive()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    url_.clear();  // never became ready
   }
   ~ServeProcess() {
     if (pid_ <= 0) return;
@@ -110,7 +124,7 @@ class ServeProcess {
   ServeProcess(const ServeProcess&) = delete;
   ServeProcess& operator=(const ServeProcess&) = delete;
 
-  // "http://127.0.0.1:PORT", or "" when the server did not report listening in time.
+  // "http://127.0.0.1:PORT", or "" when the server did not become ready in time (60 s after listening).
   const std::string& url() const { return url_; }
   // Everything the server wrote so far (stdout and stderr interleaved).
   std::string log() const { return slurp(log_); }
