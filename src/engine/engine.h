@@ -137,15 +137,11 @@ class Engine {
 
   // Held by step(), stop()'s tail and the purges, so a purge never runs inside a step.
   mutable std::mutex step_mu_;
-  struct NamespaceUse {
-    std::string salt;
-    std::chrono::steady_clock::time_point last_use;  // latest submit or finish of a request in the namespace
-  };
-  // Namespaces served and not since purged: root digest -> salt and last use (for purge_salt_prefix; the TTL is
-  // per block, in the pool). Entries with no cached block left are dropped once the map outgrows the pool (one
+  // Namespaces served and not since purged: root digest -> salt (for purge_salt_prefix; the TTL is per block, in
+  // the pool). Entries with no cached block left are dropped once the map outgrows the pool (one
   // entry per distinct salt seen, so a client inventing salts cannot grow it without bound).
   mutable std::mutex salts_mu_;
-  std::unordered_map<kv::Digest, NamespaceUse, kv::DigestHash> salts_;
+  std::unordered_map<kv::Digest, std::string, kv::DigestHash> salts_;
   std::chrono::steady_clock::time_point last_expire_scan_{};  // under salts_mu_
 };
 

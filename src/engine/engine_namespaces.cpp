@@ -7,11 +7,11 @@
 
 namespace preface::engine {
 
+// Called at submit and again at finish: the bound in expire_namespaces may drop a namespace whose only request is
+// still running (it has no registered block yet).
 void Engine::note_namespace(const kv::Digest& ns, const std::string& salt) {
-  const auto t = now();
   std::lock_guard lock(salts_mu_);
-  auto [it, inserted] = salts_.try_emplace(ns, NamespaceUse{salt, t});
-  if (!inserted) it->second.last_use = std::max(it->second.last_use, t);
+  salts_.try_emplace(ns, salt);
 }
 
 int32_t Engine::purge_root_locked(const kv::Digest& root) {
@@ -38,7 +38,7 @@ int32_t Engine::purge_salt_prefix(const std::string& salt_prefix) {
   {
     std::lock_guard lock(salts_mu_);
     for (auto it = salts_.begin(); it != salts_.end();) {
-      if (it->second.salt.compare(0, salt_prefix.size(), salt_prefix) == 0) {
+      if (it->second.compare(0, salt_prefix.size(), salt_prefix) == 0) {
         roots.push_back(it->first);
         it = salts_.erase(it);
       } else {
