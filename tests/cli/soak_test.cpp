@@ -169,10 +169,13 @@ TEST(SoakServe, HelpAndADeadServerFailClearly) {
 TEST(SoakServe, ClientsThatVanishMidStreamLeaveNoBlockInUse) {
   const auto model = shared_file("models/stories260K.gguf");
   if (model.empty()) return;
-  ServeProcess srv(serve_args(model.string(), "8MiB"), "soak");
+  // Long generations (448 of the 512-token context), so none can finish before its client vanishes even when the
+  // client threads are descheduled for a while on a busy machine.
+  ServeProcess srv({"-m", model.string(), "--threads", "1", "--kv-cache-mem", "8MiB", "--max-tokens-limit", "448"},
+                   "soak");
   ASSERT_FALSE(srv.url().empty()) << srv.log();
   const cli::loadgen::Target target = cli::loadgen::parse_url(srv.url(), "");
-  const std::string body = R"({"prompt": "Once upon a time", "max_tokens": 64, "ignore_eos": true, "stream": true})";
+  const std::string body = R"({"prompt": "Once upon a time", "max_tokens": 448, "ignore_eos": true, "stream": true})";
   std::vector<std::thread> clients;
   std::array<RequestResult, 6> results;
   for (size_t i = 0; i < results.size(); ++i)
