@@ -29,7 +29,7 @@ bool available() {
 namespace amx {
 // Also asks the kernel for permission to use AMX tile data (Linux >= 5.16; once per process, idempotent).
 bool amx_available() {
-  if (!avx2::vnni_available() || !avx512::available() || !__builtin_cpu_supports("amx-tile") ||
+  if (!avx512::quant_available() || !__builtin_cpu_supports("amx-tile") ||
       !__builtin_cpu_supports("amx-int8")) {
     return false;
   }
@@ -56,7 +56,8 @@ constexpr KernelTable kAvx2 = {
 };
 
 // PREFACE_KERNELS=scalar forces the scalar kernels (to cross-check a whole model run against the reference);
-// PREFACE_KERNELS=avx2 the AVX2 ones without AVX-VNNI, AVX-512 or AMX; PREFACE_KERNELS=vnni adds AVX-VNNI only.
+// PREFACE_KERNELS=avx2 the AVX2 ones without AVX-VNNI, AVX-512 or AMX; PREFACE_KERNELS=vnni adds AVX-VNNI only;
+// PREFACE_KERNELS=avx512 everything but AMX.
 // The wider paths replace a kernel only with one that gives the same bits (see gemm_vnni_avx2.cpp,
 // gemm_amx.cpp, gemm_avx512.cpp, attention_avx512.cpp), so this choice changes speed, never results.
 KernelTable choose_table() {
@@ -70,7 +71,9 @@ KernelTable choose_table() {
   if (avx512::available()) {
     t.attention_tile = avx512::attention_tile;
     t.gemm_float = avx512::gemm_float;
+    if (avx512::quant_available()) t.gemm_quant = avx512::gemm_quant;
   }
+  if (is("avx512")) return t;
   if (amx::amx_available()) t.gemm_quant = amx::gemm;
   return t;
 }

@@ -53,12 +53,16 @@ namespace avx512 {
 // The same results for F32/F16/BF16 weights with AVX-512 (quantized types go to avx2::gemm); only where
 // avx512::available() (attention.h).
 void gemm_float(const GemmArgs& args, int64_t row_begin, int64_t row_end);
+// The same results for Q8_0/Q4_0 weights; decode batches (1-2 tokens) with x_sums and x_pairs run 4-row AVX-512
+// VNNI tiles, the rest goes to avx2::gemm_vnni. Only where quant_available() (AVX-512 VNNI and VBMI, AVX-VNNI).
+bool quant_available();
+void gemm_quant(const GemmArgs& args, int64_t row_begin, int64_t row_end);
 }  // namespace avx512
 
 namespace amx {
 // The same results with AMX int8 tiles for Q8_0/Q4_0 weights and batches of >= 3 tokens (others go to
-// avx2::gemm_vnni); only where the CPU has AMX-INT8, AVX-512 (F/BW/VL/DQ) and AVX-VNNI and tile data is
-// enabled for the process (amx_available()).
+// avx512::gemm_quant); only where the CPU has AMX-INT8, avx512::quant_available() and tile data is enabled for
+// the process (amx_available()).
 bool amx_available();
 void gemm(const GemmArgs& args, int64_t row_begin, int64_t row_end);
 }  // namespace amx

@@ -8,7 +8,7 @@
 // blocks, (acc0 + acc2) + (acc1 + acc3), then fma per remaining block.
 //
 // Rows in whole groups of 16 and tokens in groups of 16 (the last group zero-padded; padded outputs are not
-// stored) go through AMX; leftover rows, and batches under kMinTokens, go to avx2::gemm_vnni. Tile state is
+// stored) go through AMX; leftover rows go to avx2::gemm_vnni, batches under kMinTokens to avx512::gemm_quant. Tile state is
 // configured at entry and released at exit. Only called where amx_available() (dispatch.cpp).
 //
 // Standard headers come before the target pragma, and nothing here instantiates library templates, so no code
@@ -41,7 +41,7 @@ using gguf::kQuantBlock;
 constexpr int kRows = 16;           // weight rows per tile
 constexpr int kTokens = 16;         // tokens per tile
 constexpr int kGroups = 4;          // token tiles per pass over the weights: C tiles tmm0..tmm3
-constexpr int64_t kMinTokens = 3;   // smaller batches (decode of 1-2 sequences) take the AVX2 kernels
+constexpr int64_t kMinTokens = 3;   // smaller batches (decode of 1-2 sequences) take avx512::gemm_quant
 constexpr size_t kBTileBytes = 8 * 64;  // K-rows x (16 tokens x 4 bytes)
 
 struct alignas(64) TileConfig {
@@ -287,7 +287,7 @@ void gemm_rows(const GemmArgs& a, int64_t row_begin, int64_t row_end, uint8_t* b
 void gemm(const GemmArgs& args, int64_t row_begin, int64_t row_end) {
   const bool quantized = args.type == gguf::TensorType::Q8_0 || args.type == gguf::TensorType::Q4_0;
   if (!quantized || args.n_tokens < kMinTokens) {
-    avx2::gemm_vnni(args, row_begin, row_end);
+    avx512::gemm_quant(args, row_begin, row_end);
     return;
   }
   const int64_t amx_end = row_begin + (row_end - row_begin) / kRows * kRows;

@@ -136,7 +136,8 @@ TEST(Gemm, EveryOutputIsTheRowDotOfItsPath) {
     const std::vector<int64_t> cols = is_quantized(type) ? std::vector<int64_t>{32, 96, 256}
                                                          : std::vector<int64_t>{7, 8, 33, 100};
     for (int64_t n_cols : cols) {
-      for (auto [n_rows, n_tokens] : {std::pair<int64_t, int64_t>{1, 1}, {5, 2}, {37, 53}, {16, 4}}) {
+      for (auto [n_rows, n_tokens] :
+           {std::pair<int64_t, int64_t>{1, 1}, {5, 2}, {37, 53}, {16, 4}, {37, 1}, {22, 2}}) {
         SCOPED_TRACE(std::string(gguf::tensor_type_name(type)) + " " + std::to_string(n_rows) + "x" +
                      std::to_string(n_cols) + " tokens " + std::to_string(n_tokens));
         const Problem p(type, n_rows, n_cols, n_tokens, 40);
@@ -150,6 +151,7 @@ TEST(Gemm, EveryOutputIsTheRowDotOfItsPath) {
         if (avx2::vnni_available()) runs.push_back({"vnni", avx2::gemm_vnni, true});
         if (amx::amx_available()) runs.push_back({"amx", amx::gemm, true});
         if (avx512::available()) runs.push_back({"avx512", avx512::gemm_float, true});
+        if (avx512::quant_available()) runs.push_back({"avx512 quant", avx512::gemm_quant, true});
         for (const Run& run : runs) {
           for (const bool with_sums : {true, false}) {
             std::vector<float> y(static_cast<size_t>(n_rows * n_tokens), -1.0f);
@@ -220,10 +222,11 @@ TEST(Gemm, QuantizedPathsMatchReferenceArithmetic) {
   std::vector<std::pair<const char*, GemmFn>> runs = {{"avx2", avx2::gemm}};
   if (avx2::vnni_available()) runs.push_back({"vnni", avx2::gemm_vnni});
   if (amx::amx_available()) runs.push_back({"amx", amx::gemm});
+  if (avx512::quant_available()) runs.push_back({"avx512 quant", avx512::gemm_quant});
   for (TensorType type : {TensorType::Q8_0, TensorType::Q4_0}) {
     for (int64_t n_blocks : {1, 3, 4, 5, 7, 8, 13}) {
       for (int64_t n_tokens = 1; n_tokens <= 8; ++n_tokens) {
-        const int64_t n_rows = 7;
+        const int64_t n_rows = 11;  // two whole 4-row tiles and a remainder
         const Problem p(type, n_rows, n_blocks * 32, n_tokens, static_cast<uint32_t>(70 + n_blocks + n_tokens));
         for (const auto& [name, fn] : runs) {
           for (const bool with_sums : {true, false}) {
