@@ -98,6 +98,7 @@ void BM_MatmulQ4_0Dram(benchmark::State& state) { run_matmul(state, gguf::Tensor
   ArgNames({"rows", "cols", "tokens", "threads"})                                                            \
       ->Args({2048, 768, 1, 1})                                                                              \
       ->Args({2048, 768, 1, 2})                                                                              \
+      ->Args({2048, 768, 8, 1})                                                                              \
       ->Args({2048, 768, 512, 1})                                                                            \
       ->Args({2048, 768, 512, 2})                                                                            \
       ->UseRealTime()

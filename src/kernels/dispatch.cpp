@@ -24,6 +24,10 @@ bool available() {
   return avx2::available() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
 }
+bool quant_available() {
+  return available() && avx2::vnni_available() && __builtin_cpu_supports("avx512vnni") &&
+         __builtin_cpu_supports("avx512vbmi");
+}
 }  // namespace avx512
 
 namespace amx {

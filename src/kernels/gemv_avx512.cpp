@@ -26,7 +26,6 @@
 #include <cstring>
 
 #include "gguf/types.h"
-#include "kernels/attention.h"  // avx512::available
 #include "kernels/gemm.h"
 
 #ifndef __clang__  // clang ignores target pragmas: its builds pass the ISA flags for this file instead
@@ -230,11 +229,6 @@ void gemv_rows(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
 }
 
 }  // namespace
-
-bool quant_available() {
-  return available() && avx2::vnni_available() && __builtin_cpu_supports("avx512vnni") &&
-         __builtin_cpu_supports("avx512vbmi");
-}
 
 void gemm_quant(const GemmArgs& args, int64_t row_begin, int64_t row_end) {
   const bool quantized = args.type == gguf::TensorType::Q8_0 || args.type == gguf::TensorType::Q4_0;
