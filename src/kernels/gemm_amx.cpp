@@ -117,10 +117,10 @@ struct Q4Rows {
   static constexpr size_t kBlockBytes = sizeof(BlockQ4_0);
   Q4Rows(const uint8_t* first_row, size_t bytes, int8_t* unpack_buf)
       : w(first_row), row_bytes(bytes), unpacked(unpack_buf) {}
-  // Unpacks block b of the 16 rows to unpacked[b % 2]: [2][16 rows][32] values - 8 (the A tile of the block
-  // before may still be loading from the other half).
+  // Unpacks block b of the 16 rows to unpacked[b % 3]: [3][16 rows][32] values - 8. Blocks are unpacked two
+  // ahead of their A tile load: a tile load right after the stores it reads waits for them to reach the cache.
   void prepare(size_t b) {
-    int8_t* dst = unpacked + (b % 2) * kRows * 32;
+    int8_t* dst = unpacked + (b % 3) * kRows * 32;
     for (int r = 0; r < kRows; ++r) {
       const auto* blk = reinterpret_cast<const BlockQ4_0*>(w + static_cast<size_t>(r) * row_bytes) + b;
       const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->qs));
@@ -132,7 +132,7 @@ struct Q4Rows {
   }
   const void* a_tile(size_t b, size_t* stride) const {
     *stride = 32;
-    return unpacked + (b % 2) * kRows * 32;
+    return unpacked + (b % 3) * kRows * 32;
   }
   __m512 scales(size_t b) const { return Q8Rows::row_scales(w + b * sizeof(BlockQ4_0), row_bytes); }
   const uint8_t* w;
@@ -218,16 +218,18 @@ void row_group(Rows& rows, const uint8_t* b_tiles, const float* dx, size_t n_blo
   alignas(64) float dw[kRows];
   const size_t n_full = n_blocks / 4 * 4;
   const auto multiply = [&](size_t b) {
-    rows.prepare(b);
     if (b % 2 == 0) {
       multiply_block_even(rows, b_tiles, n_blocks, b, n_tiles, c[0]);
     } else {
       multiply_block_odd(rows, b_tiles, n_blocks, b, n_tiles, c[1]);
     }
   };
+  rows.prepare(0);
+  if (n_blocks > 1) rows.prepare(1);
   multiply(0);
   for (size_t b = 0; b < n_blocks; ++b) {
     if (b == n_full) combine_lanes(acc, n_tiles, n_full > 0);  // whole groups done; remaining blocks go to acc[0]
+    if (b + 2 < n_blocks) rows.prepare(b + 2);
     if (b + 1 < n_blocks) multiply(b + 1);  // issued first, so the tile unit works during this block's epilogue
     if (prefetch != nullptr) {  // the next row group's block b, so weights stream in from memory meanwhile
       for (int r = 0; r < kRows; ++r) {
@@ -260,7 +262,7 @@ void gemm_rows(const GemmArgs& a, int64_t row_begin, int64_t row_end, uint8_t* b
   const auto* x = static_cast<const BlockQ8_0*>(a.x);
   uint8_t* b_tiles = buf;                                                       // [4][n_blocks][8][64]
   auto* dx = reinterpret_cast<float*>(buf + kGroups * n_blocks * kBTileBytes);  // [4][n_blocks][16]
-  auto* unpacked = reinterpret_cast<int8_t*>(dx + kGroups * n_blocks * 16);      // [2][16][32]
+  auto* unpacked = reinterpret_cast<int8_t*>(dx + kGroups * n_blocks * 16);      // [3][16][32]
   constexpr int64_t kPass = kGroups * kTokens;
   for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kPass) {
     const int n_valid = static_cast<int>(a.n_tokens - t0 < kPass ? a.n_tokens - t0 : kPass);
@@ -293,7 +295,7 @@ void gemm(const GemmArgs& args, int64_t row_begin, int64_t row_end) {
   const int64_t amx_end = row_begin + (row_end - row_begin) / kRows * kRows;
   if (amx_end > row_begin) {
     const size_t n_blocks = args.n_cols / kQuantBlock;
-    const size_t bytes = kGroups * n_blocks * (kBTileBytes + 16 * sizeof(float)) + 2 * kRows * 32;
+    const size_t bytes = kGroups * n_blocks * (kBTileBytes + 16 * sizeof(float)) + 3 * kRows * 32;
     auto* buf = static_cast<uint8_t*>(::operator new(bytes, std::align_val_t{64}));
     const TileConfig cfg = tile_config();
     _tile_loadconfig(&cfg);
