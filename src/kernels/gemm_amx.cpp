@@ -121,13 +121,16 @@ struct Q4Rows {
   // ahead of their A tile load: a tile load right after the stores it reads waits for them to reach the cache.
   void prepare(size_t b) {
     int8_t* dst = unpacked + (b % 3) * kRows * 32;
-    for (int r = 0; r < kRows; ++r) {
-      const auto* blk = reinterpret_cast<const BlockQ4_0*>(w + static_cast<size_t>(r) * row_bytes) + b;
-      const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->qs));
-      const __m256i nib =
-          _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(packed, 4), packed), _mm256_set1_epi8(0x0f));
-      _mm256_store_si256(reinterpret_cast<__m256i*>(dst + static_cast<size_t>(r) * 32),
-                         _mm256_sub_epi8(nib, _mm256_set1_epi8(8)));
+    // Two rows per register: [row lo | row hi | next lo | next hi], lo = the low nibbles (values 0..15).
+    const __m512i shift = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
+    for (int r = 0; r < kRows; r += 2) {
+      const auto* b0 = reinterpret_cast<const BlockQ4_0*>(w + static_cast<size_t>(r) * row_bytes) + b;
+      const auto* b1 = reinterpret_cast<const BlockQ4_0*>(w + static_cast<size_t>(r + 1) * row_bytes) + b;
+      const __m512i packed = _mm512_mask_broadcast_i32x4(
+          _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b0->qs))), 0xff00,
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(b1->qs)));
+      const __m512i nib = _mm512_and_si512(_mm512_srlv_epi64(packed, shift), _mm512_set1_epi8(0x0f));
+      _mm512_store_si512(dst + static_cast<size_t>(r) * 32, _mm512_sub_epi8(nib, _mm512_set1_epi8(8)));
     }
   }
   const void* a_tile(size_t b, size_t* stride) const {
