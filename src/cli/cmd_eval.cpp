@@ -1,5 +1,7 @@
 // `preface eval`: one JSON object in the format of ../shared/oracle/*.jsonl (prompt, tokens, argmax at every
-// prompt position, last_logits, greedy continuation), for comparing with llama.cpp.
+// prompt position, last_logits, greedy continuation), for comparing with llama.cpp. --logits-digest adds
+// logits_sha256: SHA-256 of the raw f32 bytes of every logit computed (each prompt position's, then each greedy
+// step's), so two runs agree on it only when every logit has the same bits.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -9,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/session.h"
+#include "kv/hash.h"
 
 namespace preface::cli {
 namespace {
@@ -17,6 +20,7 @@ struct EvalOptions {
   ModelOptions model;
   std::string prompt;
   int32_t n_greedy = 48;
+  bool logits_digest = false;
 };
 
 // Keys in the oracle's order; floats printed as the shortest text that reads back as the same float.
@@ -49,11 +53,17 @@ void eval(const EvalOptions& opts) {
   while (static_cast<int32_t>(greedy.size()) < opts.n_greedy) {
     greedy.push_back(next);
     if (static_cast<int32_t>(greedy.size()) == opts.n_greedy || session.n_past() == session.capacity()) break;
-    next = argmax(session.feed(std::span<const int32_t>(&next, 1)), n_vocab);
+    const float* step = session.feed(std::span<const int32_t>(&next, 1));  // [n_vocab]
+    if (opts.logits_digest) logits.insert(logits.end(), step, step + n_vocab);
+    next = argmax(step, n_vocab);
   }
 
-  const OracleJson out = {{"prompt", opts.prompt}, {"tokens", prompt},      {"argmax", argmaxes},
-                          {"last_logits", last},   {"greedy", greedy}};
+  OracleJson out = {{"prompt", opts.prompt}, {"tokens", prompt},      {"argmax", argmaxes},
+                    {"last_logits", last},   {"greedy", greedy}};
+  if (opts.logits_digest) {
+    const auto* bytes = reinterpret_cast<const uint8_t*>(logits.data());
+    out["logits_sha256"] = kv::to_hex(kv::sha256({bytes, logits.size() * sizeof(float)}));
+  }
   const std::string text = out.dump(-1, ' ', false, OracleJson::error_handler_t::replace);
   std::printf("%s\n", text.c_str());
 }
@@ -69,6 +79,8 @@ void register_eval(CLI::App& app) {
   cmd->add_option("-n,--n-greedy", opts->n_greedy, "Greedy tokens to generate")
       ->check(CLI::Range(0, 1 << 16))
       ->capture_default_str();
+  cmd->add_flag("--logits-digest", opts->logits_digest,
+                "Add logits_sha256: SHA-256 of every logit computed (prompt positions, then greedy steps)");
   cmd->callback([opts] { eval(*opts); });
 }
 
