@@ -1,7 +1,8 @@
 // STREAM-like memory bandwidth: read (sum a buffer) and copy (memcpy) of `mib` MiB split over `threads` threads,
 // best of 5 runs. The buffer is far larger than the caches, so this is DRAM bandwidth — the bound for decoding a
-// model that does not fit in cache (docs/performance.md).
-//   bandwidth [MIB] [THREADS]
+// model that does not fit in cache (docs/performance.md). Each thread reads its share as `streams` equal parts
+// walked side by side (as a decode kernel walks several weight rows): one stream alone leaves bandwidth unused.
+//   bandwidth [MIB] [THREADS] [STREAMS]
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -17,10 +18,15 @@ using Clock = std::chrono::steady_clock;
 
 // Integer sum of n 64-bit words (n % 8 == 0) in 8 independent partial sums, so that the loop is bound by the
 // loads rather than by one add chain (integer adds are associative: the compiler may vectorize them too).
-uint64_t read_sum(const uint64_t* p, size_t n) {
+// With several streams, 8 words of each stream in turn.
+uint64_t read_sum(const uint64_t* p, size_t n, size_t n_streams) {
   uint64_t s[8] = {};
-  for (size_t i = 0; i + 8 <= n; i += 8) {
-    for (size_t k = 0; k < 8; ++k) s[k] += p[i + k];
+  const size_t per_stream = n / n_streams / 8 * 8;
+  for (size_t i = 0; i < per_stream; i += 8) {
+    for (size_t st = 0; st < n_streams; ++st) {
+      const uint64_t* q = p + st * per_stream + i;
+      for (size_t k = 0; k < 8; ++k) s[k] += q[k];
+    }
   }
   return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
@@ -39,6 +45,7 @@ double seconds_on_threads(int n_threads, Fn fn) {
 int main(int argc, char** argv) {
   const size_t mib = argc > 1 ? static_cast<size_t>(std::atol(argv[1])) : 1024;
   const int n_threads = argc > 2 ? std::max(1, std::atoi(argv[2])) : 1;
+  const size_t n_streams = argc > 3 ? static_cast<size_t>(std::max(1, std::atoi(argv[3]))) : 1;
   const size_t n = mib * 1024 * 1024 / sizeof(uint64_t);
   std::vector<uint64_t> a(n, 1), b(n, 2);  // [n] each
   const size_t per_thread = n / static_cast<size_t>(n_threads);
@@ -46,7 +53,7 @@ int main(int argc, char** argv) {
   double best_read = 1e30, best_copy = 1e30;
   for (int rep = 0; rep < 5; ++rep) {
     best_read = std::min(best_read, seconds_on_threads(n_threads, [&](int t) {
-      sums[static_cast<size_t>(t)] = read_sum(a.data() + static_cast<size_t>(t) * per_thread, per_thread);
+      sums[static_cast<size_t>(t)] = read_sum(a.data() + static_cast<size_t>(t) * per_thread, per_thread, n_streams);
     }));
     best_copy = std::min(best_copy, seconds_on_threads(n_threads, [&](int t) {
       const size_t at = static_cast<size_t>(t) * per_thread;
@@ -54,8 +61,8 @@ int main(int argc, char** argv) {
     }));
   }
   const double bytes = static_cast<double>(per_thread * static_cast<size_t>(n_threads) * sizeof(uint64_t));
-  std::printf("%zu MiB, %d threads: read %.2f GB/s, copy %.2f GB/s (read + write)  [checksum %llu]\n", mib,
-              n_threads, bytes / best_read / 1e9, 2 * bytes / best_copy / 1e9,
+  std::printf("%zu MiB, %d threads, %zu streams: read %.2f GB/s, copy %.2f GB/s (read + write)  [checksum %llu]\n",
+              mib, n_threads, n_streams, bytes / best_read / 1e9, 2 * bytes / best_copy / 1e9,
               static_cast<unsigned long long>(sums[0] + b[n / 2]));
   return 0;
 }

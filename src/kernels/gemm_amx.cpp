@@ -42,7 +42,8 @@ constexpr int kRows = 16;           // weight rows per tile
 constexpr int kTokens = 16;         // tokens per tile
 constexpr int kGroups = 4;          // token tiles per pass over the weights: C tiles tmm0..tmm3
 constexpr int64_t kMinTokens = 3;   // smaller batches (decode of 1-2 sequences) take avx512::gemm_quant
-constexpr size_t kBTileBytes = 8 * 64;  // K-rows x (16 tokens x 4 bytes)
+constexpr size_t kBTileBytes = 8 * 64;  // K-rows x (16 tokens x 4 bytes); narrow tiles use the first half
+constexpr int kNarrowTokens = 8;        // batches up to this size use narrow tiles
 
 struct alignas(64) TileConfig {
   uint8_t palette = 1;
@@ -53,12 +54,14 @@ struct alignas(64) TileConfig {
 };
 
 // tmm0..3: C, 16 rows x 16 int32 (one per token tile); tmm4, tmm5: A, 16 rows x 32 bytes; tmm6, tmm7: B, 8 rows
-// x 64 bytes.
-TileConfig tile_config() {
+// x 64 bytes. Narrow (batches of up to kNarrowTokens): C 16 rows x 8 int32 and B 8 rows x 32 bytes, so that the
+// float epilogue works on [row 2j | row 2j + 1] x 8 tokens per register instead of half-empty 16-token rows.
+TileConfig tile_config(bool narrow) {
   TileConfig c;
+  const uint16_t token_bytes = narrow ? 32 : 64;
   for (int i = 0; i < 4; ++i) {
     c.rows[i] = 16;
-    c.colsb[i] = 64;
+    c.colsb[i] = token_bytes;
   }
   for (int i = 4; i < 6; ++i) {
     c.rows[i] = 16;
@@ -66,15 +69,16 @@ TileConfig tile_config() {
   }
   for (int i = 6; i < 8; ++i) {
     c.rows[i] = 8;
-    c.colsb[i] = 64;
+    c.colsb[i] = token_bytes;
   }
   return c;
 }
 
 // One tile of up to 16 tokens: B tiles [n_blocks][8][64] and f32 activation scales [n_blocks][16], zero for
-// padded tokens (n_valid may be 0: all zero).
-void build_token_tile(const BlockQ8_0* x, const float* x_scales, size_t n_blocks, int n_valid, uint8_t* b_tiles,
-                      float* dx) {
+// padded tokens (n_valid may be 0: all zero). Narrow (n_valid <= 8): B tiles [n_blocks][8][32] at the same block
+// stride, and scales [n_blocks][tokens 0..7 twice].
+void build_token_tile(const BlockQ8_0* x, const float* x_scales, size_t n_blocks, int n_valid, bool narrow,
+                      uint8_t* b_tiles, float* dx) {
   const __mmask16 valid = static_cast<__mmask16>((1u << n_valid) - 1);
   const __m512i token = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   // Offsets of each token's block 0 from token 0's, in bytes and in scales (x rows are n_blocks blocks apart).
@@ -85,9 +89,15 @@ void build_token_tile(const BlockQ8_0* x, const float* x_scales, size_t n_blocks
     const auto* qs = reinterpret_cast<const uint8_t*>(x[b].qs);
     for (int k = 0; k < 8; ++k) {
       const __m512i row = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, row_offset, qs + 4 * k, 1);
-      _mm512_store_si512(b_tiles + b * kBTileBytes + 64 * static_cast<size_t>(k), row);
+      if (narrow) {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(b_tiles + b * kBTileBytes + 32 * static_cast<size_t>(k)),
+                           _mm512_castsi512_si256(row));
+      } else {
+        _mm512_store_si512(b_tiles + b * kBTileBytes + 64 * static_cast<size_t>(k), row);
+      }
     }
-    _mm512_store_ps(dx + 16 * b, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid, scale_offset, x_scales + b, 4));
+    const __m512 d = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid, scale_offset, x_scales + b, 4);
+    _mm512_store_ps(dx + 16 * b, narrow ? _mm512_shuffle_f32x4(d, d, 0x44) : d);
   }
 }
 
@@ -155,11 +165,24 @@ inline void accumulate(const int32_t (*c)[16], const float* dw, const __m512 dx,
   }
 }
 
-// acc[0] = (acc[0] + acc[2]) + (acc[1] + acc[3]) for the first n_tiles token tiles; +0 when no whole group of 4
-// blocks exists (acc never written).
-inline void combine_lanes(float (*acc)[4][kRows][16], int n_tiles, bool any) {
+// Narrow: C tile `c` [16 rows][8 tokens]; acc [8][16] = [row 2j: tokens 0..7 | row 2j + 1: tokens 0..7];
+// dw: the 16 row scales; dx2: the 8 token scales twice. Per output the same steps as accumulate.
+inline void accumulate_narrow(const int32_t* c, __m512 dw, __m512 dx2, bool first, float (*acc)[16]) {
+  for (int j = 0; j < kRows / 2; ++j) {
+    const __m512i pick = _mm512_set_epi32(2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1,
+                                          2 * j + 1, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j);
+    const __m512 isum = _mm512_cvtepi32_ps(_mm512_load_si512(c + 16 * j));
+    const __m512 scale = _mm512_mul_ps(_mm512_permutexvar_ps(pick, dw), dx2);
+    const __m512 prev = first ? _mm512_setzero_ps() : _mm512_load_ps(acc[j]);
+    _mm512_store_ps(acc[j], _mm512_fmadd_ps(isum, scale, prev));
+  }
+}
+
+// acc[0] = (acc[0] + acc[2]) + (acc[1] + acc[3]) for the first n_vectors rows of the first n_tiles token tiles;
+// +0 when no whole group of 4 blocks exists (acc never written).
+inline void combine_lanes(float (*acc)[4][kRows][16], int n_tiles, int n_vectors, bool any) {
   for (int g = 0; g < n_tiles; ++g) {
-    for (int r = 0; r < kRows; ++r) {
+    for (int r = 0; r < n_vectors; ++r) {
       __m512 sum = _mm512_setzero_ps();
       if (any) {
         const __m512 s02 = _mm512_add_ps(_mm512_load_ps(acc[0][g][r]), _mm512_load_ps(acc[2][g][r]));
@@ -175,36 +198,37 @@ inline void combine_lanes(float (*acc)[4][kRows][16], int n_tiles, bool any) {
 // stored to c. A goes to tmm4 or tmm5 by block parity, so that loading the next block's A need not wait for this
 // block's products. (A macro: the tile intrinsics take register numbers as literal tokens.)
 #define PREFACE_AMX_MULTIPLY_BLOCK(name, A)                                                                  \
-  template <typename Rows>                                                                                  \
+  template <bool kNarrow, typename Rows>                                                                    \
   inline void name(const Rows& rows, const uint8_t* b_tiles, size_t n_blocks, size_t b, int n_tiles,        \
                    int32_t (*c)[kRows][16]) {                                                               \
+    constexpr long kTokenBytes = kNarrow ? 32 : 64; /* B and C row bytes */                                 \
     const size_t tile_stride = n_blocks * kBTileBytes; /* between token tiles */                           \
     const uint8_t* bt = b_tiles + b * kBTileBytes;                                                          \
     size_t a_stride = 0;                                                                                    \
     const void* a = rows.a_tile(b, &a_stride);                                                              \
     _tile_loadd(A, a, static_cast<long>(a_stride));                                                         \
     _tile_zero(0);                                                                                          \
-    _tile_loadd(6, bt, 64);                                                                                 \
+    _tile_loadd(6, bt, kTokenBytes);                                                                                 \
     _tile_dpbssd(0, A, 6);                                                                                  \
     if (n_tiles > 1) {                                                                                      \
       _tile_zero(1);                                                                                        \
-      _tile_loadd(7, bt + tile_stride, 64);                                                                 \
+      _tile_loadd(7, bt + tile_stride, kTokenBytes);                                                                 \
       _tile_dpbssd(1, A, 7);                                                                                \
     }                                                                                                       \
     if (n_tiles > 2) {                                                                                      \
       _tile_zero(2);                                                                                        \
-      _tile_loadd(6, bt + 2 * tile_stride, 64);                                                             \
+      _tile_loadd(6, bt + 2 * tile_stride, kTokenBytes);                                                             \
       _tile_dpbssd(2, A, 6);                                                                                \
     }                                                                                                       \
     if (n_tiles > 3) {                                                                                      \
       _tile_zero(3);                                                                                        \
-      _tile_loadd(7, bt + 3 * tile_stride, 64);                                                             \
+      _tile_loadd(7, bt + 3 * tile_stride, kTokenBytes);                                                             \
       _tile_dpbssd(3, A, 7);                                                                                \
     }                                                                                                       \
-    _tile_stored(0, c[0], 64);                                                                              \
-    if (n_tiles > 1) _tile_stored(1, c[1], 64);                                                             \
-    if (n_tiles > 2) _tile_stored(2, c[2], 64);                                                             \
-    if (n_tiles > 3) _tile_stored(3, c[3], 64);                                                             \
+    _tile_stored(0, c[0], kTokenBytes);                                                                              \
+    if (n_tiles > 1) _tile_stored(1, c[1], kTokenBytes);                                                             \
+    if (n_tiles > 2) _tile_stored(2, c[2], kTokenBytes);                                                             \
+    if (n_tiles > 3) _tile_stored(3, c[3], kTokenBytes);                                                             \
   }
 PREFACE_AMX_MULTIPLY_BLOCK(multiply_block_even, 4)
 PREFACE_AMX_MULTIPLY_BLOCK(multiply_block_odd, 5)
@@ -212,26 +236,29 @@ PREFACE_AMX_MULTIPLY_BLOCK(multiply_block_odd, 5)
 
 // One 16-row group against up to 4 token tiles (B tiles built: [4][n_blocks][8][64], dx: [4][n_blocks][16]);
 // writes the n_valid valid outputs of each row (tokens of tile g are 16 g..16 g + 15).
-template <typename Rows>
+// Narrow (kNarrow, n_valid <= kNarrowTokens): one token tile of 8 tokens, acc[lane][0] holding [8][16] as in
+// accumulate_narrow.
+template <bool kNarrow, typename Rows>
 void row_group(Rows& rows, const uint8_t* b_tiles, const float* dx, size_t n_blocks, int n_valid, float* y,
                size_t y_stride, const uint8_t* prefetch) {
   const int n_tiles = (n_valid + kTokens - 1) / kTokens;
+  constexpr int kVectors = kNarrow ? kRows / 2 : kRows;  // acc rows per token tile
   alignas(64) float acc[4][kGroups][kRows][16];  // [b % 4][token tile][row][token], written before read
   alignas(64) int32_t c[2][kGroups][kRows][16];   // by block parity: the next block's products land in the other
   alignas(64) float dw[kRows];
   const size_t n_full = n_blocks / 4 * 4;
   const auto multiply = [&](size_t b) {
     if (b % 2 == 0) {
-      multiply_block_even(rows, b_tiles, n_blocks, b, n_tiles, c[0]);
+      multiply_block_even<kNarrow>(rows, b_tiles, n_blocks, b, n_tiles, c[0]);
     } else {
-      multiply_block_odd(rows, b_tiles, n_blocks, b, n_tiles, c[1]);
+      multiply_block_odd<kNarrow>(rows, b_tiles, n_blocks, b, n_tiles, c[1]);
     }
   };
   rows.prepare(0);
   if (n_blocks > 1) rows.prepare(1);
   multiply(0);
   for (size_t b = 0; b < n_blocks; ++b) {
-    if (b == n_full) combine_lanes(acc, n_tiles, n_full > 0);  // whole groups done; remaining blocks go to acc[0]
+    if (b == n_full) combine_lanes(acc, n_tiles, kVectors, n_full > 0);  // whole groups done; remaining blocks go to acc[0]
     if (b + 2 < n_blocks) rows.prepare(b + 2);
     if (b + 1 < n_blocks) multiply(b + 1);  // issued first, so the tile unit works during this block's epilogue
     if (prefetch != nullptr) {  // the next row group's block b, so weights stream in from memory meanwhile
@@ -241,19 +268,25 @@ void row_group(Rows& rows, const uint8_t* b_tiles, const float* dx, size_t n_blo
                      _MM_HINT_T0);
       }
     }
-    _mm512_store_ps(dw, rows.scales(b));
     const bool first = b < 4 && b < n_full;
     float(*lane)[kRows][16] = acc[b < n_full ? b % 4 : 0];
+    if constexpr (kNarrow) {
+      accumulate_narrow(&c[b % 2][0][0][0], rows.scales(b), _mm512_load_ps(dx + b * 16), first, lane[0]);
+      continue;
+    }
+    _mm512_store_ps(dw, rows.scales(b));
     for (int g = 0; g < n_tiles; ++g) {
       accumulate(c[b % 2][g], dw, _mm512_load_ps(dx + (static_cast<size_t>(g) * n_blocks + b) * 16), first, lane[g]);
     }
   }
-  if (n_full == n_blocks) combine_lanes(acc, n_tiles, true);
-  // y[t][r0..r0+15] = acc[0][t / 16][0..15][t % 16]: a column of acc, gathered.
+  if (n_full == n_blocks) combine_lanes(acc, n_tiles, kVectors, true);
+  // y[t][r0..r0+15] = acc[0][t / 16][0..15][t % 16]: a column of acc, gathered (narrow: acc[0][0] is row-major
+  // [16 rows][8 tokens]).
+  constexpr int kRowStride = kNarrow ? kNarrowTokens : 16;
   const __m512i column = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                            _mm512_set1_epi32(16));
+                                            _mm512_set1_epi32(kRowStride));
   for (int t = 0; t < n_valid; ++t) {
-    const float* first = &acc[0][t / kTokens][0][t % kTokens];
+    const float* first = kNarrow ? &acc[0][0][0][0] + t : &acc[0][t / kTokens][0][t % kTokens];
     _mm512_storeu_ps(y + static_cast<size_t>(t) * y_stride,
                      _mm512_mask_i32gather_ps(_mm512_setzero_ps(), 0xffff, column, first, 4));
   }
@@ -267,6 +300,7 @@ void gemm_rows(const GemmArgs& a, int64_t row_begin, int64_t row_end, uint8_t* b
   auto* dx = reinterpret_cast<float*>(buf + kGroups * n_blocks * kBTileBytes);  // [4][n_blocks][16]
   auto* unpacked = reinterpret_cast<int8_t*>(dx + kGroups * n_blocks * 16);      // [3][16][32]
   constexpr int64_t kPass = kGroups * kTokens;
+  const bool narrow = a.n_tokens <= kNarrowTokens;
   for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kPass) {
     const int n_valid = static_cast<int>(a.n_tokens - t0 < kPass ? a.n_tokens - t0 : kPass);
     for (int g = 0; g < kGroups; ++g) {
@@ -275,14 +309,18 @@ void gemm_rows(const GemmArgs& a, int64_t row_begin, int64_t row_end, uint8_t* b
       const size_t t_off = static_cast<size_t>(in_tile > 0 ? tg : t0) * n_blocks;
       const int n_in_tile = in_tile < 0 ? 0 : (in_tile > kTokens ? kTokens : in_tile);
       const size_t tile_at = static_cast<size_t>(g) * n_blocks;
-      build_token_tile(x + t_off, a.x_scales + t_off, n_blocks, n_in_tile, b_tiles + tile_at * kBTileBytes,
+      build_token_tile(x + t_off, a.x_scales + t_off, n_blocks, n_in_tile, narrow, b_tiles + tile_at * kBTileBytes,
                        dx + tile_at * 16);
     }
     for (int64_t r = row_begin; r + kRows <= row_end; r += kRows) {
       Rows rows(a.w + static_cast<size_t>(r) * a.w_row_bytes, a.w_row_bytes, unpacked);
       const uint8_t* next = r + 2 * kRows <= row_end ? a.w + static_cast<size_t>(r + kRows) * a.w_row_bytes : nullptr;
-      row_group(rows, b_tiles, dx, n_blocks, n_valid,
-                a.y + static_cast<size_t>(t0) * a.y_stride + static_cast<size_t>(r), a.y_stride, next);
+      float* y = a.y + static_cast<size_t>(t0) * a.y_stride + static_cast<size_t>(r);
+      if (narrow) {
+        row_group<true>(rows, b_tiles, dx, n_blocks, n_valid, y, a.y_stride, next);
+      } else {
+        row_group<false>(rows, b_tiles, dx, n_blocks, n_valid, y, a.y_stride, next);
+      }
     }
   }
 }
@@ -300,7 +338,7 @@ void gemm(const GemmArgs& args, int64_t row_begin, int64_t row_end) {
     const size_t n_blocks = args.n_cols / kQuantBlock;
     const size_t bytes = kGroups * n_blocks * (kBTileBytes + 16 * sizeof(float)) + 3 * kRows * 32;
     auto* buf = static_cast<uint8_t*>(::operator new(bytes, std::align_val_t{64}));
-    const TileConfig cfg = tile_config();
+    const TileConfig cfg = tile_config(args.n_tokens <= kNarrowTokens);
     _tile_loadconfig(&cfg);
     if (args.type == gguf::TensorType::Q8_0) {
       gemm_rows<Q8Rows>(args, row_begin, amx_end, buf);

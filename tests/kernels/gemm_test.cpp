@@ -226,7 +226,7 @@ TEST(Gemm, QuantizedPathsMatchReferenceArithmetic) {
   for (TensorType type : {TensorType::Q8_0, TensorType::Q4_0}) {
     for (int64_t n_blocks : {1, 3, 4, 5, 7, 8, 13}) {
       for (int64_t n_tokens = 1; n_tokens <= 8; ++n_tokens) {
-        const int64_t n_rows = 11;  // two whole 4-row tiles and a remainder
+        const int64_t n_rows = 19;  // a 16-row AMX group, four 4-row GEMV tiles, and remainders
         const Problem p(type, n_rows, n_blocks * 32, n_tokens, static_cast<uint32_t>(70 + n_blocks + n_tokens));
         for (const auto& [name, fn] : runs) {
           for (const bool with_sums : {true, false}) {
