@@ -80,8 +80,7 @@ TokenLogprob token_logprob(const float* logits, int32_t n_vocab, int32_t token, 
 }
 
 Generation::Generation(engine::Engine& engine, const Tokenizer& tokenizer, GenerationRequest request)
-    : tokenizer_(tokenizer),
-      n_vocab_(tokenizer.n_vocab()),
+    : n_vocab_(tokenizer.n_vocab()),
       n_prompt_(static_cast<int32_t>(request.prompt.size())),
       n_top_logprobs_(request.n_top_logprobs),
       decoder_(tokenizer, request.text_start),

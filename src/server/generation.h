@@ -107,7 +107,6 @@ class Generation {
  private:
   void finish(StopKind kind);
 
-  const Tokenizer& tokenizer_;
   int32_t n_vocab_;
   int32_t n_prompt_;
   int32_t n_top_logprobs_;
