@@ -51,7 +51,7 @@ inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
 
 // Byte-permute tables (vpermt2b indices: 0..63 = first source, 64..127 = second) for one group of 4 blocks.
 // Output byte 16 k + j of lo / hi = value j / 16 + j of block k; output bytes 8 k + 2 r, + 1 of `scale[r]` =
-// block k's d, placed as the f16 of lane 4 k + r (other bytes zeroed by kScaleMask[r]).
+// block k's d, placed as the f16 of lane 4 k + r (other bytes zeroed by the mask kScaleMask0 << 2 r).
 struct Tables {
   __m512i lo, hi, scale[kRows];
 };
