@@ -8,8 +8,8 @@
 // blocks, (acc0 + acc2) + (acc1 + acc3), then fma per remaining block.
 //
 // Rows in whole groups of 16 and tokens in groups of 16 (the last group zero-padded; padded outputs are not
-// stored) go through AMX; leftover rows go to avx2::gemm_vnni, batches under kMinTokens to avx512::gemm_quant. Tile state is
-// configured at entry and released at exit. Only called where amx_available() (dispatch.cpp).
+// stored) go through AMX; leftover rows go to avx2::gemm_vnni, batches under kMinTokens to avx512::gemm_quant.
+// Tile state is configured at entry and released at exit. Only called where amx_available() (dispatch.cpp).
 //
 // Standard headers come before the target pragma, and nothing here instantiates library templates, so no code
 // compiled for AMX/AVX-512 is shared with other translation units.
@@ -197,38 +197,38 @@ inline void combine_lanes(float (*acc)[4][kRows][16], int n_tiles, int n_vectors
 // C tile g = A (16 rows of block b) x B (token tile g's block b), for the first n_tiles (1..4) token tiles;
 // stored to c. A goes to tmm4 or tmm5 by block parity, so that loading the next block's A need not wait for this
 // block's products. (A macro: the tile intrinsics take register numbers as literal tokens.)
-#define PREFACE_AMX_MULTIPLY_BLOCK(name, A)                                                                  \
+#define PREFACE_AMX_MULTIPLY_BLOCK(name, A)                                                                 \
   template <bool kNarrow, typename Rows>                                                                    \
   inline void name(const Rows& rows, const uint8_t* b_tiles, size_t n_blocks, size_t b, int n_tiles,        \
                    int32_t (*c)[kRows][16]) {                                                               \
     constexpr long kTokenBytes = kNarrow ? 32 : 64; /* B and C row bytes */                                 \
-    const size_t tile_stride = n_blocks * kBTileBytes; /* between token tiles */                           \
+    const size_t tile_stride = n_blocks * kBTileBytes; /* between token tiles */                            \
     const uint8_t* bt = b_tiles + b * kBTileBytes;                                                          \
     size_t a_stride = 0;                                                                                    \
     const void* a = rows.a_tile(b, &a_stride);                                                              \
     _tile_loadd(A, a, static_cast<long>(a_stride));                                                         \
     _tile_zero(0);                                                                                          \
-    _tile_loadd(6, bt, kTokenBytes);                                                                                 \
+    _tile_loadd(6, bt, kTokenBytes);                                                                        \
     _tile_dpbssd(0, A, 6);                                                                                  \
     if (n_tiles > 1) {                                                                                      \
       _tile_zero(1);                                                                                        \
-      _tile_loadd(7, bt + tile_stride, kTokenBytes);                                                                 \
+      _tile_loadd(7, bt + tile_stride, kTokenBytes);                                                        \
       _tile_dpbssd(1, A, 7);                                                                                \
     }                                                                                                       \
     if (n_tiles > 2) {                                                                                      \
       _tile_zero(2);                                                                                        \
-      _tile_loadd(6, bt + 2 * tile_stride, kTokenBytes);                                                             \
+      _tile_loadd(6, bt + 2 * tile_stride, kTokenBytes);                                                    \
       _tile_dpbssd(2, A, 6);                                                                                \
     }                                                                                                       \
     if (n_tiles > 3) {                                                                                      \
       _tile_zero(3);                                                                                        \
-      _tile_loadd(7, bt + 3 * tile_stride, kTokenBytes);                                                             \
+      _tile_loadd(7, bt + 3 * tile_stride, kTokenBytes);                                                    \
       _tile_dpbssd(3, A, 7);                                                                                \
     }                                                                                                       \
-    _tile_stored(0, c[0], kTokenBytes);                                                                              \
-    if (n_tiles > 1) _tile_stored(1, c[1], kTokenBytes);                                                             \
-    if (n_tiles > 2) _tile_stored(2, c[2], kTokenBytes);                                                             \
-    if (n_tiles > 3) _tile_stored(3, c[3], kTokenBytes);                                                             \
+    _tile_stored(0, c[0], kTokenBytes);                                                                     \
+    if (n_tiles > 1) _tile_stored(1, c[1], kTokenBytes);                                                    \
+    if (n_tiles > 2) _tile_stored(2, c[2], kTokenBytes);                                                    \
+    if (n_tiles > 3) _tile_stored(3, c[3], kTokenBytes);                                                    \
   }
 PREFACE_AMX_MULTIPLY_BLOCK(multiply_block_even, 4)
 PREFACE_AMX_MULTIPLY_BLOCK(multiply_block_odd, 5)
@@ -258,7 +258,8 @@ void row_group(Rows& rows, const uint8_t* b_tiles, const float* dx, size_t n_blo
   if (n_blocks > 1) rows.prepare(1);
   multiply(0);
   for (size_t b = 0; b < n_blocks; ++b) {
-    if (b == n_full) combine_lanes(acc, n_tiles, kVectors, n_full > 0);  // whole groups done; remaining blocks go to acc[0]
+    // Whole groups done: the remaining blocks go to acc[0].
+    if (b == n_full) combine_lanes(acc, n_tiles, kVectors, n_full > 0);
     if (b + 2 < n_blocks) rows.prepare(b + 2);
     if (b + 1 < n_blocks) multiply(b + 1);  // issued first, so the tile unit works during this block's epilogue
     if (prefetch != nullptr) {  // the next row group's block b, so weights stream in from memory meanwhile

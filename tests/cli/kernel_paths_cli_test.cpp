@@ -25,9 +25,8 @@ TEST(CliKernelPaths, EvalIdenticalOnEveryNonScalarPathAndThreadCount) {
     for (const char* path : {"", "avx512", "vnni", "avx2"}) {
       for (const char* threads : {"1", "2"}) {
         const std::string env = *path != '\0' ? std::string("env PREFACE_KERNELS=") + path : "env -u PREFACE_KERNELS";
-        const CliResult r =
-            run_preface({"eval", "-m", model.string(), "--threads", threads, "-n", "8", "--logits-digest", "-p", prompt},
-                        env);
+        const CliResult r = run_preface(
+            {"eval", "-m", model.string(), "--threads", threads, "-n", "8", "--logits-digest", "-p", prompt}, env);
         ASSERT_EQ(r.exit_code, 0) << r.err;
         const auto j = nlohmann::json::parse(r.out);
         ASSERT_GT(j["tokens"].size(), 30u);
