@@ -122,8 +122,121 @@ using TileFn = void (*)(const uint8_t*, size_t, const float*, size_t, size_t, fl
 template <typename Rows>
 constexpr TileFn kTiles[kTokens] = {tile<Rows, 1>, tile<Rows, 2>, tile<Rows, 3>, tile<Rows, 4>};
 
+// Staged path for batches of more than one token tile (prefill): a row tile's weights are converted to f32 once
+// per chunk of kChunkSteps 8-value steps, already in [row 2p | row 2p + 1] order, and every token tile of the
+// token block then runs plain loads and FMAs over them. Each accumulator lane takes the same FMAs in the same order
+// as in tile(): the accumulators are carried from chunk to chunk in memory, unchanged.
+#ifndef KCS
+#define KCS 32
+#define KSTB 144
+#endif
+constexpr size_t kChunkSteps = KCS;
+constexpr int64_t kStagedTokenBlock = KSTB;  // 512 columns: 16 KiB of staged weights, in L1 with the accumulators
+
+// ws: [n_steps][kPairs][16] f32, pair p of step s = [row 2p values 8s..8s+8 | row 2p + 1 values 8s..8s+8] of the
+// chunk. acc: [T][kPairs] carried accumulators. x: T activation rows from the chunk's first column.
+template <int T>
+void staged_tile(const float* ws, size_t n_steps, const float* x, size_t x_stride, __m512* acc_io) {
+  __m512 acc[T][kPairs];
+  #pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+    #pragma GCC unroll 8
+    for (int p = 0; p < kPairs; ++p) acc[t][p] = _mm512_load_ps(&acc_io[t * kPairs + p]);
+  }
+  for (size_t s = 0; s < n_steps; ++s) {
+    __m512 wv[kPairs];
+    #pragma GCC unroll 8
+    for (int p = 0; p < kPairs; ++p) wv[p] = _mm512_load_ps(ws + (s * kPairs + static_cast<size_t>(p)) * 16);
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const __m512 xv = _mm512_broadcast_f32x8(_mm256_loadu_ps(x + static_cast<size_t>(t) * x_stride + 8 * s));
+      #pragma GCC unroll 8
+      for (int p = 0; p < kPairs; ++p) acc[t][p] = _mm512_fmadd_ps(wv[p], xv, acc[t][p]);
+    }
+  }
+  #pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+    #pragma GCC unroll 8
+    for (int p = 0; p < kPairs; ++p) _mm512_store_ps(&acc_io[t * kPairs + p], acc[t][p]);
+  }
+}
+
+constexpr int kStagedTokens = 6;  // tokens per staged tile: 24 accumulators, 4 weight registers, 1 activation
+// The 8 row sums of a tile's accumulators acc[p] = [row 2p | row 2p + 1], in row order, each by exactly hsum's tree
+// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), for 8 rows at once.
+inline __m256 hsum_rows(const __m512 acc[kPairs]) {
+  // [rows 0..3 | rows 4..7] (lane + lane 4) per 128-bit lane
+  const __m512 s01 = _mm512_add_ps(_mm512_shuffle_f32x4(acc[0], acc[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_f32x4(acc[0], acc[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512 s23 = _mm512_add_ps(_mm512_shuffle_f32x4(acc[2], acc[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_f32x4(acc[2], acc[3], _MM_SHUFFLE(3, 1, 3, 1)));
+  // 128-bit lane k: [(s0 + s2), (s1 + s3) of row k, the same of row 4 + k]
+  const __m512 t = _mm512_add_ps(_mm512_shuffle_ps(s01, s23, _MM_SHUFFLE(1, 0, 1, 0)),
+                                 _mm512_shuffle_ps(s01, s23, _MM_SHUFFLE(3, 2, 3, 2)));
+  // element 4k: row k, element 4k + 1: row 4 + k
+  const __m512 f = _mm512_add_ps(_mm512_shuffle_ps(t, t, _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_ps(t, t, _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+  return _mm512_castps512_ps256(_mm512_permutexvar_ps(order, f));
+}
+
+using StagedTileFn = void (*)(const float*, size_t, const float*, size_t, __m512*);
+constexpr StagedTileFn kStagedTiles[kStagedTokens] = {staged_tile<1>, staged_tile<2>, staged_tile<3>,
+                                                      staged_tile<4>, staged_tile<5>, staged_tile<6>};
+
+template <typename Rows>
+void gemm_rows_staged(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
+  using E = typename Rows::Elem;
+  const auto* x = static_cast<const float*>(a.x);
+  const size_t n_steps = a.n_cols / 8;
+  alignas(64) float ws[kChunkSteps * kPairs * 16];  // [step][pair][16] f32 staged weights, 16 KiB
+  alignas(64) __m512 acc[kStagedTokenBlock * kPairs];  // [token][pair] carried accumulators
+  for (int64_t tb = 0; tb < a.n_tokens; tb += kStagedTokenBlock) {
+    const int64_t te = tb + kStagedTokenBlock < a.n_tokens ? tb + kStagedTokenBlock : a.n_tokens;
+    for (int64_t r = row_begin; r + kRows <= row_end; r += kRows) {
+      const uint8_t* w = a.w + static_cast<size_t>(r) * a.w_row_bytes;
+      const E* wr[kRows];
+      for (int q = 0; q < kRows; ++q) wr[q] = reinterpret_cast<const E*>(w + static_cast<size_t>(q) * a.w_row_bytes);
+      for (int64_t i = 0; i < (te - tb) * kPairs; ++i) acc[i] = _mm512_setzero_ps();
+      for (size_t c = 0; c < n_steps; c += kChunkSteps) {
+        const size_t cs = n_steps - c < kChunkSteps ? n_steps - c : kChunkSteps;
+        for (size_t s = 0; s < cs; ++s) {
+          #pragma GCC unroll 8
+          for (int p = 0; p < kPairs; ++p) {
+            const size_t i = 8 * (c + s);
+            _mm512_store_ps(ws + (s * kPairs + static_cast<size_t>(p)) * 16, Rows::vec2(wr[2 * p] + i, wr[2 * p + 1] + i));
+          }
+        }
+        for (int64_t t = tb; t < te; t += kStagedTokens) {
+          const int64_t nt = te - t < kStagedTokens ? te - t : kStagedTokens;
+          kStagedTiles[nt - 1](ws, cs, x + static_cast<size_t>(t) * a.n_cols + 8 * c, a.n_cols, &acc[(t - tb) * kPairs]);
+        }
+      }
+      for (int64_t t = tb; t < te; ++t) {
+        float* yt = a.y + static_cast<size_t>(t) * a.y_stride + static_cast<size_t>(r);
+        if (8 * n_steps == a.n_cols) {
+          _mm256_storeu_ps(yt, hsum_rows(&acc[(t - tb) * kPairs]));
+          continue;
+        }
+        alignas(32) float sums[kRows];
+        _mm256_store_ps(sums, hsum_rows(&acc[(t - tb) * kPairs]));
+        const float* xt = x + static_cast<size_t>(t) * a.n_cols;
+        for (int q = 0; q < kRows; ++q) {
+          float sum = sums[q];
+          for (size_t j = 8 * n_steps; j < a.n_cols; ++j) sum = __builtin_fmaf(Rows::one(wr[q][j]), xt[j], sum);
+          yt[q] = sum;
+        }
+      }
+    }
+  }
+}
+
 template <typename Rows>
 void gemm_rows(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
+  if (a.n_tokens > kTokens) {
+    gemm_rows_staged<Rows>(a, row_begin, row_end);
+    return;
+  }
   const auto* x = static_cast<const float*>(a.x);
   for (int64_t tb = 0; tb < a.n_tokens; tb += kTokenBlock) {
     const int64_t te = tb + kTokenBlock < a.n_tokens ? tb + kTokenBlock : a.n_tokens;

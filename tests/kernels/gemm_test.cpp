@@ -134,7 +134,7 @@ const TensorType kAllTypes[] = {TensorType::F32, TensorType::F16, TensorType::BF
 TEST(Gemm, EveryOutputIsTheRowDotOfItsPath) {
   for (TensorType type : kAllTypes) {
     const std::vector<int64_t> cols = is_quantized(type) ? std::vector<int64_t>{32, 96, 256}
-                                                         : std::vector<int64_t>{7, 8, 33, 100};
+                                                         : std::vector<int64_t>{7, 8, 33, 100, 1100};
     for (int64_t n_cols : cols) {
       for (auto [n_rows, n_tokens] :
            {std::pair<int64_t, int64_t>{1, 1}, {5, 2}, {37, 53}, {16, 4}, {37, 1}, {22, 2}}) {
