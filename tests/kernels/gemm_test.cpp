@@ -215,8 +215,9 @@ float reference_quant_output(const Problem& p, int64_t r, int64_t t) {
   return sum;
 }
 
-// Every SIMD quantized path, with and without x_sums, for 1..8 tokens and block counts that end groups of 4
-// part-way, equals the written-out arithmetic bit for bit.
+// Every SIMD quantized path, with and without x_sums, for 1..8 tokens (decode, narrow AMX tiles), wide batches
+// (one to five 16-token tiles, a second 64-token pass) and block counts that end groups of 4 and the AMX
+// epilogue's 8-block chunks part-way, equals the written-out arithmetic bit for bit.
 TEST(Gemm, QuantizedPathsMatchReferenceArithmetic) {
   if (!avx2::available()) GTEST_SKIP() << "CPU lacks AVX2";
   std::vector<std::pair<const char*, GemmFn>> runs = {{"avx2", avx2::gemm}};
@@ -224,8 +225,8 @@ TEST(Gemm, QuantizedPathsMatchReferenceArithmetic) {
   if (amx::amx_available()) runs.push_back({"amx", amx::gemm});
   if (avx512::quant_available()) runs.push_back({"avx512 quant", avx512::gemm_quant});
   for (TensorType type : {TensorType::Q8_0, TensorType::Q4_0}) {
-    for (int64_t n_blocks : {1, 3, 4, 5, 7, 8, 13}) {
-      for (int64_t n_tokens = 1; n_tokens <= 8; ++n_tokens) {
+    for (int64_t n_blocks : {1, 3, 4, 5, 7, 8, 12, 13, 17}) {
+      for (int64_t n_tokens : {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 33, 70}) {
         const int64_t n_rows = 19;  // a 16-row AMX group, four 4-row GEMV tiles, and remainders
         const Problem p(type, n_rows, n_blocks * 32, n_tokens, static_cast<uint32_t>(70 + n_blocks + n_tokens));
         for (const auto& [name, fn] : runs) {
