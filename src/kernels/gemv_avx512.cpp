@@ -6,7 +6,8 @@
 // A tile is 4 weight rows x 1 group of 4 blocks, all in 16-lane registers:
 //   - per row, one byte permute (vpermt2b) gathers the group's 4 blocks of values out of the row's raw GGUF
 //     bytes as [block 0 | block 1 | block 2 | block 3] x 16 bytes, for values 0..15 (lo) and 16..31 (hi): the
-//     packed nibbles of Q4_0 (lo = low nibbles, hi = high nibbles) or the int8 of Q8_0 (two permutes). The
+//     packed nibbles of Q4_0 (lo = low nibbles, hi = high nibbles) or the int8 of Q8_0 (two permutes); the
+//     blocks' f16 scales are gathered by further permutes (Q8_0: one per row; Q4_0: one per two rows). The
 //     activations are rearranged the same way from GemmArgs::x_pairs, so two vpdpbusd leave each block's dot in
 //     the 4 lanes of its 128-bit lane.
 //   - the weights enter unsigned, biased (Q4_0: the raw nibble, value + 8; Q8_0: w ^ 0x80, value + 128), and
@@ -50,10 +51,14 @@ constexpr int64_t kAhead = 8;   // rows prefetched ahead of the tile being multi
 inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
 
 // Byte-permute tables (vpermt2b indices: 0..63 = first source, 64..127 = second) for one group of 4 blocks.
-// Output byte 16 k + j of lo / hi = value j / 16 + j of block k; output bytes 8 k + 2 r, + 1 of `scale[r]` =
-// block k's d, placed as the f16 of lane 4 k + r (other bytes zeroed by the mask kScaleMask0 << 2 r).
+// Output byte 16 k + j of lo / hi = value j / 16 + j of block k; output bytes 8 k + 2 r, + 1 of `scale[r]`
+// (Q8_0) = block k's d, placed as the f16 of lane 4 k + r (other bytes zeroed by the mask kScaleMask0 << 2 r).
+// Q4_0 gathers the d values two rows per permute (scale_pair): fewer shuffles, which bound this kernel.
 struct Tables {
   __m512i lo, hi, scale[kRows];
+  // Q4_0 only (its scales all lie in a group's first 64 bytes): rows 2j and 2j + 1's d values from the first 64
+  // bytes of each row's group, as the f16 of lanes 4 k + 2j, 4 k + 2j + 1 (mask kScaleMask0 * 0x5 << 4j).
+  __m512i scale_pair[kRows / 2];
 };
 
 // Q4_0: a group is 72 bytes [d0 | 16 packed | d1 | ...]; sources: bytes 0..63 and bytes 8..71 of the group.
@@ -80,7 +85,17 @@ Tables make_tables() {
       sc[r][8 * k + 2 * r + 1] = index(kBytes * k + 1, kQ4 ? 8 : 64);
     }
   }
+  alignas(64) uint8_t sp[kRows / 2][64] = {};
+  for (int j = 0; j < kRows / 2 && kQ4; ++j) {
+    for (int k = 0; k < 4; ++k) {
+      for (int u = 0; u < 2; ++u) {  // row 2j + u: source u
+        sp[j][8 * k + 4 * j + 2 * u] = static_cast<uint8_t>(64 * u + kBytes * k);
+        sp[j][8 * k + 4 * j + 2 * u + 1] = static_cast<uint8_t>(64 * u + kBytes * k + 1);
+      }
+    }
+  }
   Tables t;
+  for (int j = 0; j < kRows / 2; ++j) t.scale_pair[j] = _mm512_load_si512(sp[j]);
   t.lo = _mm512_load_si512(lo);
   t.hi = _mm512_load_si512(hi);
   for (int r = 0; r < kRows; ++r) t.scale[r] = _mm512_load_si512(sc[r]);
@@ -105,7 +120,7 @@ inline RowGroup load_row_group(const uint8_t* g, const Tables& t, int r) {
     const __m512i nibble = _mm512_set1_epi8(0x0f);
     out.lo = _mm512_and_si512(packed, nibble);
     out.hi = _mm512_and_si512(_mm512_srli_epi16(packed, 4), nibble);
-    out.scale_bytes = _mm512_maskz_permutex2var_epi8(mask, a, t.scale[r], b);
+    out.scale_bytes = _mm512_setzero_si512();  // tile() gathers Q4_0 scales two rows at a time
   } else {
     const __m512i a = _mm512_loadu_si512(g), b = _mm512_loadu_si512(g + 64);
     const __m512i c = _mm512_loadu_si512(g + 8), d = _mm512_loadu_si512(g + 72);
@@ -181,8 +196,18 @@ void tile(const GemmArgs& a, const Tables& tables, int64_t r0, const uint8_t* pr
     }
     RowGroup rg[kRows];
     for (int r = 0; r < kRows; ++r) rg[r] = load_row_group<Block>(w + r * a.w_row_bytes + off, tables, r);
-    const __m512i scale_bits = _mm512_ternarylogic_epi64(
-        _mm512_or_si512(rg[0].scale_bytes, rg[1].scale_bytes), rg[2].scale_bytes, rg[3].scale_bytes, 0xfe);
+    __m512i scale_bits;
+    if constexpr (sizeof(Block) == sizeof(BlockQ4_0)) {
+      const uint8_t* g = w + off;
+      const __m512i a0 = _mm512_loadu_si512(g), a1 = _mm512_loadu_si512(g + a.w_row_bytes);
+      const __m512i a2 = _mm512_loadu_si512(g + 2 * a.w_row_bytes), a3 = _mm512_loadu_si512(g + 3 * a.w_row_bytes);
+      constexpr __mmask64 kPair0 = kScaleMask0 * 0x5;  // bytes 8 k .. 8 k + 3: lanes 4 k, 4 k + 1
+      scale_bits = _mm512_or_si512(_mm512_maskz_permutex2var_epi8(kPair0, a0, tables.scale_pair[0], a1),
+                                   _mm512_maskz_permutex2var_epi8(kPair0 << 4, a2, tables.scale_pair[1], a3));
+    } else {
+      scale_bits = _mm512_ternarylogic_epi64(_mm512_or_si512(rg[0].scale_bytes, rg[1].scale_bytes),
+                                             rg[2].scale_bytes, rg[3].scale_bytes, 0xfe);
+    }
     const __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(scale_bits));
     for (int t = 0; t < T; ++t) {
       const size_t xb = static_cast<size_t>(t) * n_blocks + 4 * gi;
