@@ -28,7 +28,6 @@ namespace preface::kernels::avx512 {
 namespace {
 
 using avx2::half_to_float;
-using avx2::hsum;
 
 constexpr int kPairs = 4;   // row pairs per tile: 8 rows
 constexpr int kTokens = 4;  // tokens per tile
@@ -67,6 +66,42 @@ struct BF16Rows {
   }
 };
 
+// The 8 row sums of a tile's accumulators acc[p] = [row 2p | row 2p + 1], in row order, each by exactly hsum's tree
+// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), for 8 rows at once.
+inline __m256 hsum_rows(const __m512 acc[kPairs]) {
+  // [rows 0..3 | rows 4..7] (lane + lane 4) per 128-bit lane
+  const __m512 s01 = _mm512_add_ps(_mm512_shuffle_f32x4(acc[0], acc[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_f32x4(acc[0], acc[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512 s23 = _mm512_add_ps(_mm512_shuffle_f32x4(acc[2], acc[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_f32x4(acc[2], acc[3], _MM_SHUFFLE(3, 1, 3, 1)));
+  // 128-bit lane k: [(s0 + s2), (s1 + s3) of row k, the same of row 4 + k]
+  const __m512 t = _mm512_add_ps(_mm512_shuffle_ps(s01, s23, _MM_SHUFFLE(1, 0, 1, 0)),
+                                 _mm512_shuffle_ps(s01, s23, _MM_SHUFFLE(3, 2, 3, 2)));
+  // element 4k: row k, element 4k + 1: row 4 + k
+  const __m512 f = _mm512_add_ps(_mm512_shuffle_ps(t, t, _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_ps(t, t, _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+  return _mm512_castps512_ps256(_mm512_permutexvar_ps(order, f));
+}
+
+// y[0..7] = the 8 rows' outputs of one token: the accumulators' sums (hsum_rows), then each row's values from
+// i_tail on (fewer than 8) by scalar fma in order. wr: the 8 weight rows; xt: the token's activations.
+template <typename Rows>
+inline void store_row_sums(const __m512 acc[kPairs], const typename Rows::Elem* const wr[kRows], const float* xt,
+                           size_t i_tail, size_t n_cols, float* y) {
+  if (i_tail == n_cols) {
+    _mm256_storeu_ps(y, hsum_rows(acc));
+    return;
+  }
+  alignas(32) float sums[kRows];
+  _mm256_store_ps(sums, hsum_rows(acc));
+  for (int q = 0; q < kRows; ++q) {
+    float sum = sums[q];
+    for (size_t j = i_tail; j < n_cols; ++j) sum = __builtin_fmaf(Rows::one(wr[q][j]), xt[j], sum);
+    y[q] = sum;
+  }
+}
+
 // y[t * y_stride + r] for 8 rows at w (w_row_bytes apart) and T activation rows at x (x_stride floats apart).
 // prefetch: nullptr, or 8 rows to pull into cache meanwhile (decode streams the weights from memory).
 template <typename Rows, int T>
@@ -101,20 +136,9 @@ void tile(const uint8_t* w, size_t w_row_bytes, const float* x, size_t x_stride,
       for (int p = 0; p < kPairs; ++p) acc[t][p] = _mm512_fmadd_ps(wv[p], xv, acc[t][p]);
     }
   }
-  #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) {
-    const float* xt = x + static_cast<size_t>(t) * x_stride;
-    #pragma GCC unroll 8
-    for (int p = 0; p < kPairs; ++p) {
-      const __m256 halves[2] = {_mm512_castps512_ps256(acc[t][p]), _mm512_extractf32x8_ps(acc[t][p], 1)};
-      #pragma GCC unroll 8
-      for (int u = 0; u < 2; ++u) {
-        const int r = 2 * p + u;
-        float sum = hsum(halves[u]);
-        for (size_t j = i; j < n_cols; ++j) sum = __builtin_fmaf(Rows::one(wr[r][j]), xt[j], sum);
-        y[static_cast<size_t>(t) * y_stride + static_cast<size_t>(r)] = sum;
-      }
-    }
+    store_row_sums<Rows>(acc[t], wr, x + static_cast<size_t>(t) * x_stride, i, n_cols,
+                         y + static_cast<size_t>(t) * y_stride);
   }
 }
 
@@ -162,24 +186,6 @@ void staged_tile(const float* ws, size_t n_steps, const float* x, size_t x_strid
 
 constexpr int kStagedTokens = 6;  // tokens per staged tile: 24 accumulators, 4 weight registers, 1 activation
 
-// The 8 row sums of a tile's accumulators acc[p] = [row 2p | row 2p + 1], in row order, each by exactly hsum's tree
-// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), for 8 rows at once.
-inline __m256 hsum_rows(const __m512 acc[kPairs]) {
-  // [rows 0..3 | rows 4..7] (lane + lane 4) per 128-bit lane
-  const __m512 s01 = _mm512_add_ps(_mm512_shuffle_f32x4(acc[0], acc[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                                   _mm512_shuffle_f32x4(acc[0], acc[1], _MM_SHUFFLE(3, 1, 3, 1)));
-  const __m512 s23 = _mm512_add_ps(_mm512_shuffle_f32x4(acc[2], acc[3], _MM_SHUFFLE(2, 0, 2, 0)),
-                                   _mm512_shuffle_f32x4(acc[2], acc[3], _MM_SHUFFLE(3, 1, 3, 1)));
-  // 128-bit lane k: [(s0 + s2), (s1 + s3) of row k, the same of row 4 + k]
-  const __m512 t = _mm512_add_ps(_mm512_shuffle_ps(s01, s23, _MM_SHUFFLE(1, 0, 1, 0)),
-                                 _mm512_shuffle_ps(s01, s23, _MM_SHUFFLE(3, 2, 3, 2)));
-  // element 4k: row k, element 4k + 1: row 4 + k
-  const __m512 f = _mm512_add_ps(_mm512_shuffle_ps(t, t, _MM_SHUFFLE(2, 0, 2, 0)),
-                                 _mm512_shuffle_ps(t, t, _MM_SHUFFLE(3, 1, 3, 1)));
-  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
-  return _mm512_castps512_ps256(_mm512_permutexvar_ps(order, f));
-}
-
 using StagedTileFn = void (*)(const float*, size_t, const float*, size_t, __m512*);
 constexpr StagedTileFn kStagedTiles[kStagedTokens] = {staged_tile<1>, staged_tile<2>, staged_tile<3>,
                                                       staged_tile<4>, staged_tile<5>, staged_tile<6>};
@@ -215,19 +221,8 @@ void gemm_rows_staged(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
         }
       }
       for (int64_t t = tb; t < te; ++t) {
-        float* yt = a.y + static_cast<size_t>(t) * a.y_stride + static_cast<size_t>(r);
-        if (8 * n_steps == a.n_cols) {
-          _mm256_storeu_ps(yt, hsum_rows(&acc[(t - tb) * kPairs]));
-          continue;
-        }
-        alignas(32) float sums[kRows];
-        _mm256_store_ps(sums, hsum_rows(&acc[(t - tb) * kPairs]));
-        const float* xt = x + static_cast<size_t>(t) * a.n_cols;
-        for (int q = 0; q < kRows; ++q) {
-          float sum = sums[q];
-          for (size_t j = 8 * n_steps; j < a.n_cols; ++j) sum = __builtin_fmaf(Rows::one(wr[q][j]), xt[j], sum);
-          yt[q] = sum;
-        }
+        store_row_sums<Rows>(&acc[(t - tb) * kPairs], wr, x + static_cast<size_t>(t) * a.n_cols, 8 * n_steps, a.n_cols,
+                             a.y + static_cast<size_t>(t) * a.y_stride + static_cast<size_t>(r));
       }
     }
   }

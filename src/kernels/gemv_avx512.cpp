@@ -105,31 +105,51 @@ Tables make_tables() {
 // Bytes 8 k, 8 k + 1 for k < 4: where scale[0] puts row 0's 4 d values (row r's: shifted left by 2 r).
 constexpr __mmask64 kScaleMask0 = 0x0000000303030303ull;
 
-// One row's contribution to a group: the u operands (lo, hi) and its 4 scales' bytes (at lanes 4 k + r).
+// One row's contribution to a group: the u operands (lo, hi).
 struct RowGroup {
-  __m512i lo, hi, scale_bytes;
+  __m512i lo, hi;
 };
 
 template <typename Block>
-inline RowGroup load_row_group(const uint8_t* g, const Tables& t, int r) {
+inline RowGroup load_row_group(const uint8_t* g, const Tables& t) {
   RowGroup out;
-  const __mmask64 mask = kScaleMask0 << (2 * r);
   if constexpr (sizeof(Block) == sizeof(BlockQ4_0)) {
     const __m512i a = _mm512_loadu_si512(g), b = _mm512_loadu_si512(g + 8);
     const __m512i packed = _mm512_permutex2var_epi8(a, t.lo, b);
     const __m512i nibble = _mm512_set1_epi8(0x0f);
     out.lo = _mm512_and_si512(packed, nibble);
     out.hi = _mm512_and_si512(_mm512_srli_epi16(packed, 4), nibble);
-    out.scale_bytes = _mm512_setzero_si512();  // tile() gathers Q4_0 scales two rows at a time
   } else {
     const __m512i a = _mm512_loadu_si512(g), b = _mm512_loadu_si512(g + 64);
     const __m512i c = _mm512_loadu_si512(g + 8), d = _mm512_loadu_si512(g + 72);
     const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
     out.lo = _mm512_xor_si512(_mm512_permutex2var_epi8(a, t.lo, b), bias);
     out.hi = _mm512_xor_si512(_mm512_permutex2var_epi8(c, t.hi, d), bias);
-    out.scale_bytes = _mm512_maskz_permutex2var_epi8(mask, a, t.scale[r], b);
   }
   return out;
+}
+
+// f32 of the group's 16 weight scales, lane 4 k + r = block k of row r, for the 4 rows' groups at g, g + row_bytes,
+// ... Q4_0: one permute per two rows (all its d values lie in a group's first 64 bytes); Q8_0: one per row.
+template <typename Block>
+inline __m512 group_scales(const uint8_t* g, size_t row_bytes, const Tables& t) {
+  __m512i bits;
+  if constexpr (sizeof(Block) == sizeof(BlockQ4_0)) {
+    constexpr __mmask64 kPair0 = kScaleMask0 * 0x5;  // bytes 8 k .. 8 k + 3: lanes 4 k, 4 k + 1
+    const __m512i a0 = _mm512_loadu_si512(g), a1 = _mm512_loadu_si512(g + row_bytes);
+    const __m512i a2 = _mm512_loadu_si512(g + 2 * row_bytes), a3 = _mm512_loadu_si512(g + 3 * row_bytes);
+    bits = _mm512_or_si512(_mm512_maskz_permutex2var_epi8(kPair0, a0, t.scale_pair[0], a1),
+                           _mm512_maskz_permutex2var_epi8(kPair0 << 4, a2, t.scale_pair[1], a3));
+  } else {
+    __m512i rows[kRows];
+    for (int r = 0; r < kRows; ++r) {
+      const uint8_t* gr = g + static_cast<size_t>(r) * row_bytes;
+      rows[r] = _mm512_maskz_permutex2var_epi8(kScaleMask0 << (2 * r), _mm512_loadu_si512(gr), t.scale[r],
+                                               _mm512_loadu_si512(gr + 64));
+    }
+    bits = _mm512_ternarylogic_epi64(_mm512_or_si512(rows[0], rows[1]), rows[2], rows[3], 0xfe);
+  }
+  return _mm512_cvtph_ps(_mm512_castsi512_si256(bits));
 }
 
 // The activation side of one group for one token: x lo / hi as [block 0 | 1 | 2 | 3] x 16 values, and per lane
@@ -195,20 +215,8 @@ void tile(const GemmArgs& a, const Tables& tables, int64_t r0, const uint8_t* pr
       }
     }
     RowGroup rg[kRows];
-    for (int r = 0; r < kRows; ++r) rg[r] = load_row_group<Block>(w + r * a.w_row_bytes + off, tables, r);
-    __m512i scale_bits;
-    if constexpr (sizeof(Block) == sizeof(BlockQ4_0)) {
-      const uint8_t* g = w + off;
-      const __m512i a0 = _mm512_loadu_si512(g), a1 = _mm512_loadu_si512(g + a.w_row_bytes);
-      const __m512i a2 = _mm512_loadu_si512(g + 2 * a.w_row_bytes), a3 = _mm512_loadu_si512(g + 3 * a.w_row_bytes);
-      constexpr __mmask64 kPair0 = kScaleMask0 * 0x5;  // bytes 8 k .. 8 k + 3: lanes 4 k, 4 k + 1
-      scale_bits = _mm512_or_si512(_mm512_maskz_permutex2var_epi8(kPair0, a0, tables.scale_pair[0], a1),
-                                   _mm512_maskz_permutex2var_epi8(kPair0 << 4, a2, tables.scale_pair[1], a3));
-    } else {
-      scale_bits = _mm512_ternarylogic_epi64(_mm512_or_si512(rg[0].scale_bytes, rg[1].scale_bytes),
-                                             rg[2].scale_bytes, rg[3].scale_bytes, 0xfe);
-    }
-    const __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(scale_bits));
+    for (int r = 0; r < kRows; ++r) rg[r] = load_row_group<Block>(w + r * a.w_row_bytes + off, tables);
+    const __m512 dw = group_scales<Block>(w + off, a.w_row_bytes, tables);
     for (int t = 0; t < T; ++t) {
       const size_t xb = static_cast<size_t>(t) * n_blocks + 4 * gi;
       const XGroup x = load_x_group<kShift>(a.x_pairs + xb * kQuantBlock, a.x_sums + xb, a.x_scales + xb);

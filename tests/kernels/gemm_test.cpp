@@ -217,8 +217,8 @@ float reference_quant_output(const Problem& p, int64_t r, int64_t t) {
 }
 
 // Every SIMD quantized path, with and without x_sums, for 1..8 tokens (decode, narrow AMX tiles), wide batches
-// (one to five 16-token tiles, a second 64-token pass) and block counts that end groups of 4 and the AMX
-// epilogue's 8-block chunks part-way, equals the written-out arithmetic bit for bit.
+// (one to five 16-token tiles, a second 64-token pass) and block counts that end groups of 4 part-way (up to 17
+// blocks: several groups before the remainder), equals the written-out arithmetic bit for bit.
 TEST(Gemm, QuantizedPathsMatchReferenceArithmetic) {
   if (!avx2::available()) GTEST_SKIP() << "CPU lacks AVX2";
   std::vector<std::pair<const char*, GemmFn>> runs = {{"avx2", avx2::gemm}};
