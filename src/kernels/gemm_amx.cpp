@@ -55,7 +55,8 @@ struct alignas(64) TileConfig {
 
 // tmm0..3: C, 16 rows x 16 int32 (one per token tile); tmm4, tmm5: A, 16 rows x 32 bytes; tmm6, tmm7: B, 8 rows
 // x 64 bytes. Narrow (batches of up to kNarrowTokens): C 16 rows x 8 int32 and B 8 rows x 32 bytes, so that the
-// float epilogue works on [row 2j | row 2j + 1] x 8 tokens per register instead of half-empty 16-token rows.
+// float epilogue works on [row 2j | row 2j + 1] x 8 tokens per register instead of half-empty 16-token rows (C in
+// tmm0 and tmm1 by block parity, row_group_narrow).
 TileConfig tile_config(bool narrow) {
   TileConfig c;
   const uint16_t token_bytes = narrow ? 32 : 64;
@@ -178,11 +179,11 @@ inline void accumulate_narrow(const int32_t* c, __m512 dw, __m512 dx2, bool firs
   }
 }
 
-// acc[0] = (acc[0] + acc[2]) + (acc[1] + acc[3]) for the first n_vectors rows of the first n_tiles token tiles;
-// +0 when no whole group of 4 blocks exists (acc never written).
-inline void combine_lanes(float (*acc)[4][kRows][16], int n_tiles, int n_vectors, bool any) {
+// acc[0] = (acc[0] + acc[2]) + (acc[1] + acc[3]) for the rows of the first n_tiles token tiles; +0 when no whole
+// group of 4 blocks exists (acc never written).
+inline void combine_lanes(float (*acc)[4][kRows][16], int n_tiles, bool any) {
   for (int g = 0; g < n_tiles; ++g) {
-    for (int r = 0; r < n_vectors; ++r) {
+    for (int r = 0; r < kRows; ++r) {
       __m512 sum = _mm512_setzero_ps();
       if (any) {
         const __m512 s02 = _mm512_add_ps(_mm512_load_ps(acc[0][g][r]), _mm512_load_ps(acc[2][g][r]));
@@ -198,10 +199,10 @@ inline void combine_lanes(float (*acc)[4][kRows][16], int n_tiles, int n_vectors
 // stored to c. A goes to tmm4 or tmm5 by block parity, so that loading the next block's A need not wait for this
 // block's products. (A macro: the tile intrinsics take register numbers as literal tokens.)
 #define PREFACE_AMX_MULTIPLY_BLOCK(name, A)                                                                 \
-  template <bool kNarrow, typename Rows>                                                                    \
+  template <typename Rows>                                                                                  \
   inline void name(const Rows& rows, const uint8_t* b_tiles, size_t n_blocks, size_t b, int n_tiles,        \
                    int32_t (*c)[kRows][16]) {                                                               \
-    constexpr long kTokenBytes = kNarrow ? 32 : 64; /* B and C row bytes */                                 \
+    constexpr long kTokenBytes = 64; /* B and C row bytes */                                                \
     const size_t tile_stride = n_blocks * kBTileBytes; /* between token tiles */                            \
     const uint8_t* bt = b_tiles + b * kBTileBytes;                                                          \
     size_t a_stride = 0;                                                                                    \
@@ -234,24 +235,101 @@ PREFACE_AMX_MULTIPLY_BLOCK(multiply_block_even, 4)
 PREFACE_AMX_MULTIPLY_BLOCK(multiply_block_odd, 5)
 #undef PREFACE_AMX_MULTIPLY_BLOCK
 
+// Narrow block b's products into C tile `C` (A tile `A`, B tile `B`), left in the tile: the caller stores them one
+// block later, when the tile unit has finished them, so that no tile store waits on the product it stores.
+#define PREFACE_AMX_NARROW_BLOCK(name, C, A, B)                                                     \
+  template <typename Rows>                                                                          \
+  inline void name(const Rows& rows, const uint8_t* b_tiles, size_t b) {                            \
+    size_t a_stride = 0;                                                                            \
+    const void* a = rows.a_tile(b, &a_stride);                                                      \
+    _tile_loadd(A, a, static_cast<long>(a_stride));                                                 \
+    _tile_loadd(B, b_tiles + b * kBTileBytes, 32);                                                  \
+    _tile_zero(C);                                                                                  \
+    _tile_dpbssd(C, A, B);                                                                          \
+  }
+PREFACE_AMX_NARROW_BLOCK(narrow_block_even, 0, 4, 6)
+PREFACE_AMX_NARROW_BLOCK(narrow_block_odd, 1, 5, 7)
+#undef PREFACE_AMX_NARROW_BLOCK
+
+// One 16-row group against one narrow token tile (n_valid <= kNarrowTokens; B tiles [n_blocks][8][32] at block
+// stride kBTileBytes, dx [n_blocks][16]): the steps of row_group<true>, software-pipelined over three blocks so
+// that each tile operation's inputs are ready when it issues: at step b, block b + 2 is unpacked, block b + 1
+// multiplied (C tile tmm0 / tmm1 by parity), block b's products stored, and block b - 1's float epilogue run.
+template <typename Rows>
+void row_group_narrow(Rows& rows, const uint8_t* b_tiles, const float* dx, size_t n_blocks, int n_valid, float* y,
+                      size_t y_stride, const uint8_t* prefetch) {
+  alignas(64) float acc[4][kRows / 2][16];  // [b % 4][row pair j][row 2j: tokens 0..7 | row 2j + 1: tokens 0..7]
+  alignas(64) int32_t c[2][kRows][kNarrowTokens];  // block b's products in c[b % 2]
+  const size_t n_full = n_blocks / 4 * 4;
+  const auto multiply = [&](size_t b) {
+    if (b % 2 == 0) {
+      narrow_block_even(rows, b_tiles, b);
+    } else {
+      narrow_block_odd(rows, b_tiles, b);
+    }
+  };
+  // acc[0] = (acc[0] + acc[2]) + (acc[1] + acc[3]) as combine_lanes, +0 when no whole group exists.
+  const auto combine = [&](bool any) {
+    for (int j = 0; j < kRows / 2; ++j) {
+      __m512 sum = _mm512_setzero_ps();
+      if (any) {
+        sum = _mm512_add_ps(_mm512_add_ps(_mm512_load_ps(acc[0][j]), _mm512_load_ps(acc[2][j])),
+                            _mm512_add_ps(_mm512_load_ps(acc[1][j]), _mm512_load_ps(acc[3][j])));
+      }
+      _mm512_store_ps(acc[0][j], sum);
+    }
+  };
+  const auto epilogue = [&](size_t b) {
+    if (b == n_full) combine(n_full > 0);
+    accumulate_narrow(&c[b % 2][0][0], rows.scales(b), _mm512_load_ps(dx + b * 16), b < 4 && b < n_full,
+                      acc[b < n_full ? b % 4 : 0]);
+  };
+  rows.prepare(0);
+  if (n_blocks > 1) rows.prepare(1);
+  multiply(0);
+  for (size_t b = 0; b < n_blocks; ++b) {
+    if (b + 2 < n_blocks) rows.prepare(b + 2);
+    if (b + 1 < n_blocks) multiply(b + 1);
+    if (b % 2 == 0) {
+      _tile_stored(0, c[0], 4 * kNarrowTokens);
+    } else {
+      _tile_stored(1, c[1], 4 * kNarrowTokens);
+    }
+    if (prefetch != nullptr) {  // the next row group's block b, so weights stream in from memory meanwhile
+      for (int r = 0; r < kRows; ++r) {
+        _mm_prefetch(reinterpret_cast<const char*>(prefetch + static_cast<size_t>(r) * rows.row_bytes +
+                                                   b * Rows::kBlockBytes),
+                     _MM_HINT_T0);
+      }
+    }
+    if (b > 0) epilogue(b - 1);
+  }
+  epilogue(n_blocks - 1);
+  if (n_full == n_blocks) combine(true);
+  // y[t][r0..r0+15] = column t of acc[0], read as [16 rows][8 tokens].
+  const __m512i column = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32(kNarrowTokens));
+  for (int t = 0; t < n_valid; ++t) {
+    _mm512_storeu_ps(y + static_cast<size_t>(t) * y_stride,
+                     _mm512_mask_i32gather_ps(_mm512_setzero_ps(), 0xffff, column, &acc[0][0][0] + t, 4));
+  }
+}
+
 // One 16-row group against up to 4 token tiles (B tiles built: [4][n_blocks][8][64], dx: [4][n_blocks][16]);
 // writes the n_valid valid outputs of each row (tokens of tile g are 16 g..16 g + 15).
-// Narrow (kNarrow, n_valid <= kNarrowTokens): one token tile of 8 tokens, acc[lane][0] holding [8][16] as in
-// accumulate_narrow.
-template <bool kNarrow, typename Rows>
+template <typename Rows>
 void row_group(Rows& rows, const uint8_t* b_tiles, const float* dx, size_t n_blocks, int n_valid, float* y,
                size_t y_stride, const uint8_t* prefetch) {
   const int n_tiles = (n_valid + kTokens - 1) / kTokens;
-  constexpr int kVectors = kNarrow ? kRows / 2 : kRows;  // acc rows per token tile
   alignas(64) float acc[4][kGroups][kRows][16];  // [b % 4][token tile][row][token], written before read
   alignas(64) int32_t c[2][kGroups][kRows][16];   // by block parity: the next block's products land in the other
   alignas(64) float dw[kRows];
   const size_t n_full = n_blocks / 4 * 4;
   const auto multiply = [&](size_t b) {
     if (b % 2 == 0) {
-      multiply_block_even<kNarrow>(rows, b_tiles, n_blocks, b, n_tiles, c[0]);
+      multiply_block_even(rows, b_tiles, n_blocks, b, n_tiles, c[0]);
     } else {
-      multiply_block_odd<kNarrow>(rows, b_tiles, n_blocks, b, n_tiles, c[1]);
+      multiply_block_odd(rows, b_tiles, n_blocks, b, n_tiles, c[1]);
     }
   };
   rows.prepare(0);
@@ -259,7 +337,7 @@ void row_group(Rows& rows, const uint8_t* b_tiles, const float* dx, size_t n_blo
   multiply(0);
   for (size_t b = 0; b < n_blocks; ++b) {
     // Whole groups done: the remaining blocks go to acc[0].
-    if (b == n_full) combine_lanes(acc, n_tiles, kVectors, n_full > 0);
+    if (b == n_full) combine_lanes(acc, n_tiles, n_full > 0);
     if (b + 2 < n_blocks) rows.prepare(b + 2);
     if (b + 1 < n_blocks) multiply(b + 1);  // issued first, so the tile unit works during this block's epilogue
     if (prefetch != nullptr) {  // the next row group's block b, so weights stream in from memory meanwhile
@@ -271,23 +349,17 @@ void row_group(Rows& rows, const uint8_t* b_tiles, const float* dx, size_t n_blo
     }
     const bool first = b < 4 && b < n_full;
     float(*lane)[kRows][16] = acc[b < n_full ? b % 4 : 0];
-    if constexpr (kNarrow) {
-      accumulate_narrow(&c[b % 2][0][0][0], rows.scales(b), _mm512_load_ps(dx + b * 16), first, lane[0]);
-      continue;
-    }
     _mm512_store_ps(dw, rows.scales(b));
     for (int g = 0; g < n_tiles; ++g) {
       accumulate(c[b % 2][g], dw, _mm512_load_ps(dx + (static_cast<size_t>(g) * n_blocks + b) * 16), first, lane[g]);
     }
   }
-  if (n_full == n_blocks) combine_lanes(acc, n_tiles, kVectors, true);
-  // y[t][r0..r0+15] = acc[0][t / 16][0..15][t % 16]: a column of acc, gathered (narrow: acc[0][0] is row-major
-  // [16 rows][8 tokens]).
-  constexpr int kRowStride = kNarrow ? kNarrowTokens : 16;
+  if (n_full == n_blocks) combine_lanes(acc, n_tiles, true);
+  // y[t][r0..r0+15] = acc[0][t / 16][0..15][t % 16]: a column of acc, gathered.
   const __m512i column = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                            _mm512_set1_epi32(kRowStride));
+                                            _mm512_set1_epi32(16));
   for (int t = 0; t < n_valid; ++t) {
-    const float* first = kNarrow ? &acc[0][0][0][0] + t : &acc[0][t / kTokens][0][t % kTokens];
+    const float* first = &acc[0][t / kTokens][0][t % kTokens];
     _mm512_storeu_ps(y + static_cast<size_t>(t) * y_stride,
                      _mm512_mask_i32gather_ps(_mm512_setzero_ps(), 0xffff, column, first, 4));
   }
@@ -318,9 +390,9 @@ void gemm_rows(const GemmArgs& a, int64_t row_begin, int64_t row_end, uint8_t* b
       const uint8_t* next = r + 2 * kRows <= row_end ? a.w + static_cast<size_t>(r + kRows) * a.w_row_bytes : nullptr;
       float* y = a.y + static_cast<size_t>(t0) * a.y_stride + static_cast<size_t>(r);
       if (narrow) {
-        row_group<true>(rows, b_tiles, dx, n_blocks, n_valid, y, a.y_stride, next);
+        row_group_narrow(rows, b_tiles, dx, n_blocks, n_valid, y, a.y_stride, next);
       } else {
-        row_group<false>(rows, b_tiles, dx, n_blocks, n_valid, y, a.y_stride, next);
+        row_group(rows, b_tiles, dx, n_blocks, n_valid, y, a.y_stride, next);
       }
     }
   }
