@@ -12,6 +12,7 @@
 #include "gguf/types.h"
 #include "kernels/dot.h"
 #include "kernels/matmul.h"
+#include "kernels/repack.h"
 #include "util/fp16.h"
 #include "util/thread_pool.h"
 
@@ -70,14 +71,21 @@ void run_matmul(benchmark::State& state, gguf::TensorType type, int n_copies) {
   const int64_t n_tokens = state.range(2);
   ThreadPool pool(static_cast<int>(state.range(3)));
   std::vector<std::vector<uint8_t>> weights;
-  for (int c = 0; c < n_copies; ++c) weights.push_back(random_weights(type, n_rows, n_cols, 1234 + c));
+  std::vector<Matrix> matrices;  // as a model holds them: packed where the kernels prefer it (repack.h)
+  std::vector<std::vector<uint8_t>> packed(static_cast<size_t>(n_copies));
+  for (int c = 0; c < n_copies; ++c) {
+    weights.push_back(random_weights(type, n_rows, n_cols, 1234 + c));
+    matrices.push_back(Matrix{type, weights.back().data(), n_rows, n_cols});
+    if (row_groups_preferred(matrices.back())) {
+      matrices.back() = pack_row_groups(matrices.back(), packed[static_cast<size_t>(c)]);
+    }
+  }
   std::vector<float> x(static_cast<size_t>(n_tokens * n_cols), 0.5f);  // [n_tokens][n_cols]
   std::vector<float> y(static_cast<size_t>(n_tokens * n_rows));        // [n_tokens][n_rows]
   std::vector<uint8_t> scratch;
   size_t copy = 0;
   for (auto _ : state) {
-    const Matrix w{type, weights[copy].data(), n_rows, n_cols};
-    matmul(pool, w, x.data(), n_tokens, y.data(), scratch);
+    matmul(pool, matrices[copy], x.data(), n_tokens, y.data(), scratch);
     benchmark::DoNotOptimize(y.data());
     copy = (copy + 1) % weights.size();
   }

@@ -78,7 +78,10 @@ KernelTable choose_table() {
     if (avx512::quant_available()) t.gemm_quant = avx512::gemm_quant;
   }
   if (is("avx512")) return t;
-  if (amx::amx_available()) t.gemm_quant = amx::gemm;
+  if (amx::amx_available()) {
+    t.gemm_quant = amx::gemm;
+    t.q4_0_row_groups = true;
+  }
   return t;
 }
 

@@ -15,6 +15,9 @@ struct GemmArgs {
   gguf::TensorType type = gguf::TensorType::F32;
   const uint8_t* w = nullptr;  // [n_rows][w_row_bytes] weights of `type`
   size_t w_row_bytes = 0;
+  // Q4_0 only: w's whole 16-row groups are packed (repack.h). Only kernels of a table with q4_0_row_groups
+  // (dispatch.h) are given packed weights.
+  bool row_groups = false;
   // Float weights: x is const float [n_tokens][n_cols]. Q8_0/Q4_0 weights: x is const BlockQ8_0
   // [n_tokens][n_cols / 32] (activations quantized by quantize_row_q8_0) and x_scales [n_tokens][n_cols / 32]
   // holds f32 of each block's d.
@@ -54,7 +57,8 @@ namespace avx512 {
 // avx512::available() (attention.h).
 void gemm_float(const GemmArgs& args, int64_t row_begin, int64_t row_end);
 // The same results for Q8_0/Q4_0 weights; decode batches (1-2 tokens) with x_sums and x_pairs run 4-row AVX-512
-// VNNI tiles, the rest goes to avx2::gemm_vnni. Only where quant_available() (AVX-512 VNNI and VBMI, AVX-VNNI).
+// VNNI tiles, packed Q4_0 (row_groups) with x_sums 16-row tiles up to 8 tokens, the rest goes to avx2::gemm_vnni.
+// Only where quant_available() (AVX-512 VNNI and VBMI, AVX-VNNI).
 bool quant_available();
 void gemm_quant(const GemmArgs& args, int64_t row_begin, int64_t row_end);
 }  // namespace avx512

@@ -2,13 +2,15 @@
 //
 // AMX forms the exact block sums C[r][t] = sum of the 32 int8 products of weight row r and token t in one block
 // (TDPBSSD, 16 rows x 16 tokens x one block): A = 16 weight rows' values of the block (Q8_0 rows read in place,
-// Q4_0 unpacked to nibble - 8), B = the 16 tokens' values of the block in VNNI order (K-row k holds bytes
+// Q4_0 unpacked to nibble - 8, packed Q4_0 (repack.h) transposed back to rows while unpacked), B = the 16 tokens' values of the block in VNNI order (K-row k holds bytes
 // 4k..4k+3 of every token). The float epilogue then runs, per output and lane-parallel over the 16 tokens, exactly
 // the AVX2 tile's sequence: acc[b % 4] = fma(f32(C), f32(d_w) * f32(d_x), acc[b % 4]) for whole groups of 4
 // blocks, (acc0 + acc2) + (acc1 + acc3), then fma per remaining block.
 //
 // Rows in whole groups of 16 and tokens in groups of 16 (the last group zero-padded; padded outputs are not
-// stored) go through AMX; leftover rows go to avx2::gemm_vnni, batches under kMinTokens to avx512::gemm_quant.
+// stored) go through AMX; leftover rows go to avx2::gemm_vnni, batches under kMinTokens (packed Q4_0: up to
+// kNarrowTokens) to avx512::gemm_quant; rows of packed matrices outside whole groups as repack.h's
+// split_row_groups says.
 // Tile state is configured at entry and released at exit. Only called where amx_available() (dispatch.cpp).
 //
 // Standard headers come before the target pragma, and nothing here instantiates library templates, so no code
@@ -22,6 +24,7 @@
 
 #include "gguf/types.h"
 #include "kernels/gemm.h"
+#include "kernels/repack.h"
 
 #ifndef __clang__  // clang ignores target pragmas: its builds pass the ISA flags for this file instead
 #pragma GCC target("amx-tile,amx-int8,avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
@@ -104,6 +107,7 @@ void build_token_tile(const BlockQ8_0* x, const float* x_scales, size_t n_blocks
 
 // Weight rows of one 16-row group: the A tile of block b and the f32 scales of block b.
 struct Q8Rows {
+  static constexpr bool kLaneOrder = false;  // A row i = weight row i
   static constexpr size_t kBlockBytes = sizeof(BlockQ8_0);
   Q8Rows(const uint8_t* first_row, size_t bytes, int8_t* /*unpack_buf*/) : w(first_row), row_bytes(bytes) {}
   void prepare(size_t /*b*/) {}
@@ -112,9 +116,17 @@ struct Q8Rows {
     return w + b * sizeof(BlockQ8_0) + offsetof(BlockQ8_0, qs);
   }
   __m512 scales(size_t b) const { return row_scales(w + b * sizeof(BlockQ8_0), row_bytes); }
+  // Block b of the 16 rows starting at `rows` (the next group).
+  void prefetch_block(const uint8_t* rows, size_t b) const { prefetch_rows(rows, row_bytes, b * kBlockBytes); }
   const uint8_t* w;  // first row
   size_t row_bytes;
 
+  // The line at `offset` of each of the 16 rows at `rows`.
+  static void prefetch_rows(const uint8_t* rows, size_t row_bytes, size_t offset) {
+    for (int r = 0; r < kRows; ++r) {
+      _mm_prefetch(reinterpret_cast<const char*>(rows + static_cast<size_t>(r) * row_bytes + offset), _MM_HINT_T0);
+    }
+  }
   // f32 of the d at d_bytes, d_bytes + row_bytes, ... (16 rows): gather the u32 holding each d, keep the low half.
   static __m512 row_scales(const uint8_t* d_bytes, size_t row_bytes) {
     const __m512i offset = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
@@ -125,6 +137,7 @@ struct Q8Rows {
 };
 
 struct Q4Rows {
+  static constexpr bool kLaneOrder = false;
   static constexpr size_t kBlockBytes = sizeof(BlockQ4_0);
   Q4Rows(const uint8_t* first_row, size_t bytes, int8_t* unpack_buf)
       : w(first_row), row_bytes(bytes), unpacked(unpack_buf) {}
@@ -149,10 +162,67 @@ struct Q4Rows {
     return unpacked + (b % 3) * kRows * 32;
   }
   __m512 scales(size_t b) const { return Q8Rows::row_scales(w + b * sizeof(BlockQ4_0), row_bytes); }
+  void prefetch_block(const uint8_t* rows, size_t b) const { Q8Rows::prefetch_rows(rows, row_bytes, b * kBlockBytes); }
   const uint8_t* w;
   size_t row_bytes;
   int8_t* unpacked;
 };
+
+// A packed Q4_0 group (repack.h): block b of the 16 rows is one unit, [16 d | 4 x (16 rows x 4 bytes of qs)].
+// A-tile row i holds weight row 4 (i % 4) + i / 4 (kLaneOrder): the order a 4 x 4 transpose of the unit's
+// pieces leaves the rows in.
+struct Q4GroupRows {
+  static constexpr bool kLaneOrder = true;
+  Q4GroupRows(const uint8_t* group, size_t /*row_bytes*/, int8_t* unpack_buf) : w(group), unpacked(unpack_buf) {}
+  // As Q4Rows::prepare, in A-row order: block b's values - 8 to unpacked[b % 3] ([16 A rows][32]).
+  void prepare(size_t b) {
+    int8_t* dst = unpacked + (b % 3) * kRows * 32;
+    const uint8_t* qs = w + b * kRowGroupUnitBytes + 2 * kRows;
+    __m512i v[4];  // piece k: 32-bit lane r = row r's qs[4k..4k+3]
+    for (int k = 0; k < 4; ++k) v[k] = _mm512_loadu_si512(qs + 64 * k);
+    // rows[j], 128-bit lane l = row 4 l + j's 16 qs bytes.
+    const __m512i t0 = _mm512_unpacklo_epi32(v[0], v[1]), t1 = _mm512_unpackhi_epi32(v[0], v[1]);
+    const __m512i t2 = _mm512_unpacklo_epi32(v[2], v[3]), t3 = _mm512_unpackhi_epi32(v[2], v[3]);
+    const __m512i rows[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
+                             _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3)};
+    const __m512i nibble = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8);
+    const __m512i first = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);    // [lo | hi] of lanes 0, 1
+    const __m512i second = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);  // [lo | hi] of lanes 2, 3
+    for (int j = 0; j < 4; ++j) {
+      const __m512i lo = _mm512_and_si512(rows[j], nibble);
+      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(rows[j], 4), nibble);
+      // A rows 4 j, 4 j + 1 = weight rows j, 4 + j; A rows 4 j + 2, 4 j + 3 = weight rows 8 + j, 12 + j.
+      _mm512_store_si512(dst + 128 * j, _mm512_sub_epi8(_mm512_permutex2var_epi64(lo, first, hi), eight));
+      _mm512_store_si512(dst + 128 * j + 64, _mm512_sub_epi8(_mm512_permutex2var_epi64(lo, second, hi), eight));
+    }
+  }
+  const void* a_tile(size_t b, size_t* stride) const {
+    *stride = 32;
+    return unpacked + (b % 3) * kRows * 32;
+  }
+  // The unit's row-order scales in A-row order.
+  __m512 scales(size_t b) const {
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + b * kRowGroupUnitBytes)));
+    return _mm512_permutexvar_ps(lane_order(), d);
+  }
+  void prefetch_block(const uint8_t* group, size_t b) const {
+    for (size_t line = 0; line < kRowGroupUnitBytes; line += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(group + b * kRowGroupUnitBytes + line), _MM_HINT_T0);
+    }
+  }
+  // Lane i: 4 (i % 4) + i / 4 — A row i's weight row, and weight row i's A row (the map is its own inverse).
+  static __m512i lane_order() { return _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15); }
+  const uint8_t* w;  // the group
+  int8_t* unpacked;
+};
+
+// Per output row R (lane R), the index of its A row times `stride` (acc rows of `stride` floats).
+template <typename Rows>
+inline __m512i output_rows(int stride) {
+  __m512i rows = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  if constexpr (Rows::kLaneOrder) rows = Rows::lane_order();
+  return _mm512_mullo_epi32(rows, _mm512_set1_epi32(stride));
+}
 
 // C tile `c` (16 rows x 16 tokens of exact block sums) -> f32 products with the scales, fma'd into acc rows
 // (into +0 for a lane's first block, which is what accumulating into zeroed rows would do, without the stores).
@@ -295,20 +365,14 @@ void row_group_narrow(Rows& rows, const uint8_t* b_tiles, const float* dx, size_
     } else {
       _tile_stored(1, c[1], 4 * kNarrowTokens);
     }
-    if (prefetch != nullptr) {  // the next row group's block b, so weights stream in from memory meanwhile
-      for (int r = 0; r < kRows; ++r) {
-        _mm_prefetch(reinterpret_cast<const char*>(prefetch + static_cast<size_t>(r) * rows.row_bytes +
-                                                   b * Rows::kBlockBytes),
-                     _MM_HINT_T0);
-      }
-    }
+    // The next row group's block b, so weights stream in from memory meanwhile.
+    if (prefetch != nullptr) rows.prefetch_block(prefetch, b);
     if (b > 0) epilogue(b - 1);
   }
   epilogue(n_blocks - 1);
   if (n_full == n_blocks) combine(true);
   // y[t][r0..r0+15] = column t of acc[0], read as [16 rows][8 tokens].
-  const __m512i column = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                            _mm512_set1_epi32(kNarrowTokens));
+  const __m512i column = output_rows<Rows>(kNarrowTokens);
   for (int t = 0; t < n_valid; ++t) {
     _mm512_storeu_ps(y + static_cast<size_t>(t) * y_stride,
                      _mm512_mask_i32gather_ps(_mm512_setzero_ps(), 0xffff, column, &acc[0][0][0] + t, 4));
@@ -340,13 +404,8 @@ void row_group(Rows& rows, const uint8_t* b_tiles, const float* dx, size_t n_blo
     if (b == n_full) combine_lanes(acc, n_tiles, n_full > 0);
     if (b + 2 < n_blocks) rows.prepare(b + 2);
     if (b + 1 < n_blocks) multiply(b + 1);  // issued first, so the tile unit works during this block's epilogue
-    if (prefetch != nullptr) {  // the next row group's block b, so weights stream in from memory meanwhile
-      for (int r = 0; r < kRows; ++r) {
-        _mm_prefetch(reinterpret_cast<const char*>(prefetch + static_cast<size_t>(r) * rows.row_bytes +
-                                                   b * Rows::kBlockBytes),
-                     _MM_HINT_T0);
-      }
-    }
+    // The next row group's block b, so weights stream in from memory meanwhile.
+    if (prefetch != nullptr) rows.prefetch_block(prefetch, b);
     const bool first = b < 4 && b < n_full;
     float(*lane)[kRows][16] = acc[b < n_full ? b % 4 : 0];
     _mm512_store_ps(dw, rows.scales(b));
@@ -356,8 +415,7 @@ void row_group(Rows& rows, const uint8_t* b_tiles, const float* dx, size_t n_blo
   }
   if (n_full == n_blocks) combine_lanes(acc, n_tiles, true);
   // y[t][r0..r0+15] = acc[0][t / 16][0..15][t % 16]: a column of acc, gathered.
-  const __m512i column = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                            _mm512_set1_epi32(16));
+  const __m512i column = output_rows<Rows>(16);
   for (int t = 0; t < n_valid; ++t) {
     const float* first = &acc[0][t / kTokens][0][t % kTokens];
     _mm512_storeu_ps(y + static_cast<size_t>(t) * y_stride,
@@ -398,14 +456,8 @@ void gemm_rows(const GemmArgs& a, int64_t row_begin, int64_t row_end, uint8_t* b
   }
 }
 
-}  // namespace
-
-void gemm(const GemmArgs& args, int64_t row_begin, int64_t row_end) {
-  const bool quantized = args.type == gguf::TensorType::Q8_0 || args.type == gguf::TensorType::Q4_0;
-  if (!quantized || args.n_tokens < kMinTokens) {
-    avx512::gemm_quant(args, row_begin, row_end);
-    return;
-  }
+// Rows [row_begin, row_begin + 16 k) with the largest such k through AMX; the rest to avx2::gemm_vnni.
+void gemm_tiles(const GemmArgs& args, int64_t row_begin, int64_t row_end) {
   const int64_t amx_end = row_begin + (row_end - row_begin) / kRows * kRows;
   if (amx_end > row_begin) {
     const size_t n_blocks = args.n_cols / kQuantBlock;
@@ -415,6 +467,8 @@ void gemm(const GemmArgs& args, int64_t row_begin, int64_t row_end) {
     _tile_loadconfig(&cfg);
     if (args.type == gguf::TensorType::Q8_0) {
       gemm_rows<Q8Rows>(args, row_begin, amx_end, buf);
+    } else if (args.row_groups) {
+      gemm_rows<Q4GroupRows>(args, row_begin, amx_end, buf);
     } else {
       gemm_rows<Q4Rows>(args, row_begin, amx_end, buf);
     }
@@ -422,6 +476,22 @@ void gemm(const GemmArgs& args, int64_t row_begin, int64_t row_end) {
     ::operator delete(buf, std::align_val_t{64});
   }
   if (amx_end < row_end) avx2::gemm_vnni(args, amx_end, row_end);
+}
+
+}  // namespace
+
+void gemm(const GemmArgs& args, int64_t row_begin, int64_t row_end) {
+  const bool quantized = args.type == gguf::TensorType::Q8_0 || args.type == gguf::TensorType::Q4_0;
+  // Packed Q4_0 up to kNarrowTokens: the AVX-512 kernel reads row groups without unpacking them (faster than the
+  // narrow tiles, and than AMX with the weights as B in place: tile loads and stores bound that at ~45 cycles per
+  // 16 rows x block).
+  if (!quantized || args.n_tokens < kMinTokens || (args.row_groups && args.n_tokens <= kNarrowTokens)) {
+    avx512::gemm_quant(args, row_begin, row_end);
+  } else if (args.row_groups) {
+    split_row_groups(args, row_begin, row_end, gemm_tiles, avx2::gemm_vnni);
+  } else {
+    gemm_tiles(args, row_begin, row_end);
+  }
 }
 
 }  // namespace preface::kernels::amx

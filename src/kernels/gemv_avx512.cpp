@@ -18,6 +18,10 @@
 // Rows past the last whole tile of 4, batches of more than 2 tokens, and calls without x_sums / x_pairs go to
 // avx2::gemm_vnni. Only called where quant_available() (dispatch.cpp, gemm_amx.cpp).
 //
+// Packed Q4_0 (repack.h; args.row_groups) has its own kernel, group_tile, for batches of up to 8 tokens: 16 rows
+// per register, one vpdpbusd per 4 values and no horizontal reduction (the layout's point); other batches and
+// rows outside whole groups go through repack.h's split_row_groups to avx2::gemm_vnni.
+//
 // Standard headers come before the target pragma, and nothing here instantiates library templates, so no code
 // compiled for AVX-512 is shared with other translation units.
 #include <immintrin.h>
@@ -28,6 +32,7 @@
 
 #include "gguf/types.h"
 #include "kernels/gemm.h"
+#include "kernels/repack.h"
 
 #ifndef __clang__  // clang ignores target pragmas: its builds pass the ISA flags for this file instead
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi,avx2,fma,f16c")
@@ -47,6 +52,7 @@ using gguf::kQuantBlock;
 constexpr int kRows = 4;        // weight rows per tile
 constexpr int kMaxTokens = 2;   // larger batches go to the GEMM kernels
 constexpr int64_t kAhead = 8;   // rows prefetched ahead of the tile being multiplied (2 tiles)
+constexpr int64_t kMaxGroupTokens = 8;  // packed Q4_0: batches up to this size (amx::gemm sends them here)
 
 inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
 
@@ -261,9 +267,104 @@ void gemv_rows(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
   }
 }
 
+// Packed Q4_0 (repack.h): block b of one 16-row group for tokens 0..T-1, fma'd into acc[t] (16 rows, row order).
+// The unit's 64-byte piece k holds, per 32-bit lane r, row r's values 4k..4k+3 (low nibbles, + 8) and
+// 16+4k..16+4k+3 (high nibbles); one vpdpbusd per piece and nibble half against the token's matching 4 values,
+// broadcast, adds them to lane r, so the 8 leave each row's exact block sum (+ 8 x the activation block's sum).
+template <int T>
+inline void group_block(const GemmArgs& a, const uint8_t* unit, size_t b, size_t n_blocks, __m512* acc) {
+  const __m512i nibble = _mm512_set1_epi8(0x0f);
+  __m512i lo[4], hi[4];
+  for (int k = 0; k < 4; ++k) {
+    const __m512i v = _mm512_loadu_si512(unit + 32 + 64 * k);
+    lo[k] = _mm512_and_si512(v, nibble);
+    hi[k] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble);
+  }
+  const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(unit)));
+  const auto* xq = static_cast<const BlockQ8_0*>(a.x);
+  for (int t = 0; t < T; ++t) {
+    const size_t xb = static_cast<size_t>(t) * n_blocks + b;
+    const int8_t* x = xq[xb].qs;
+    const auto piece = [x](int at) {
+      int32_t v;
+      std::memcpy(&v, x + at, sizeof(v));
+      return _mm512_set1_epi32(v);
+    };
+    __m512i s_lo = _mm512_setzero_si512(), s_hi = _mm512_setzero_si512();
+    for (int k = 0; k < 4; ++k) {
+      s_lo = _mm512_dpbusd_epi32(s_lo, lo[k], piece(4 * k));
+      s_hi = _mm512_dpbusd_epi32(s_hi, hi[k], piece(16 + 4 * k));
+    }
+    const __m512i isum = _mm512_sub_epi32(_mm512_add_epi32(s_lo, s_hi), _mm512_set1_epi32(a.x_sums[xb] * 8));
+    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(a.x_scales[xb])), acc[t]);
+  }
+}
+
+// One packed 16-row group x tokens 0..T-1 -> y[t * y_stride + r0 + i]: per output the reference's steps
+// (acc[b % 4] over whole groups of 4 blocks, (acc0 + acc2) + (acc1 + acc3), fma per remaining block), 16 rows per
+// register. The blocks of one accumulator lane are taken together (b = lane, lane + 4, ... in order), so only T
+// accumulators are live at a time.
+template <int T>
+void group_tile(const GemmArgs& a, int64_t r0, const uint8_t* prefetch) {
+  const size_t n_blocks = a.n_cols / kQuantBlock;
+  const size_t n_full = n_blocks / 4 * 4;
+  const uint8_t* group = a.w + static_cast<size_t>(r0) * a.w_row_bytes;
+  alignas(64) float lanes[4][T][16];  // [b % 4][token][row]
+  for (size_t lane = 0; lane < 4; ++lane) {
+    __m512 acc[T];
+    for (__m512& v : acc) v = _mm512_setzero_ps();
+    for (size_t b = lane; b < n_full; b += 4) {
+      if (prefetch != nullptr) {
+        for (size_t line = 0; line < kRowGroupUnitBytes; line += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(prefetch + b * kRowGroupUnitBytes + line), _MM_HINT_T0);
+        }
+      }
+      group_block<T>(a, group + b * kRowGroupUnitBytes, b, n_blocks, acc);
+    }
+    for (int t = 0; t < T; ++t) _mm512_store_ps(lanes[lane][t], acc[t]);
+  }
+  __m512 sum[T];
+  for (int t = 0; t < T; ++t) {
+    sum[t] = _mm512_add_ps(_mm512_add_ps(_mm512_load_ps(lanes[0][t]), _mm512_load_ps(lanes[2][t])),
+                           _mm512_add_ps(_mm512_load_ps(lanes[1][t]), _mm512_load_ps(lanes[3][t])));
+  }
+  for (size_t b = n_full; b < n_blocks; ++b) group_block<T>(a, group + b * kRowGroupUnitBytes, b, n_blocks, sum);
+  for (int t = 0; t < T; ++t) {
+    _mm512_storeu_ps(a.y + static_cast<size_t>(t) * a.y_stride + static_cast<size_t>(r0), sum[t]);
+  }
+}
+
+template <int T>
+void gemv_groups_of(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
+  for (int64_t r = row_begin; r < row_end; r += kRowGroupRows) {
+    const uint8_t* ahead =
+        r + 2 * kRowGroupRows <= row_end ? a.w + static_cast<size_t>(r + kRowGroupRows) * a.w_row_bytes : nullptr;
+    group_tile<T>(a, r, ahead);
+  }
+}
+
+// Whole packed groups [row_begin, row_end) (multiples of 16), 1..kMaxGroupTokens tokens, x_sums given.
+void gemv_groups(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
+  switch (a.n_tokens) {
+    case 1: gemv_groups_of<1>(a, row_begin, row_end); break;
+    case 2: gemv_groups_of<2>(a, row_begin, row_end); break;
+    case 3: gemv_groups_of<3>(a, row_begin, row_end); break;
+    case 4: gemv_groups_of<4>(a, row_begin, row_end); break;
+    case 5: gemv_groups_of<5>(a, row_begin, row_end); break;
+    case 6: gemv_groups_of<6>(a, row_begin, row_end); break;
+    case 7: gemv_groups_of<7>(a, row_begin, row_end); break;
+    default: gemv_groups_of<8>(a, row_begin, row_end); break;
+  }
+}
+
 }  // namespace
 
 void gemm_quant(const GemmArgs& args, int64_t row_begin, int64_t row_end) {
+  if (args.row_groups) {
+    const bool gemv = args.n_tokens <= kMaxGroupTokens && args.x_sums != nullptr;
+    split_row_groups(args, row_begin, row_end, gemv ? gemv_groups : nullptr, avx2::gemm_vnni);
+    return;
+  }
   const bool quantized = args.type == gguf::TensorType::Q8_0 || args.type == gguf::TensorType::Q4_0;
   if (!quantized || args.n_tokens > kMaxTokens || args.x_sums == nullptr || args.x_pairs == nullptr) {
     avx2::gemm_vnni(args, row_begin, row_end);

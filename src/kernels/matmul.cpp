@@ -7,6 +7,7 @@
 #include "kernels/dispatch.h"
 #include "kernels/dot.h"
 #include "kernels/gemm.h"
+#include "kernels/repack.h"
 #include "util/error.h"
 #include "util/fp16.h"
 
@@ -19,7 +20,9 @@ constexpr int64_t kRowGrain = 16;
 // Up to this many activation rows are quantized on the calling thread: waking the pool costs more.
 constexpr int64_t kSerialQuantizeTokens = 4;
 
-// Several matrices' gemm jobs as one row range: job i owns rows [row_offset[i], row_offset[i + 1]).
+// Several matrices' gemm jobs as one row range: job i owns rows [row_offset[i], row_offset[i] + args[i].n_rows),
+// and row_offset[i + 1] is that end rounded up to kRowGrain, so that every job's rows start on a multiple of the
+// grain (whole row groups, repack.h, and tiles begin at a job's own row 0).
 struct MultiGemm {
   GemmFn gemm[kMaxFused];
   GemmArgs args[kMaxFused];
@@ -28,7 +31,7 @@ struct MultiGemm {
 
   void run(int64_t begin, int64_t end) const {
     for (size_t i = 0; i < n_jobs; ++i) {
-      const int64_t lo = std::max(begin, row_offset[i]), hi = std::min(end, row_offset[i + 1]);
+      const int64_t lo = std::max(begin, row_offset[i]), hi = std::min(end, row_offset[i] + args[i].n_rows);
       if (lo < hi) gemm[i](args[i], lo - row_offset[i], hi - row_offset[i]);
     }
   }
@@ -105,6 +108,9 @@ void check_matrix(const Matrix& w) {
     throw Error("matrix has unsupported tensor type " + std::to_string(static_cast<uint32_t>(w.type)));
   }
   if (w.data == nullptr && w.n_rows > 0 && w.n_cols > 0) throw Error("matrix has no data");
+  if (w.row_groups && (w.type != gguf::TensorType::Q4_0 || !kernel_table().q4_0_row_groups)) {
+    throw Error("matrix is packed into row groups, which only the AMX kernels read (Q4_0 only)");
+  }
   // Rows are read through typed pointers: f32 needs 4-byte alignment, the 16-bit and block types 2.
   const size_t align = w.type == gguf::TensorType::F32 ? 4 : 2;
   if (reinterpret_cast<uintptr_t>(w.data) % align != 0) {
@@ -152,6 +158,7 @@ void matmul_multi(ThreadPool& pool, std::initializer_list<const Matrix*> ws, con
     a.type = w->type;
     a.w = w->data;
     a.w_row_bytes = gguf::row_bytes(w->type, n_cols);
+    a.row_groups = w->row_groups;
     a.x = quantized ? static_cast<const void*>(xq) : static_cast<const void*>(x);
     a.x_scales = quantized ? x_scales : nullptr;
     a.x_sums = quantized ? x_sums : nullptr;
@@ -162,7 +169,7 @@ void matmul_multi(ThreadPool& pool, std::initializer_list<const Matrix*> ws, con
     a.y = *y_it++;
     a.y_stride = static_cast<size_t>(w->n_rows);
     job.gemm[job.n_jobs] = quantized ? k.gemm_quant : k.gemm_float;
-    job.row_offset[job.n_jobs + 1] = job.row_offset[job.n_jobs] + w->n_rows;
+    job.row_offset[job.n_jobs + 1] = job.row_offset[job.n_jobs] + (w->n_rows + kRowGrain - 1) / kRowGrain * kRowGrain;
     ++job.n_jobs;
   }
   const MultiGemm* jp = &job;  // one pointer keeps the std::function in its small-object buffer
@@ -178,6 +185,12 @@ void get_row(const Matrix& w, int64_t row, float* out) {
   }
   const size_t n_cols = static_cast<size_t>(w.n_cols);
   const uint8_t* src = w.data + static_cast<size_t>(row) * gguf::row_bytes(w.type, n_cols);
+  std::vector<uint8_t> unpacked;  // the row's GGUF bytes, for a packed matrix
+  if (w.row_groups) {
+    unpacked.resize(gguf::row_bytes(w.type, n_cols));
+    unpack_row(w, row, unpacked.data());
+    src = unpacked.data();
+  }
   switch (w.type) {
     case gguf::TensorType::F32:
       std::memcpy(out, src, n_cols * sizeof(float));

@@ -1,4 +1,5 @@
-// A loaded GGUF model (weights memory-mapped, never copied) and its forward pass.
+// A loaded GGUF model (weights memory-mapped and read in place, except Q4_0 matrices that the AMX kernels read
+// packed: those are copied once, at load, into row groups, kernels/repack.h) and its forward pass.
 //
 // forward() runs one batch of tokens from any number of sequences. For each layer it first writes every batch
 // token's K and V into the paged KV storage, then computes each token's attention reading *only* from that
@@ -7,6 +8,7 @@
 // count — and logits are bit-identical between incremental decoding and full recompute.
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -64,6 +66,9 @@ class Model {
   kernels::Matrix output_;                 // [n_vocab x dim] (tok_embd_ when tied)
   std::vector<float> output_norm_;         // [dim]
   std::vector<LayerWeights> layers_;
+  // Packed copies of Q4_0 matrices (kernels/repack.h) that output_ / layers_ point into; a std::deque, whose
+  // elements stay where they are as it grows.
+  std::deque<std::vector<uint8_t>> packed_;
 
   // Activation buffers, [max_batch_tokens][...]:
   std::vector<float> x_, xb_, q_, k_, v_, attn_out_, gate_, up_, ffn_out_, scores_;

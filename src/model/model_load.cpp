@@ -4,6 +4,7 @@
 #include <string>
 
 #include "gguf/writer.h"
+#include "kernels/repack.h"
 #include "model/model.h"
 #include "util/error.h"
 
@@ -89,6 +90,16 @@ Model::Model(gguf::File file, Config config, int32_t max_batch_tokens)
     l.w_gate = load_matrix(file_, p + "ffn_gate.weight", ffn, dim);
     l.w_up = load_matrix(file_, p + "ffn_up.weight", ffn, dim);
     l.w_down = load_matrix(file_, p + "ffn_down.weight", dim, ffn);
+  }
+  // Q4_0 matrices the kernels read faster in row groups get a packed copy (the mapped bytes stay unread after
+  // this; tok_embd_ keeps GGUF layout for row lookups, so a tied output_ gets its own copy).
+  const auto pack = [this](kernels::Matrix& w) {
+    if (!kernels::row_groups_preferred(w)) return;
+    w = kernels::pack_row_groups(w, packed_.emplace_back());
+  };
+  pack(output_);
+  for (LayerWeights& l : layers_) {
+    for (kernels::Matrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) pack(*w);
   }
 
   const size_t n = static_cast<size_t>(max_batch_tokens_);

@@ -1,0 +1,146 @@
+// Q4_0 row groups: packing keeps every row's bytes recoverable, rows past the last whole group untouched, and
+// matmul / matmul_multi / get_row on a packed matrix give the GGUF matrix's bits for any batch and thread count.
+#include "kernels/repack.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "kernels/dispatch.h"
+#include "kernels/kernel_test_util.h"
+#include "kernels/matmul.h"
+#include "util/error.h"
+
+namespace preface::kernels {
+namespace {
+
+using gguf::TensorType;
+
+struct Q4Matrix {
+  Q4Matrix(int64_t n_rows, int64_t n_cols, uint32_t seed) {
+    const auto blocks = test::random_q4_0(static_cast<size_t>(n_rows * n_cols), seed);
+    bytes.resize(blocks.size() * sizeof(gguf::BlockQ4_0));
+    std::memcpy(bytes.data(), blocks.data(), bytes.size());
+    m = Matrix{TensorType::Q4_0, bytes.data(), n_rows, n_cols};
+  }
+  size_t row_bytes() const { return gguf::row_bytes(m.type, static_cast<size_t>(m.n_cols)); }
+  std::vector<uint8_t> bytes;  // [n_rows][row_bytes]
+  Matrix m;
+};
+
+TEST(Repack, EveryRowUnpacksToItsGgufBytes) {
+  for (int64_t n_rows : {16, 35, 48}) {
+    for (int64_t n_blocks : {1, 5, 24}) {
+      const Q4Matrix w(n_rows, 32 * n_blocks, static_cast<uint32_t>(n_rows + n_blocks));
+      std::vector<uint8_t> storage;
+      const Matrix packed = pack_row_groups(w.m, storage);
+      ASSERT_TRUE(packed.row_groups);
+      ASSERT_EQ(storage.size(), w.bytes.size());
+      EXPECT_NE(storage, w.bytes) << "whole groups are rearranged";
+      const size_t rb = w.row_bytes();
+      const size_t packed_rows = static_cast<size_t>(n_rows / kRowGroupRows * kRowGroupRows);
+      // Rows past the last whole group keep their GGUF bytes in place.
+      EXPECT_EQ(std::memcmp(storage.data() + packed_rows * rb, w.bytes.data() + packed_rows * rb,
+                            storage.size() - packed_rows * rb),
+                0);
+      std::vector<uint8_t> row(rb);
+      for (int64_t r = 0; r < n_rows; ++r) {
+        unpack_row(packed, r, row.data());
+        ASSERT_EQ(std::memcmp(row.data(), w.bytes.data() + static_cast<size_t>(r) * rb, rb), 0) << "row " << r;
+      }
+      std::vector<uint8_t> group(kRowGroupRows * rb);
+      for (size_t g = 0; g < packed_rows / kRowGroupRows; ++g) {
+        unpack_row_group(storage.data() + g * group.size(), static_cast<size_t>(n_blocks), group.data());
+        ASSERT_EQ(std::memcmp(group.data(), w.bytes.data() + g * group.size(), group.size()), 0) << "group " << g;
+      }
+    }
+  }
+}
+
+TEST(Repack, UnitLayoutIsDocumented) {
+  // Row 5's block 1: d at unit bytes 10, 11; qs[j] at 32 + 64 (j / 4) + 4 x 5 + j % 4.
+  const Q4Matrix w(16, 64, 7);
+  std::vector<uint8_t> storage;
+  pack_row_groups(w.m, storage);
+  const uint8_t* block = w.bytes.data() + 5 * w.row_bytes() + sizeof(gguf::BlockQ4_0);
+  const uint8_t* unit = storage.data() + kRowGroupUnitBytes;
+  EXPECT_EQ(unit[10], block[0]);
+  EXPECT_EQ(unit[11], block[1]);
+  for (size_t j = 0; j < 16; ++j) EXPECT_EQ(unit[32 + 64 * (j / 4) + 20 + j % 4], block[2 + j]) << "qs " << j;
+}
+
+TEST(Repack, RejectsWhatItCannotPack) {
+  const Q4Matrix w(16, 32, 1);
+  std::vector<uint8_t> storage;
+  const Matrix packed = pack_row_groups(w.m, storage);
+  std::vector<uint8_t> again;
+  EXPECT_THROW(pack_row_groups(packed, again), Error);
+  std::vector<uint8_t> f32(16 * 32 * 4);
+  EXPECT_THROW(pack_row_groups(Matrix{TensorType::F32, f32.data(), 16, 32}, again), Error);
+  EXPECT_FALSE(row_groups_preferred(packed));
+  EXPECT_FALSE(row_groups_preferred(Matrix{TensorType::F32, f32.data(), 16, 32}));
+  EXPECT_FALSE(row_groups_preferred(Q4Matrix(15, 32, 2).m)) << "no whole group";
+}
+
+TEST(Repack, MatmulOnPackedEqualsGguf) {
+  if (!kernel_table().q4_0_row_groups) {
+    // The packed matrix is refused rather than misread by kernels that expect GGUF rows.
+    const Q4Matrix w(16, 32, 3);
+    std::vector<uint8_t> storage;
+    const Matrix packed = pack_row_groups(w.m, storage);
+    ThreadPool pool(1);
+    std::vector<float> x(32, 0.5f), y(16);
+    std::vector<uint8_t> scratch;
+    EXPECT_THROW(matmul(pool, packed, x.data(), 1, y.data(), scratch), Error);
+    GTEST_SKIP() << "these kernels read Q4_0 in GGUF layout only";
+  }
+  ASSERT_TRUE(row_groups_preferred(Q4Matrix(16, 32, 4).m));
+  for (int64_t n_rows : {16, 35, 64}) {
+    const Q4Matrix w(n_rows, 96, static_cast<uint32_t>(n_rows));
+    std::vector<uint8_t> storage;
+    const Matrix packed = pack_row_groups(w.m, storage);
+    for (int64_t n_tokens : {1, 2, 4, 8, 9, 40}) {
+      const auto x = test::random_floats(static_cast<size_t>(n_tokens * 96), static_cast<uint32_t>(n_tokens), 2.0f);
+      for (int n_threads : {1, 2, 3}) {
+        ThreadPool pool(n_threads);
+        std::vector<uint8_t> scratch;
+        std::vector<float> expected(static_cast<size_t>(n_tokens * n_rows)), got(expected.size(), -1.0f);
+        matmul(pool, w.m, x.data(), n_tokens, expected.data(), scratch);
+        matmul(pool, packed, x.data(), n_tokens, got.data(), scratch);
+        ASSERT_EQ(std::memcmp(expected.data(), got.data(), got.size() * sizeof(float)), 0)
+            << n_rows << " rows, " << n_tokens << " tokens, " << n_threads << " threads";
+      }
+    }
+    std::vector<float> a(96), b(96);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      get_row(w.m, r, a.data());
+      get_row(packed, r, b.data());
+      ASSERT_EQ(a, b) << "row " << r;
+    }
+  }
+}
+
+// A packed matrix after one whose rows are not a multiple of 16 in one fused job: its groups still start where
+// the kernels expect them.
+TEST(Repack, FusedAfterAnOddMatrixEqualsSeparate) {
+  if (!kernel_table().q4_0_row_groups) GTEST_SKIP() << "these kernels read Q4_0 in GGUF layout only";
+  const Q4Matrix odd(35, 64, 11), wide(48, 64, 12);
+  std::vector<uint8_t> storage;
+  const Matrix packed = pack_row_groups(wide.m, storage);
+  for (int64_t n_tokens : {1, 5, 20}) {
+    const auto x = test::random_floats(static_cast<size_t>(n_tokens * 64), 13, 2.0f);
+    ThreadPool pool(2);
+    std::vector<uint8_t> scratch;
+    std::vector<float> y_odd(static_cast<size_t>(35 * n_tokens)), y_wide(static_cast<size_t>(48 * n_tokens));
+    std::vector<float> s_odd(y_odd.size()), s_wide(y_wide.size());
+    matmul_multi(pool, {&odd.m, &packed}, x.data(), n_tokens, {y_odd.data(), y_wide.data()}, scratch);
+    matmul(pool, odd.m, x.data(), n_tokens, s_odd.data(), scratch);
+    matmul(pool, wide.m, x.data(), n_tokens, s_wide.data(), scratch);
+    EXPECT_EQ(std::memcmp(y_odd.data(), s_odd.data(), y_odd.size() * sizeof(float)), 0) << n_tokens;
+    EXPECT_EQ(std::memcmp(y_wide.data(), s_wide.data(), y_wide.size() * sizeof(float)), 0) << n_tokens;
+  }
+}
+
+}  // namespace
+}  // namespace preface::kernels
