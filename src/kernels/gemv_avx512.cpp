@@ -276,7 +276,7 @@ inline void group_block(const GemmArgs& a, const uint8_t* unit, size_t b, size_t
   const __m512i nibble = _mm512_set1_epi8(0x0f);
   __m512i lo[4], hi[4];
   for (int k = 0; k < 4; ++k) {
-    const __m512i v = _mm512_loadu_si512(unit + 32 + 64 * k);
+    const __m512i v = _mm512_loadu_si512(unit + 2 * kRowGroupRows + 64 * k);  // after the 16 f16 scales
     lo[k] = _mm512_and_si512(v, nibble);
     hi[k] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble);
   }
