@@ -12,19 +12,15 @@ namespace {
 
 constexpr size_t kQsBytes = gguf::kQuantBlock / 2;  // qs bytes per Q4_0 block
 
-// Byte of a unit holding qs[j] of row r (repack.h); row r's d is at 2 r.
-constexpr size_t qs_offset(size_t r, size_t j) { return 2 * kRowGroupRows + 64 * (j / 4) + 4 * r + j % 4; }
-
 // Unit b of a group -> its byte offset inside the group.
 constexpr size_t unit_offset(size_t b) { return b * kRowGroupUnitBytes; }
 
-// fn(gguf_byte, unit_byte) for each of the 18 bytes {d; qs} of a row r block: its offset in the GGUF block and in
-// the unit.
+// fn(gguf_at, unit_at, n_bytes) for the pieces of a row r block {d; qs[16]}: d (2 bytes, at 2 r in the unit) and
+// qs[4k..4k+3] (at 32 + 64 k + 4 r), with their offsets in the GGUF block and in the unit (repack.h).
 template <typename Fn>
-void for_block_bytes(size_t r, Fn fn) {
-  fn(0, 2 * r);
-  fn(1, 2 * r + 1);
-  for (size_t j = 0; j < kQsBytes; ++j) fn(2 + j, qs_offset(r, j));
+void for_block_pieces(size_t r, Fn fn) {
+  fn(0, 2 * r, 2);
+  for (size_t k = 0; k < kQsBytes / 4; ++k) fn(2 + 4 * k, 2 * kRowGroupRows + 64 * k + 4 * r, 4);
 }
 
 }  // namespace
@@ -49,7 +45,7 @@ Matrix pack_row_groups(const Matrix& w, std::vector<uint8_t>& storage) {
       for (size_t b = 0; b < n_blocks; ++b) {
         const uint8_t* block = src + r * row_bytes + b * sizeof(gguf::BlockQ4_0);
         uint8_t* unit = dst + unit_offset(b);
-        for_block_bytes(r, [&](size_t at, size_t unit_at) { unit[unit_at] = block[at]; });
+        for_block_pieces(r, [&](size_t at, size_t unit_at, size_t n) { std::memcpy(unit + unit_at, block + at, n); });
       }
     }
   }
@@ -67,7 +63,7 @@ void unpack_row_group(const uint8_t* group, size_t n_blocks, uint8_t* out) {
     for (size_t b = 0; b < n_blocks; ++b) {
       uint8_t* block = out + r * row_bytes + b * sizeof(gguf::BlockQ4_0);
       const uint8_t* unit = group + unit_offset(b);
-      for_block_bytes(r, [&](size_t at, size_t unit_at) { block[at] = unit[unit_at]; });
+      for_block_pieces(r, [&](size_t at, size_t unit_at, size_t n) { std::memcpy(block + at, unit + unit_at, n); });
     }
   }
 }
@@ -85,7 +81,7 @@ void unpack_row(const Matrix& w, int64_t row, uint8_t* out) {
   for (size_t b = 0; b < n_blocks; ++b) {
     uint8_t* block = out + b * sizeof(gguf::BlockQ4_0);
     const uint8_t* unit = group + unit_offset(b);
-    for_block_bytes(r, [&](size_t at, size_t unit_at) { block[at] = unit[unit_at]; });
+    for_block_pieces(r, [&](size_t at, size_t unit_at, size_t n) { std::memcpy(block + at, unit + unit_at, n); });
   }
 }
 
