@@ -73,11 +73,15 @@ void run_matmul(benchmark::State& state, gguf::TensorType type, int n_copies) {
   std::vector<std::vector<uint8_t>> weights;
   std::vector<Matrix> matrices;  // as a model holds them: packed where the kernels prefer it (repack.h)
   std::vector<std::vector<uint8_t>> packed(static_cast<size_t>(n_copies));
+  std::vector<std::vector<uint16_t>> scales(static_cast<size_t>(n_copies));
   for (int c = 0; c < n_copies; ++c) {
     weights.push_back(random_weights(type, n_rows, n_cols, 1234 + c));
     matrices.push_back(Matrix{type, weights.back().data(), n_rows, n_cols});
     if (row_groups_preferred(matrices.back())) {
       matrices.back() = pack_row_groups(matrices.back(), packed[static_cast<size_t>(c)]);
+    } else if (group_scales_preferred(matrices.back())) {
+      scales[static_cast<size_t>(c)] = q8_0_group_scales(matrices.back());
+      matrices.back().group_scales = scales[static_cast<size_t>(c)].data();
     }
   }
   std::vector<float> x(static_cast<size_t>(n_tokens * n_cols), 0.5f);  // [n_tokens][n_cols]

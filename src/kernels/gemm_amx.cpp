@@ -109,17 +109,23 @@ void build_token_tile(const BlockQ8_0* x, const float* x_scales, size_t n_blocks
 struct Q8Rows {
   static constexpr bool kLaneOrder = false;  // A row i = weight row i
   static constexpr size_t kBlockBytes = sizeof(BlockQ8_0);
-  Q8Rows(const uint8_t* first_row, size_t bytes, int8_t* /*unpack_buf*/) : w(first_row), row_bytes(bytes) {}
+  // group_d: the group's block scales ([n_blocks][16] f16, GemmArgs::group_scales), or nullptr: gathered from the rows.
+  Q8Rows(const uint8_t* first_row, size_t bytes, int8_t* /*unpack_buf*/, const uint16_t* group_d)
+      : w(first_row), row_bytes(bytes), d(group_d) {}
   void prepare(size_t /*b*/) {}
   const void* a_tile(size_t b, size_t* stride) const {
     *stride = row_bytes;
     return w + b * sizeof(BlockQ8_0) + offsetof(BlockQ8_0, qs);
   }
-  __m512 scales(size_t b) const { return row_scales(w + b * sizeof(BlockQ8_0), row_bytes); }
+  __m512 scales(size_t b) const {
+    if (d != nullptr) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(d + 16 * b)));
+    return row_scales(w + b * sizeof(BlockQ8_0), row_bytes);
+  }
   // Block b of the 16 rows starting at `rows` (the next group).
   void prefetch_block(const uint8_t* rows, size_t b) const { prefetch_rows(rows, row_bytes, b * kBlockBytes); }
   const uint8_t* w;  // first row
   size_t row_bytes;
+  const uint16_t* d;  // [n_blocks][16] or nullptr
 
   // The line at `offset` of each of the 16 rows at `rows`.
   static void prefetch_rows(const uint8_t* rows, size_t row_bytes, size_t offset) {
@@ -139,7 +145,7 @@ struct Q8Rows {
 struct Q4Rows {
   static constexpr bool kLaneOrder = false;
   static constexpr size_t kBlockBytes = sizeof(BlockQ4_0);
-  Q4Rows(const uint8_t* first_row, size_t bytes, int8_t* unpack_buf)
+  Q4Rows(const uint8_t* first_row, size_t bytes, int8_t* unpack_buf, const uint16_t* /*group_d*/)
       : w(first_row), row_bytes(bytes), unpacked(unpack_buf) {}
   // Unpacks block b of the 16 rows to unpacked[b % 3]: [3][16 rows][32] values - 8. Blocks are unpacked two
   // ahead of their A tile load: a tile load right after the stores it reads waits for them to reach the cache.
@@ -173,7 +179,8 @@ struct Q4Rows {
 // pieces leaves the rows in.
 struct Q4GroupRows {
   static constexpr bool kLaneOrder = true;
-  Q4GroupRows(const uint8_t* group, size_t /*row_bytes*/, int8_t* unpack_buf) : w(group), unpacked(unpack_buf) {}
+  Q4GroupRows(const uint8_t* group, size_t /*row_bytes*/, int8_t* unpack_buf, const uint16_t* /*group_d*/)
+      : w(group), unpacked(unpack_buf) {}
   // As Q4Rows::prepare, in A-row order: block b's values - 8 to unpacked[b % 3] ([16 A rows][32]).
   void prepare(size_t b) {
     int8_t* dst = unpacked + (b % 3) * kRows * 32;
@@ -444,7 +451,11 @@ void gemm_rows(const GemmArgs& a, int64_t row_begin, int64_t row_end, uint8_t* b
                        dx + tile_at * 16);
     }
     for (int64_t r = row_begin; r + kRows <= row_end; r += kRows) {
-      Rows rows(a.w + static_cast<size_t>(r) * a.w_row_bytes, a.w_row_bytes, unpacked);
+      // Group scales exist for groups of 16 rows from row 0.
+      const uint16_t* group_d = a.group_scales != nullptr && r % kRows == 0
+                                    ? a.group_scales + static_cast<size_t>(r / kRows) * n_blocks * kRows
+                                    : nullptr;
+      Rows rows(a.w + static_cast<size_t>(r) * a.w_row_bytes, a.w_row_bytes, unpacked, group_d);
       const uint8_t* next = r + 2 * kRows <= row_end ? a.w + static_cast<size_t>(r + kRows) * a.w_row_bytes : nullptr;
       float* y = a.y + static_cast<size_t>(t0) * a.y_stride + static_cast<size_t>(r);
       if (narrow) {

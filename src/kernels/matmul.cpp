@@ -111,6 +111,7 @@ void check_matrix(const Matrix& w) {
   if (w.row_groups && (w.type != gguf::TensorType::Q4_0 || !kernel_table().q4_0_row_groups)) {
     throw Error("matrix is packed into row groups, which only the AMX kernels read (Q4_0 only)");
   }
+  if (w.group_scales != nullptr && w.type != gguf::TensorType::Q8_0) throw Error("group scales are for Q8_0 only");
   // Rows are read through typed pointers: f32 needs 4-byte alignment, the 16-bit and block types 2.
   const size_t align = w.type == gguf::TensorType::F32 ? 4 : 2;
   if (reinterpret_cast<uintptr_t>(w.data) % align != 0) {
@@ -159,6 +160,7 @@ void matmul_multi(ThreadPool& pool, std::initializer_list<const Matrix*> ws, con
     a.w = w->data;
     a.w_row_bytes = gguf::row_bytes(w->type, n_cols);
     a.row_groups = w->row_groups;
+    a.group_scales = w->group_scales;
     a.x = quantized ? static_cast<const void*>(xq) : static_cast<const void*>(x);
     a.x_scales = quantized ? x_scales : nullptr;
     a.x_sums = quantized ? x_sums : nullptr;

@@ -85,6 +85,27 @@ void unpack_row(const Matrix& w, int64_t row, uint8_t* out) {
   }
 }
 
+bool group_scales_preferred(const Matrix& w) {
+  return kernel_table().q4_0_row_groups && w.type == gguf::TensorType::Q8_0 && w.n_rows >= kRowGroupRows;
+}
+
+std::vector<uint16_t> q8_0_group_scales(const Matrix& w) {
+  if (w.type != gguf::TensorType::Q8_0) throw Error("q8_0_group_scales: not a Q8_0 matrix");
+  const size_t n_blocks = static_cast<size_t>(w.n_cols) / gguf::kQuantBlock;
+  const size_t row_bytes = n_blocks * sizeof(gguf::BlockQ8_0);
+  const size_t n_groups = static_cast<size_t>(w.n_rows / kRowGroupRows);
+  std::vector<uint16_t> d(n_groups * n_blocks * kRowGroupRows);  // [n_groups][n_blocks][16]
+  for (size_t g = 0; g < n_groups; ++g) {
+    for (size_t i = 0; i < kRowGroupRows; ++i) {
+      const uint8_t* row = w.data + (g * kRowGroupRows + i) * row_bytes;
+      for (size_t b = 0; b < n_blocks; ++b) {
+        std::memcpy(&d[(g * n_blocks + b) * kRowGroupRows + i], row + b * sizeof(gguf::BlockQ8_0), sizeof(uint16_t));
+      }
+    }
+  }
+  return d;
+}
+
 void split_row_groups(const GemmArgs& args, int64_t row_begin, int64_t row_end, GemmFn packed, GemmFn gguf_gemm) {
   const int64_t packed_rows = args.n_rows / kRowGroupRows * kRowGroupRows;
   const int64_t whole_begin = std::min((row_begin + kRowGroupRows - 1) / kRowGroupRows * kRowGroupRows, row_end);

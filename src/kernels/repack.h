@@ -40,6 +40,13 @@ void unpack_row_group(const uint8_t* group, size_t n_blocks, uint8_t* out);
 // Row `row` of a packed Q4_0 matrix as its GGUF bytes (row_bytes) into out.
 void unpack_row(const Matrix& w, int64_t row, uint8_t* out);
 
+// Q8_0 group scales: for each whole group of 16 rows and each block b, the 16 rows' f16 d, at
+// [(g * n_blocks + b) * 16 + i] (i = row within the group); rows past the last whole group have none. The AMX
+// kernels load a block's 16 scales from here in one instruction instead of gathering them from 16 rows. A side
+// table (1/17 of the weights' bytes): the weights stay in GGUF layout.
+bool group_scales_preferred(const Matrix& w);  // the AMX table, Q8_0, at least one whole group
+std::vector<uint16_t> q8_0_group_scales(const Matrix& w);
+
 // Runs rows [row_begin, row_end) of a packed matrix (args.row_groups): `packed` for the whole groups inside the
 // range (row_begin, row_end multiples of 16 when it is called) and, for the rows of partial groups, `gguf_gemm`
 // on their GGUF bytes (rows past the last whole group in place; rows inside a group unpacked to a buffer first).

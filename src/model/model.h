@@ -69,6 +69,7 @@ class Model {
   // Packed copies of Q4_0 matrices (kernels/repack.h) that output_ / layers_ point into; a std::deque, whose
   // elements stay where they are as it grows.
   std::deque<std::vector<uint8_t>> packed_;
+  std::deque<std::vector<uint16_t>> group_scales_;  // Q8_0 matrices' group scales (kernels/repack.h)
 
   // Activation buffers, [max_batch_tokens][...]:
   std::vector<float> x_, xb_, q_, k_, v_, attn_out_, gate_, up_, ffn_out_, scores_;

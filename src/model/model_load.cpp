@@ -93,9 +93,14 @@ Model::Model(gguf::File file, Config config, int32_t max_batch_tokens)
   }
   // Q4_0 matrices the kernels read faster in row groups get a packed copy (the mapped bytes stay unread after
   // this; tok_embd_ keeps GGUF layout for row lookups, so a tied output_ gets its own copy).
+  // Q8_0 matrices keep GGUF layout; where the AMX kernels run they get a side table of their 16-row groups' block
+  // scales.
   const auto pack = [this](kernels::Matrix& w) {
-    if (!kernels::row_groups_preferred(w)) return;
-    w = kernels::pack_row_groups(w, packed_.emplace_back());
+    if (kernels::row_groups_preferred(w)) {
+      w = kernels::pack_row_groups(w, packed_.emplace_back());
+    } else if (kernels::group_scales_preferred(w)) {
+      w.group_scales = group_scales_.emplace_back(kernels::q8_0_group_scales(w)).data();
+    }
   };
   pack(output_);
   for (LayerWeights& l : layers_) {

@@ -287,6 +287,35 @@ TEST(Gemm, PackedQ4_0MatchesReferenceOnEveryRange) {
   }
 }
 
+// Q8_0 with its group scales (repack.h) through AMX: the scales loaded from the side table give the bits of the
+// scales gathered from the rows, for aligned and unaligned row ranges and every token count AMX takes.
+TEST(Gemm, Q8_0GroupScalesMatchReference) {
+  if (!amx::amx_available()) GTEST_SKIP() << "CPU lacks AMX: no kernel reads group scales";
+  const std::pair<int64_t, int64_t> ranges[] = {{0, 35}, {16, 35}, {3, 29}, {32, 35}};
+  for (int64_t n_blocks : {1, 4, 5, 17}) {
+    for (int64_t n_tokens : {3, 5, 8, 9, 17, 70}) {
+      const int64_t n_rows = 35;
+      const Problem p(TensorType::Q8_0, n_rows, n_blocks * 32, n_tokens, static_cast<uint32_t>(40 + n_blocks + n_tokens));
+      const std::vector<uint16_t> scales = q8_0_group_scales(Matrix{p.type, p.w.data(), n_rows, p.n_cols});
+      for (const auto& [begin, end] : ranges) {
+        std::vector<float> y(static_cast<size_t>(n_rows * n_tokens), -1.0f);
+        GemmArgs a = p.args(y.data());
+        a.group_scales = scales.data();
+        amx::gemm(a, begin, end);
+        for (int64_t t = 0; t < n_tokens; ++t) {
+          for (int64_t r = 0; r < n_rows; ++r) {
+            const float got = y[static_cast<size_t>(t * n_rows + r)];
+            const float expected = r >= begin && r < end ? reference_quant_output(p, r, t) : -1.0f;
+            ASSERT_EQ(std::memcmp(&got, &expected, sizeof(float)), 0)
+                << "blocks " << n_blocks << " tokens " << n_tokens << " rows [" << begin << ", " << end << ") row "
+                << r << " token " << t;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(Gemm, VnniAndAmxMatchAvx2OnLargeTiles) {
   if (!avx2::vnni_available()) GTEST_SKIP() << "CPU lacks AVX-VNNI";
   for (TensorType type : {TensorType::Q8_0, TensorType::Q4_0}) {

@@ -1,5 +1,6 @@
 // Q4_0 row groups: packing keeps every row's bytes recoverable, rows past the last whole group untouched, and
 // matmul / matmul_multi / get_row on a packed matrix give the GGUF matrix's bits for any batch and thread count.
+// Q8_0 group scales: the documented table, and the same bits with it as without.
 #include "kernels/repack.h"
 
 #include <gtest/gtest.h>
@@ -117,6 +118,48 @@ TEST(Repack, MatmulOnPackedEqualsGguf) {
       get_row(w.m, r, a.data());
       get_row(packed, r, b.data());
       ASSERT_EQ(a, b) << "row " << r;
+    }
+  }
+}
+
+TEST(GroupScales, HoldEachGroupsBlockScalesInRowOrder) {
+  for (int64_t n_rows : {16, 35}) {
+    const int64_t n_blocks = 5;
+    const auto blocks = test::random_q8_0(static_cast<size_t>(n_rows * n_blocks * 32), 21);
+    const Matrix w{TensorType::Q8_0, reinterpret_cast<const uint8_t*>(blocks.data()), n_rows, n_blocks * 32};
+    const std::vector<uint16_t> d = q8_0_group_scales(w);
+    ASSERT_EQ(d.size(), static_cast<size_t>(n_rows / 16 * n_blocks * 16)) << "whole groups only";
+    for (size_t g = 0; g < static_cast<size_t>(n_rows / 16); ++g) {
+      for (size_t b = 0; b < static_cast<size_t>(n_blocks); ++b) {
+        for (size_t i = 0; i < 16; ++i) {
+          ASSERT_EQ(d[(g * n_blocks + b) * 16 + i], blocks[(g * 16 + i) * n_blocks + b].d) << g << " " << b << " " << i;
+        }
+      }
+    }
+  }
+  const Q4Matrix q4(16, 32, 22);
+  EXPECT_THROW(q8_0_group_scales(q4.m), Error);
+  EXPECT_FALSE(group_scales_preferred(q4.m));
+}
+
+TEST(GroupScales, MatmulWithThemEqualsWithout) {
+  if (!kernel_table().q4_0_row_groups) GTEST_SKIP() << "no kernel on this path reads group scales";
+  for (int64_t n_rows : {16, 35, 64}) {
+    const auto blocks = test::random_q8_0(static_cast<size_t>(n_rows * 96), static_cast<uint32_t>(n_rows));
+    Matrix w{TensorType::Q8_0, reinterpret_cast<const uint8_t*>(blocks.data()), n_rows, 96};
+    ASSERT_TRUE(group_scales_preferred(w));
+    const std::vector<uint16_t> d = q8_0_group_scales(w);
+    Matrix with = w;
+    with.group_scales = d.data();
+    for (int64_t n_tokens : {1, 3, 8, 9, 40}) {
+      const auto x = test::random_floats(static_cast<size_t>(n_tokens * 96), static_cast<uint32_t>(n_tokens), 2.0f);
+      ThreadPool pool(2);
+      std::vector<uint8_t> scratch;
+      std::vector<float> expected(static_cast<size_t>(n_tokens * n_rows)), got(expected.size(), -1.0f);
+      matmul(pool, w, x.data(), n_tokens, expected.data(), scratch);
+      matmul(pool, with, x.data(), n_tokens, got.data(), scratch);
+      ASSERT_EQ(std::memcmp(expected.data(), got.data(), got.size() * sizeof(float)), 0)
+          << n_rows << " rows, " << n_tokens << " tokens";
     }
   }
 }
