@@ -71,18 +71,12 @@ void run_matmul(benchmark::State& state, gguf::TensorType type, int n_copies) {
   const int64_t n_tokens = state.range(2);
   ThreadPool pool(static_cast<int>(state.range(3)));
   std::vector<std::vector<uint8_t>> weights;
-  std::vector<Matrix> matrices;  // as a model holds them: packed where the kernels prefer it (repack.h)
-  std::vector<std::vector<uint8_t>> packed(static_cast<size_t>(n_copies));
-  std::vector<std::vector<uint16_t>> scales(static_cast<size_t>(n_copies));
+  std::vector<Matrix> matrices;  // as a model holds them (repack.h: prepare_matrix)
+  std::vector<MatrixExtras> extras(static_cast<size_t>(n_copies));
   for (int c = 0; c < n_copies; ++c) {
     weights.push_back(random_weights(type, n_rows, n_cols, 1234 + c));
-    matrices.push_back(Matrix{type, weights.back().data(), n_rows, n_cols});
-    if (row_groups_preferred(matrices.back())) {
-      matrices.back() = pack_row_groups(matrices.back(), packed[static_cast<size_t>(c)]);
-    } else if (group_scales_preferred(matrices.back())) {
-      scales[static_cast<size_t>(c)] = q8_0_group_scales(matrices.back());
-      matrices.back().group_scales = scales[static_cast<size_t>(c)].data();
-    }
+    const Matrix w{type, weights.back().data(), n_rows, n_cols};
+    matrices.push_back(prepare_matrix(w, extras[static_cast<size_t>(c)]));
   }
   std::vector<float> x(static_cast<size_t>(n_tokens * n_cols), 0.5f);  // [n_tokens][n_cols]
   std::vector<float> y(static_cast<size_t>(n_tokens * n_rows));        // [n_tokens][n_rows]

@@ -80,7 +80,7 @@ KernelTable choose_table() {
   if (is("avx512")) return t;
   if (amx::amx_available()) {
     t.gemm_quant = amx::gemm;
-    t.q4_0_row_groups = true;
+    t.row_group_layouts = true;
   }
   return t;
 }

@@ -15,7 +15,7 @@ struct GemmArgs {
   gguf::TensorType type = gguf::TensorType::F32;
   const uint8_t* w = nullptr;  // [n_rows][w_row_bytes] weights of `type`
   size_t w_row_bytes = 0;
-  // Q4_0 only: w's whole 16-row groups are packed (repack.h). Only kernels of a table with q4_0_row_groups
+  // Q4_0 only: w's whole 16-row groups are packed (repack.h). Only kernels of a table with row_group_layouts
   // (dispatch.h) are given packed weights.
   bool row_groups = false;
   // Q8_0 only, optional: group_scales [n_rows / 16][n_cols / 32][16] holds the f16 d of block b of rows 16 g ..

@@ -2,10 +2,11 @@
 //
 // AMX forms the exact block sums C[r][t] = sum of the 32 int8 products of weight row r and token t in one block
 // (TDPBSSD, 16 rows x 16 tokens x one block): A = 16 weight rows' values of the block (Q8_0 rows read in place,
-// Q4_0 unpacked to nibble - 8, packed Q4_0 (repack.h) transposed back to rows while unpacked), B = the 16 tokens' values of the block in VNNI order (K-row k holds bytes
-// 4k..4k+3 of every token). The float epilogue then runs, per output and lane-parallel over the 16 tokens, exactly
-// the AVX2 tile's sequence: acc[b % 4] = fma(f32(C), f32(d_w) * f32(d_x), acc[b % 4]) for whole groups of 4
-// blocks, (acc0 + acc2) + (acc1 + acc3), then fma per remaining block.
+// Q4_0 unpacked to nibble - 8, packed Q4_0 (repack.h) transposed back to rows while unpacked), B = the 16
+// tokens' values of the block in VNNI order (K-row k holds bytes 4k..4k+3 of every token). The float epilogue then
+// runs, per output and lane-parallel over the 16 tokens, exactly the AVX2 tile's sequence: acc[b % 4] =
+// fma(f32(C), f32(d_w) * f32(d_x), acc[b % 4]) for whole groups of 4 blocks, (acc0 + acc2) + (acc1 + acc3), then
+// fma per remaining block.
 //
 // Rows in whole groups of 16 and tokens in groups of 16 (the last group zero-padded; padded outputs are not
 // stored) go through AMX; leftover rows go to avx2::gemm_vnni, batches under kMinTokens (packed Q4_0: up to
@@ -256,19 +257,18 @@ inline void accumulate_narrow(const int32_t* c, __m512 dw, __m512 dx2, bool firs
   }
 }
 
-// acc[0] = (acc[0] + acc[2]) + (acc[1] + acc[3]) for the rows of the first n_tiles token tiles; +0 when no whole
-// group of 4 blocks exists (acc never written).
-inline void combine_lanes(float (*acc)[4][kRows][16], int n_tiles, bool any) {
-  for (int g = 0; g < n_tiles; ++g) {
-    for (int r = 0; r < kRows; ++r) {
-      __m512 sum = _mm512_setzero_ps();
-      if (any) {
-        const __m512 s02 = _mm512_add_ps(_mm512_load_ps(acc[0][g][r]), _mm512_load_ps(acc[2][g][r]));
-        const __m512 s13 = _mm512_add_ps(_mm512_load_ps(acc[1][g][r]), _mm512_load_ps(acc[3][g][r]));
-        sum = _mm512_add_ps(s02, s13);
-      }
-      _mm512_store_ps(acc[0][g][r], sum);
+// lane0 = (lane0 + lane2) + (lane1 + lane3) over n_vectors 16-float vectors of the four accumulator lanes; +0 when
+// no whole group of 4 blocks exists (the lanes never written).
+inline void combine_lanes(float* lane0, const float* lane1, const float* lane2, const float* lane3, int n_vectors,
+                          bool any) {
+  for (int v = 0; v < 16 * n_vectors; v += 16) {
+    __m512 sum = _mm512_setzero_ps();
+    if (any) {
+      const __m512 s02 = _mm512_add_ps(_mm512_load_ps(lane0 + v), _mm512_load_ps(lane2 + v));
+      const __m512 s13 = _mm512_add_ps(_mm512_load_ps(lane1 + v), _mm512_load_ps(lane3 + v));
+      sum = _mm512_add_ps(s02, s13);
     }
+    _mm512_store_ps(lane0 + v, sum);
   }
 }
 
@@ -329,9 +329,10 @@ PREFACE_AMX_NARROW_BLOCK(narrow_block_odd, 1, 5, 7)
 #undef PREFACE_AMX_NARROW_BLOCK
 
 // One 16-row group against one narrow token tile (n_valid <= kNarrowTokens; B tiles [n_blocks][8][32] at block
-// stride kBTileBytes, dx [n_blocks][16]): the steps of row_group<true>, software-pipelined over three blocks so
-// that each tile operation's inputs are ready when it issues: at step b, block b + 2 is unpacked, block b + 1
-// multiplied (C tile tmm0 / tmm1 by parity), block b's products stored, and block b - 1's float epilogue run.
+// stride kBTileBytes, dx [n_blocks][16]): row_group's steps on [row pair][8 tokens] vectors, software-pipelined
+// over three blocks so that each tile operation's inputs are ready when it issues: at step b, block b + 2 is
+// unpacked, block b + 1 multiplied (C tile tmm0 / tmm1 by parity), block b's products stored, and block b - 1's
+// float epilogue run.
 template <typename Rows>
 void row_group_narrow(Rows& rows, const uint8_t* b_tiles, const float* dx, size_t n_blocks, int n_valid, float* y,
                       size_t y_stride, const uint8_t* prefetch) {
@@ -345,17 +346,7 @@ void row_group_narrow(Rows& rows, const uint8_t* b_tiles, const float* dx, size_
       narrow_block_odd(rows, b_tiles, b);
     }
   };
-  // acc[0] = (acc[0] + acc[2]) + (acc[1] + acc[3]) as combine_lanes, +0 when no whole group exists.
-  const auto combine = [&](bool any) {
-    for (int j = 0; j < kRows / 2; ++j) {
-      __m512 sum = _mm512_setzero_ps();
-      if (any) {
-        sum = _mm512_add_ps(_mm512_add_ps(_mm512_load_ps(acc[0][j]), _mm512_load_ps(acc[2][j])),
-                            _mm512_add_ps(_mm512_load_ps(acc[1][j]), _mm512_load_ps(acc[3][j])));
-      }
-      _mm512_store_ps(acc[0][j], sum);
-    }
-  };
+  const auto combine = [&](bool any) { combine_lanes(acc[0][0], acc[1][0], acc[2][0], acc[3][0], kRows / 2, any); };
   const auto epilogue = [&](size_t b) {
     if (b == n_full) combine(n_full > 0);
     accumulate_narrow(&c[b % 2][0][0], rows.scales(b), _mm512_load_ps(dx + b * 16), b < 4 && b < n_full,
@@ -403,12 +394,15 @@ void row_group(Rows& rows, const uint8_t* b_tiles, const float* dx, size_t n_blo
       multiply_block_odd(rows, b_tiles, n_blocks, b, n_tiles, c[1]);
     }
   };
+  const auto combine = [&](bool any) {
+    for (int g = 0; g < n_tiles; ++g) combine_lanes(acc[0][g][0], acc[1][g][0], acc[2][g][0], acc[3][g][0], kRows, any);
+  };
   rows.prepare(0);
   if (n_blocks > 1) rows.prepare(1);
   multiply(0);
   for (size_t b = 0; b < n_blocks; ++b) {
     // Whole groups done: the remaining blocks go to acc[0].
-    if (b == n_full) combine_lanes(acc, n_tiles, n_full > 0);
+    if (b == n_full) combine(n_full > 0);
     if (b + 2 < n_blocks) rows.prepare(b + 2);
     if (b + 1 < n_blocks) multiply(b + 1);  // issued first, so the tile unit works during this block's epilogue
     // The next row group's block b, so weights stream in from memory meanwhile.
@@ -420,7 +414,7 @@ void row_group(Rows& rows, const uint8_t* b_tiles, const float* dx, size_t n_blo
       accumulate(c[b % 2][g], dw, _mm512_load_ps(dx + (static_cast<size_t>(g) * n_blocks + b) * 16), first, lane[g]);
     }
   }
-  if (n_full == n_blocks) combine_lanes(acc, n_tiles, true);
+  if (n_full == n_blocks) combine(true);
   // y[t][r0..r0+15] = acc[0][t / 16][0..15][t % 16]: a column of acc, gathered.
   const __m512i column = output_rows<Rows>(16);
   for (int t = 0; t < n_valid; ++t) {

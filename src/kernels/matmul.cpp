@@ -108,7 +108,7 @@ void check_matrix(const Matrix& w) {
     throw Error("matrix has unsupported tensor type " + std::to_string(static_cast<uint32_t>(w.type)));
   }
   if (w.data == nullptr && w.n_rows > 0 && w.n_cols > 0) throw Error("matrix has no data");
-  if (w.row_groups && (w.type != gguf::TensorType::Q4_0 || !kernel_table().q4_0_row_groups)) {
+  if (w.row_groups && (w.type != gguf::TensorType::Q4_0 || !kernel_table().row_group_layouts)) {
     throw Error("matrix is packed into row groups, which only the AMX kernels read (Q4_0 only)");
   }
   if (w.group_scales != nullptr && w.type != gguf::TensorType::Q8_0) throw Error("group scales are for Q8_0 only");

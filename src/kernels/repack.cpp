@@ -23,10 +23,19 @@ void for_block_pieces(size_t r, Fn fn) {
   for (size_t k = 0; k < kQsBytes / 4; ++k) fn(2 + 4 * k, 2 * kRowGroupRows + 64 * k + 4 * r, 4);
 }
 
+// Row r of a packed group as its GGUF bytes (n_blocks blocks) into out.
+void unpack_group_row(const uint8_t* group, size_t n_blocks, size_t r, uint8_t* out) {
+  for (size_t b = 0; b < n_blocks; ++b) {
+    uint8_t* block = out + b * sizeof(gguf::BlockQ4_0);
+    const uint8_t* unit = group + unit_offset(b);
+    for_block_pieces(r, [&](size_t at, size_t unit_at, size_t n) { std::memcpy(block + at, unit + unit_at, n); });
+  }
+}
+
 }  // namespace
 
 bool row_groups_preferred(const Matrix& w) {
-  return kernel_table().q4_0_row_groups && w.type == gguf::TensorType::Q4_0 && !w.row_groups &&
+  return kernel_table().row_group_layouts && w.type == gguf::TensorType::Q4_0 && !w.row_groups &&
          w.n_rows >= kRowGroupRows;
 }
 
@@ -59,13 +68,7 @@ Matrix pack_row_groups(const Matrix& w, std::vector<uint8_t>& storage) {
 
 void unpack_row_group(const uint8_t* group, size_t n_blocks, uint8_t* out) {
   const size_t row_bytes = n_blocks * sizeof(gguf::BlockQ4_0);
-  for (size_t r = 0; r < kRowGroupRows; ++r) {
-    for (size_t b = 0; b < n_blocks; ++b) {
-      uint8_t* block = out + r * row_bytes + b * sizeof(gguf::BlockQ4_0);
-      const uint8_t* unit = group + unit_offset(b);
-      for_block_pieces(r, [&](size_t at, size_t unit_at, size_t n) { std::memcpy(block + at, unit + unit_at, n); });
-    }
-  }
+  for (size_t r = 0; r < kRowGroupRows; ++r) unpack_group_row(group, n_blocks, r, out + r * row_bytes);
 }
 
 void unpack_row(const Matrix& w, int64_t row, uint8_t* out) {
@@ -77,16 +80,11 @@ void unpack_row(const Matrix& w, int64_t row, uint8_t* out) {
     return;
   }
   const size_t r = static_cast<size_t>(row % kRowGroupRows);
-  const uint8_t* group = w.data + static_cast<size_t>(row - static_cast<int64_t>(r)) * row_bytes;
-  for (size_t b = 0; b < n_blocks; ++b) {
-    uint8_t* block = out + b * sizeof(gguf::BlockQ4_0);
-    const uint8_t* unit = group + unit_offset(b);
-    for_block_pieces(r, [&](size_t at, size_t unit_at, size_t n) { std::memcpy(block + at, unit + unit_at, n); });
-  }
+  unpack_group_row(w.data + static_cast<size_t>(row - static_cast<int64_t>(r)) * row_bytes, n_blocks, r, out);
 }
 
 bool group_scales_preferred(const Matrix& w) {
-  return kernel_table().q4_0_row_groups && w.type == gguf::TensorType::Q8_0 && w.n_rows >= kRowGroupRows;
+  return kernel_table().row_group_layouts && w.type == gguf::TensorType::Q8_0 && w.n_rows >= kRowGroupRows;
 }
 
 std::vector<uint16_t> q8_0_group_scales(const Matrix& w) {
@@ -104,6 +102,16 @@ std::vector<uint16_t> q8_0_group_scales(const Matrix& w) {
     }
   }
   return d;
+}
+
+Matrix prepare_matrix(const Matrix& w, MatrixExtras& extras) {
+  if (row_groups_preferred(w)) return pack_row_groups(w, extras.packed);
+  Matrix out = w;
+  if (group_scales_preferred(w)) {
+    extras.group_scales = q8_0_group_scales(w);
+    out.group_scales = extras.group_scales.data();
+  }
+  return out;
 }
 
 void split_row_groups(const GemmArgs& args, int64_t row_begin, int64_t row_end, GemmFn packed, GemmFn gguf_gemm) {

@@ -1,4 +1,5 @@
-// Q4_0 row groups: Q4_0 weights rearranged once, at load, into the order the AMX-table kernels read them.
+// Q4_0 row groups: Q4_0 weights rearranged once, at load, into the order the AMX-table kernels read them (and,
+// at the end, the Q8_0 group scales those kernels read beside GGUF-layout Q8_0 weights).
 //
 // In GGUF layout a Q4_0 row is n_blocks blocks {f16 d; uint8 qs[16]} (18 bytes), rows one after another, so a
 // kernel working on 16 rows at once reads 16 scattered 18-byte pieces per block and gathers 16 scales. Packed, a
@@ -46,6 +47,16 @@ void unpack_row(const Matrix& w, int64_t row, uint8_t* out);
 // table (1/17 of the weights' bytes): the weights stay in GGUF layout.
 bool group_scales_preferred(const Matrix& w);  // the AMX table, Q8_0, at least one whole group
 std::vector<uint16_t> q8_0_group_scales(const Matrix& w);
+
+// What prepare_matrix adds to a matrix; the prepared matrix points into it.
+struct MatrixExtras {
+  std::vector<uint8_t> packed;         // packed Q4_0 (pack_row_groups)
+  std::vector<uint16_t> group_scales;  // Q8_0 group scales
+};
+
+// w as the dispatched kernels read it fastest: Q4_0 packed into row groups, Q8_0 with its group scales, or w
+// itself (unchanged where the kernels prefer neither). Done once per matrix, at load.
+Matrix prepare_matrix(const Matrix& w, MatrixExtras& extras);
 
 // Runs rows [row_begin, row_end) of a packed matrix (args.row_groups): `packed` for the whole groups inside the
 // range (row_begin, row_end multiples of 16 when it is called) and, for the rows of partial groups, `gguf_gemm`

@@ -15,6 +15,7 @@
 
 #include "gguf/reader.h"
 #include "kernels/matmul.h"
+#include "kernels/repack.h"
 #include "model/config.h"
 #include "model/kv_view.h"
 #include "util/thread_pool.h"
@@ -66,10 +67,9 @@ class Model {
   kernels::Matrix output_;                 // [n_vocab x dim] (tok_embd_ when tied)
   std::vector<float> output_norm_;         // [dim]
   std::vector<LayerWeights> layers_;
-  // Packed copies of Q4_0 matrices (kernels/repack.h) that output_ / layers_ point into; a std::deque, whose
-  // elements stay where they are as it grows.
-  std::deque<std::vector<uint8_t>> packed_;
-  std::deque<std::vector<uint16_t>> group_scales_;  // Q8_0 matrices' group scales (kernels/repack.h)
+  // What kernels::prepare_matrix added to output_ and layers_' matrices (packed Q4_0, Q8_0 group scales), which
+  // they point into; a std::deque, whose elements stay where they are as it grows.
+  std::deque<kernels::MatrixExtras> extras_;
 
   // Activation buffers, [max_batch_tokens][...]:
   std::vector<float> x_, xb_, q_, k_, v_, attn_out_, gate_, up_, ffn_out_, scores_;

@@ -91,20 +91,13 @@ Model::Model(gguf::File file, Config config, int32_t max_batch_tokens)
     l.w_up = load_matrix(file_, p + "ffn_up.weight", ffn, dim);
     l.w_down = load_matrix(file_, p + "ffn_down.weight", dim, ffn);
   }
-  // Q4_0 matrices the kernels read faster in row groups get a packed copy (the mapped bytes stay unread after
-  // this; tok_embd_ keeps GGUF layout for row lookups, so a tied output_ gets its own copy).
-  // Q8_0 matrices keep GGUF layout; where the AMX kernels run they get a side table of their 16-row groups' block
-  // scales.
-  const auto pack = [this](kernels::Matrix& w) {
-    if (kernels::row_groups_preferred(w)) {
-      w = kernels::pack_row_groups(w, packed_.emplace_back());
-    } else if (kernels::group_scales_preferred(w)) {
-      w.group_scales = group_scales_.emplace_back(kernels::q8_0_group_scales(w)).data();
-    }
-  };
-  pack(output_);
+  // Where the kernels read them faster, Q4_0 matrices get a packed copy (the mapped bytes stay unread after this)
+  // and Q8_0 ones a table of group scales; tok_embd_ keeps GGUF layout for row lookups, so a tied output_ gets its
+  // own copy.
+  const auto prepare = [this](kernels::Matrix& w) { w = kernels::prepare_matrix(w, extras_.emplace_back()); };
+  prepare(output_);
   for (LayerWeights& l : layers_) {
-    for (kernels::Matrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) pack(*w);
+    for (kernels::Matrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) prepare(*w);
   }
 
   const size_t n = static_cast<size_t>(max_batch_tokens_);

@@ -260,10 +260,12 @@ TEST(Gemm, PackedQ4_0MatchesReferenceOnEveryRange) {
   for (int64_t n_blocks : {1, 3, 4, 5, 8, 17}) {
     for (int64_t n_tokens : {1, 2, 3, 5, 8, 9, 17, 70}) {
       const int64_t n_rows = 35;  // two whole groups and 3 GGUF rows
-      const Problem p(TensorType::Q4_0, n_rows, n_blocks * 32, n_tokens, static_cast<uint32_t>(90 + n_blocks + n_tokens));
+      const Problem p(TensorType::Q4_0, n_rows, n_blocks * 32, n_tokens,
+                      static_cast<uint32_t>(90 + n_blocks + n_tokens));
       std::vector<uint8_t> storage;
       const Matrix packed = pack_row_groups(Matrix{p.type, p.w.data(), n_rows, p.n_cols}, storage);
-      for (const auto& [name, fn] : {std::pair<const char*, GemmFn>{"amx", amx::gemm}, {"avx512 quant", avx512::gemm_quant}}) {
+      const std::pair<const char*, GemmFn> paths[] = {{"amx", amx::gemm}, {"avx512 quant", avx512::gemm_quant}};
+      for (const auto& [name, fn] : paths) {
         for (const bool with_sums : {true, false}) {
           for (const auto& [begin, end] : ranges) {
             std::vector<float> y(static_cast<size_t>(n_rows * n_tokens), -1.0f);
@@ -295,7 +297,8 @@ TEST(Gemm, Q8_0GroupScalesMatchReference) {
   for (int64_t n_blocks : {1, 4, 5, 17}) {
     for (int64_t n_tokens : {3, 5, 8, 9, 17, 70}) {
       const int64_t n_rows = 35;
-      const Problem p(TensorType::Q8_0, n_rows, n_blocks * 32, n_tokens, static_cast<uint32_t>(40 + n_blocks + n_tokens));
+      const Problem p(TensorType::Q8_0, n_rows, n_blocks * 32, n_tokens,
+                      static_cast<uint32_t>(40 + n_blocks + n_tokens));
       const std::vector<uint16_t> scales = q8_0_group_scales(Matrix{p.type, p.w.data(), n_rows, p.n_cols});
       for (const auto& [begin, end] : ranges) {
         std::vector<float> y(static_cast<size_t>(n_rows * n_tokens), -1.0f);

@@ -85,7 +85,7 @@ TEST(Repack, RejectsWhatItCannotPack) {
 }
 
 TEST(Repack, MatmulOnPackedEqualsGguf) {
-  if (!kernel_table().q4_0_row_groups) {
+  if (!kernel_table().row_group_layouts) {
     // The packed matrix is refused rather than misread by kernels that expect GGUF rows.
     const Q4Matrix w(16, 32, 3);
     std::vector<uint8_t> storage;
@@ -143,7 +143,7 @@ TEST(GroupScales, HoldEachGroupsBlockScalesInRowOrder) {
 }
 
 TEST(GroupScales, MatmulWithThemEqualsWithout) {
-  if (!kernel_table().q4_0_row_groups) GTEST_SKIP() << "no kernel on this path reads group scales";
+  if (!kernel_table().row_group_layouts) GTEST_SKIP() << "no kernel on this path reads group scales";
   for (int64_t n_rows : {16, 35, 64}) {
     const auto blocks = test::random_q8_0(static_cast<size_t>(n_rows * 96), static_cast<uint32_t>(n_rows));
     Matrix w{TensorType::Q8_0, reinterpret_cast<const uint8_t*>(blocks.data()), n_rows, 96};
@@ -164,10 +164,27 @@ TEST(GroupScales, MatmulWithThemEqualsWithout) {
   }
 }
 
+TEST(PrepareMatrix, ChoosesWhatTheKernelsRead) {
+  const Q4Matrix q4(32, 64, 31);
+  const auto q8_blocks = test::random_q8_0(32 * 64, 32);
+  const Matrix q8{TensorType::Q8_0, reinterpret_cast<const uint8_t*>(q8_blocks.data()), 32, 64};
+  std::vector<uint8_t> f32(32 * 64 * 4);
+  const Matrix f{TensorType::F32, f32.data(), 32, 64};
+  MatrixExtras e4, e8, ef;
+  const Matrix p4 = prepare_matrix(q4.m, e4), p8 = prepare_matrix(q8, e8), pf = prepare_matrix(f, ef);
+  const bool amx = kernel_table().row_group_layouts;
+  EXPECT_EQ(p4.row_groups, amx);
+  EXPECT_EQ(p4.data == e4.packed.data(), amx);
+  EXPECT_EQ(p8.group_scales != nullptr, amx);
+  EXPECT_EQ(p8.data, q8.data) << "Q8_0 weights stay in GGUF layout";
+  EXPECT_TRUE(pf.data == f.data && !pf.row_groups && pf.group_scales == nullptr);
+  EXPECT_TRUE(ef.packed.empty() && ef.group_scales.empty());
+}
+
 // A packed matrix after one whose rows are not a multiple of 16 in one fused job: its groups still start where
 // the kernels expect them.
 TEST(Repack, FusedAfterAnOddMatrixEqualsSeparate) {
-  if (!kernel_table().q4_0_row_groups) GTEST_SKIP() << "these kernels read Q4_0 in GGUF layout only";
+  if (!kernel_table().row_group_layouts) GTEST_SKIP() << "these kernels read Q4_0 in GGUF layout only";
   const Q4Matrix odd(35, 64, 11), wide(48, 64, 12);
   std::vector<uint8_t> storage;
   const Matrix packed = pack_row_groups(wide.m, storage);
