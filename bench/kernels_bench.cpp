@@ -72,11 +72,11 @@ void run_matmul(benchmark::State& state, gguf::TensorType type, int n_copies) {
   ThreadPool pool(static_cast<int>(state.range(3)));
   std::vector<std::vector<uint8_t>> weights;
   std::vector<Matrix> matrices;  // as a model holds them (repack.h: prepare_matrix)
-  std::vector<MatrixExtras> extras(static_cast<size_t>(n_copies));
+  std::vector<std::vector<uint8_t>> packed(static_cast<size_t>(n_copies));
   for (int c = 0; c < n_copies; ++c) {
     weights.push_back(random_weights(type, n_rows, n_cols, 1234 + c));
     const Matrix w{type, weights.back().data(), n_rows, n_cols};
-    matrices.push_back(prepare_matrix(w, extras[static_cast<size_t>(c)]));
+    matrices.push_back(prepare_matrix(w, packed[static_cast<size_t>(c)]));
   }
   std::vector<float> x(static_cast<size_t>(n_tokens * n_cols), 0.5f);  // [n_tokens][n_cols]
   std::vector<float> y(static_cast<size_t>(n_tokens * n_rows));        // [n_tokens][n_rows]
@@ -105,6 +105,8 @@ void BM_MatmulQ4_0Dram(benchmark::State& state) { run_matmul(state, gguf::Tensor
       ->Args({2048, 768, 1, 1})                                                                              \
       ->Args({2048, 768, 1, 2})                                                                              \
       ->Args({2048, 768, 8, 1})                                                                              \
+      ->Args({2048, 768, 16, 1})                                                                             \
+      ->Args({2048, 768, 64, 1})                                                                             \
       ->Args({2048, 768, 512, 1})                                                                            \
       ->Args({2048, 768, 512, 2})                                                                            \
       ->UseRealTime()
@@ -112,8 +114,10 @@ BENCHMARK(BM_MatmulQ8_0)->PREFACE_MATMUL_ARGS;
 BENCHMARK(BM_MatmulQ4_0)->PREFACE_MATMUL_ARGS;
 BENCHMARK(BM_MatmulF16)->PREFACE_MATMUL_ARGS;
 BENCHMARK(BM_MatmulF32)->PREFACE_MATMUL_ARGS;
-#define PREFACE_DRAM_ARGS \
-  ArgNames({"rows", "cols", "tokens", "threads"})->Args({2048, 2048, 1, 1})->Args({2048, 2048, 1, 2})->UseRealTime()
+#define PREFACE_DRAM_ARGS                                                                   \
+  ArgNames({"rows", "cols", "tokens", "threads"})->Args({2048, 2048, 1, 1})->Args({2048, 2048, 1, 2}) \
+      ->Args({2048, 2048, 8, 1})                                                                      \
+      ->UseRealTime()
 BENCHMARK(BM_MatmulQ8_0Dram)->PREFACE_DRAM_ARGS;
 BENCHMARK(BM_MatmulQ4_0Dram)->PREFACE_DRAM_ARGS;
 

@@ -27,7 +27,7 @@ struct KernelTable {
   GemmFn gemm_quant;  // Q8_0 / Q4_0 weights
   GemmFn gemm_float;  // F32 / F16 / BF16 weights
   void (*swiglu)(float*, const float*, size_t);
-  // gemm_quant reads packed Q4_0 and Q8_0 group scales (repack.h) fast: matmul accepts packed matrices.
+  // gemm_quant reads Q4_0 and Q8_0 packed into row groups (repack.h) fast: matmul accepts packed matrices.
   bool row_group_layouts = false;
 };
 

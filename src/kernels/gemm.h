@@ -15,12 +15,9 @@ struct GemmArgs {
   gguf::TensorType type = gguf::TensorType::F32;
   const uint8_t* w = nullptr;  // [n_rows][w_row_bytes] weights of `type`
   size_t w_row_bytes = 0;
-  // Q4_0 only: w's whole 16-row groups are packed (repack.h). Only kernels of a table with row_group_layouts
-  // (dispatch.h) are given packed weights.
+  // Q4_0 and Q8_0 only: w's whole 16-row groups are packed (repack.h). Only kernels of a table with
+  // row_group_layouts (dispatch.h) are given packed weights.
   bool row_groups = false;
-  // Q8_0 only, optional: group_scales [n_rows / 16][n_cols / 32][16] holds the f16 d of block b of rows 16 g ..
-  // 16 g + 15 (repack.h, q8_0_group_scales), so that kernels working on 16 rows need not gather them. Same results.
-  const uint16_t* group_scales = nullptr;
   // Float weights: x is const float [n_tokens][n_cols]. Q8_0/Q4_0 weights: x is const BlockQ8_0
   // [n_tokens][n_cols / 32] (activations quantized by quantize_row_q8_0) and x_scales [n_tokens][n_cols / 32]
   // holds f32 of each block's d.

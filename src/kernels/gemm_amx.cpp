@@ -2,14 +2,14 @@
 //
 // AMX forms the exact block sums C[r][t] = sum of the 32 int8 products of weight row r and token t in one block
 // (TDPBSSD, 16 rows x 16 tokens x one block): A = 16 weight rows' values of the block (Q8_0 rows read in place,
-// Q4_0 unpacked to nibble - 8, packed Q4_0 (repack.h) transposed back to rows while unpacked), B = the 16
+// Q4_0 unpacked to nibble - 8, packed groups (repack.h) transposed back to rows, Q4_0 unpacked too), B = the 16
 // tokens' values of the block in VNNI order (K-row k holds bytes 4k..4k+3 of every token). The float epilogue then
 // runs, per output and lane-parallel over the 16 tokens, exactly the AVX2 tile's sequence: acc[b % 4] =
 // fma(f32(C), f32(d_w) * f32(d_x), acc[b % 4]) for whole groups of 4 blocks, (acc0 + acc2) + (acc1 + acc3), then
 // fma per remaining block.
 //
 // Rows in whole groups of 16 and tokens in groups of 16 (the last group zero-padded; padded outputs are not
-// stored) go through AMX; leftover rows go to avx2::gemm_vnni, batches under kMinTokens (packed Q4_0: up to
+// stored) go through AMX; leftover rows go to avx2::gemm_vnni, batches under kMinTokens (packed matrices: up to
 // kNarrowTokens) to avx512::gemm_quant; rows of packed matrices outside whole groups as repack.h's
 // split_row_groups says.
 // Tile state is configured at entry and released at exit. Only called where amx_available() (dispatch.cpp).
@@ -110,23 +110,17 @@ void build_token_tile(const BlockQ8_0* x, const float* x_scales, size_t n_blocks
 struct Q8Rows {
   static constexpr bool kLaneOrder = false;  // A row i = weight row i
   static constexpr size_t kBlockBytes = sizeof(BlockQ8_0);
-  // group_d: the group's block scales ([n_blocks][16] f16, GemmArgs::group_scales), or nullptr: gathered from the rows.
-  Q8Rows(const uint8_t* first_row, size_t bytes, int8_t* /*unpack_buf*/, const uint16_t* group_d)
-      : w(first_row), row_bytes(bytes), d(group_d) {}
+  Q8Rows(const uint8_t* first_row, size_t bytes, int8_t* /*unpack_buf*/) : w(first_row), row_bytes(bytes) {}
   void prepare(size_t /*b*/) {}
   const void* a_tile(size_t b, size_t* stride) const {
     *stride = row_bytes;
     return w + b * sizeof(BlockQ8_0) + offsetof(BlockQ8_0, qs);
   }
-  __m512 scales(size_t b) const {
-    if (d != nullptr) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(d + 16 * b)));
-    return row_scales(w + b * sizeof(BlockQ8_0), row_bytes);
-  }
+  __m512 scales(size_t b) const { return row_scales(w + b * sizeof(BlockQ8_0), row_bytes); }
   // Block b of the 16 rows starting at `rows` (the next group).
   void prefetch_block(const uint8_t* rows, size_t b) const { prefetch_rows(rows, row_bytes, b * kBlockBytes); }
   const uint8_t* w;  // first row
   size_t row_bytes;
-  const uint16_t* d;  // [n_blocks][16] or nullptr
 
   // The line at `offset` of each of the 16 rows at `rows`.
   static void prefetch_rows(const uint8_t* rows, size_t row_bytes, size_t offset) {
@@ -146,7 +140,7 @@ struct Q8Rows {
 struct Q4Rows {
   static constexpr bool kLaneOrder = false;
   static constexpr size_t kBlockBytes = sizeof(BlockQ4_0);
-  Q4Rows(const uint8_t* first_row, size_t bytes, int8_t* unpack_buf, const uint16_t* /*group_d*/)
+  Q4Rows(const uint8_t* first_row, size_t bytes, int8_t* unpack_buf)
       : w(first_row), row_bytes(bytes), unpacked(unpack_buf) {}
   // Unpacks block b of the 16 rows to unpacked[b % 3]: [3][16 rows][32] values - 8. Blocks are unpacked two
   // ahead of their A tile load: a tile load right after the stores it reads waits for them to reach the cache.
@@ -175,33 +169,38 @@ struct Q4Rows {
   int8_t* unpacked;
 };
 
-// A packed Q4_0 group (repack.h): block b of the 16 rows is one unit, [16 d | 4 x (16 rows x 4 bytes of qs)].
-// A-tile row i holds weight row 4 (i % 4) + i / 4 (kLaneOrder): the order a 4 x 4 transpose of the unit's
-// pieces leaves the rows in.
-struct Q4GroupRows {
+// A packed Q4_0 or Q8_0 group (repack.h): block b of the 16 rows is one unit, [16 d | pieces of 16 rows x 4
+// bytes of qs]. A-tile row i holds weight row 4 (i % 4) + i / 4 (kLaneOrder): the order a 4 x 4 transpose of the
+// unit's pieces leaves the rows in.
+template <gguf::TensorType kType>
+struct GroupRows {
   static constexpr bool kLaneOrder = true;
-  Q4GroupRows(const uint8_t* group, size_t /*row_bytes*/, int8_t* unpack_buf, const uint16_t* /*group_d*/)
-      : w(group), unpacked(unpack_buf) {}
-  // As Q4Rows::prepare, in A-row order: block b's values - 8 to unpacked[b % 3] ([16 A rows][32]).
+  static constexpr bool kQ4 = kType == gguf::TensorType::Q4_0;
+  static constexpr size_t kUnitBytes = row_group_unit_bytes(kType);
+  GroupRows(const uint8_t* group, size_t /*row_bytes*/, int8_t* unpack_buf) : w(group), unpacked(unpack_buf) {}
+  // As Q4Rows::prepare, in A-row order: block b's values (Q4_0: - 8) to unpacked[b % 3] ([16 A rows][32]).
   void prepare(size_t b) {
     int8_t* dst = unpacked + (b % 3) * kRows * 32;
-    const uint8_t* qs = w + b * kRowGroupUnitBytes + 2 * kRows;
-    __m512i v[4];  // piece k: 32-bit lane r = row r's qs[4k..4k+3]
-    for (int k = 0; k < 4; ++k) v[k] = _mm512_loadu_si512(qs + 64 * k);
-    // rows[j], 128-bit lane l = row 4 l + j's 16 qs bytes.
-    const __m512i t0 = _mm512_unpacklo_epi32(v[0], v[1]), t1 = _mm512_unpackhi_epi32(v[0], v[1]);
-    const __m512i t2 = _mm512_unpacklo_epi32(v[2], v[3]), t3 = _mm512_unpackhi_epi32(v[2], v[3]);
-    const __m512i rows[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
-                             _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3)};
-    const __m512i nibble = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8);
+    const uint8_t* qs = w + b * kUnitBytes + 2 * kRows;
+    // lo[j] / hi[j], 128-bit lane l = row 4 l + j's values 0..15 / 16..31: Q4_0, the low / high nibbles of the
+    // 4 x 4 transpose of pieces 0..3 (32-bit lane r = row r's qs[4k..4k+3]); Q8_0, that of pieces 0..3 / 4..7.
+    __m512i lo[4], hi[4];
+    transpose4(qs, lo);
+    if constexpr (kQ4) {
+      const __m512i nibble = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8);
+      for (int j = 0; j < 4; ++j) {
+        hi[j] = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(lo[j], 4), nibble), eight);
+        lo[j] = _mm512_sub_epi8(_mm512_and_si512(lo[j], nibble), eight);
+      }
+    } else {
+      transpose4(qs + 4 * 64, hi);
+    }
     const __m512i first = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);    // [lo | hi] of lanes 0, 1
     const __m512i second = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);  // [lo | hi] of lanes 2, 3
     for (int j = 0; j < 4; ++j) {
-      const __m512i lo = _mm512_and_si512(rows[j], nibble);
-      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(rows[j], 4), nibble);
       // A rows 4 j, 4 j + 1 = weight rows j, 4 + j; A rows 4 j + 2, 4 j + 3 = weight rows 8 + j, 12 + j.
-      _mm512_store_si512(dst + 128 * j, _mm512_sub_epi8(_mm512_permutex2var_epi64(lo, first, hi), eight));
-      _mm512_store_si512(dst + 128 * j + 64, _mm512_sub_epi8(_mm512_permutex2var_epi64(lo, second, hi), eight));
+      _mm512_store_si512(dst + 128 * j, _mm512_permutex2var_epi64(lo[j], first, hi[j]));
+      _mm512_store_si512(dst + 128 * j + 64, _mm512_permutex2var_epi64(lo[j], second, hi[j]));
     }
   }
   const void* a_tile(size_t b, size_t* stride) const {
@@ -210,16 +209,28 @@ struct Q4GroupRows {
   }
   // The unit's row-order scales in A-row order.
   __m512 scales(size_t b) const {
-    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + b * kRowGroupUnitBytes)));
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + b * kUnitBytes)));
     return _mm512_permutexvar_ps(lane_order(), d);
   }
   void prefetch_block(const uint8_t* group, size_t b) const {
-    for (size_t line = 0; line < kRowGroupUnitBytes; line += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(group + b * kRowGroupUnitBytes + line), _MM_HINT_T0);
+    for (size_t line = 0; line < kUnitBytes; line += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(group + b * kUnitBytes + line), _MM_HINT_T0);
     }
   }
   // Lane i: 4 (i % 4) + i / 4 — A row i's weight row, and weight row i's A row (the map is its own inverse).
   static __m512i lane_order() { return _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15); }
+  // The 4 x 4 transpose of the 32-bit lanes of the 4 pieces at p: rows[j], 128-bit lane l = lanes 4 l + j of
+  // pieces 0..3.
+  static void transpose4(const uint8_t* p, __m512i* rows) {
+    __m512i v[4];
+    for (int k = 0; k < 4; ++k) v[k] = _mm512_loadu_si512(p + 64 * k);
+    const __m512i t0 = _mm512_unpacklo_epi32(v[0], v[1]), t1 = _mm512_unpackhi_epi32(v[0], v[1]);
+    const __m512i t2 = _mm512_unpacklo_epi32(v[2], v[3]), t3 = _mm512_unpackhi_epi32(v[2], v[3]);
+    rows[0] = _mm512_unpacklo_epi64(t0, t2);
+    rows[1] = _mm512_unpackhi_epi64(t0, t2);
+    rows[2] = _mm512_unpacklo_epi64(t1, t3);
+    rows[3] = _mm512_unpackhi_epi64(t1, t3);
+  }
   const uint8_t* w;  // the group
   int8_t* unpacked;
 };
@@ -445,11 +456,7 @@ void gemm_rows(const GemmArgs& a, int64_t row_begin, int64_t row_end, uint8_t* b
                        dx + tile_at * 16);
     }
     for (int64_t r = row_begin; r + kRows <= row_end; r += kRows) {
-      // Group scales exist for groups of 16 rows from row 0.
-      const uint16_t* group_d = a.group_scales != nullptr && r % kRows == 0
-                                    ? a.group_scales + static_cast<size_t>(r / kRows) * n_blocks * kRows
-                                    : nullptr;
-      Rows rows(a.w + static_cast<size_t>(r) * a.w_row_bytes, a.w_row_bytes, unpacked, group_d);
+      Rows rows(a.w + static_cast<size_t>(r) * a.w_row_bytes, a.w_row_bytes, unpacked);
       const uint8_t* next = r + 2 * kRows <= row_end ? a.w + static_cast<size_t>(r + kRows) * a.w_row_bytes : nullptr;
       float* y = a.y + static_cast<size_t>(t0) * a.y_stride + static_cast<size_t>(r);
       if (narrow) {
@@ -470,10 +477,12 @@ void gemm_tiles(const GemmArgs& args, int64_t row_begin, int64_t row_end) {
     auto* buf = static_cast<uint8_t*>(::operator new(bytes, std::align_val_t{64}));
     const TileConfig cfg = tile_config(args.n_tokens <= kNarrowTokens);
     _tile_loadconfig(&cfg);
-    if (args.type == gguf::TensorType::Q8_0) {
-      gemm_rows<Q8Rows>(args, row_begin, amx_end, buf);
+    if (args.row_groups && args.type == gguf::TensorType::Q8_0) {
+      gemm_rows<GroupRows<gguf::TensorType::Q8_0>>(args, row_begin, amx_end, buf);
     } else if (args.row_groups) {
-      gemm_rows<Q4GroupRows>(args, row_begin, amx_end, buf);
+      gemm_rows<GroupRows<gguf::TensorType::Q4_0>>(args, row_begin, amx_end, buf);
+    } else if (args.type == gguf::TensorType::Q8_0) {
+      gemm_rows<Q8Rows>(args, row_begin, amx_end, buf);
     } else {
       gemm_rows<Q4Rows>(args, row_begin, amx_end, buf);
     }
@@ -487,9 +496,10 @@ void gemm_tiles(const GemmArgs& args, int64_t row_begin, int64_t row_end) {
 
 void gemm(const GemmArgs& args, int64_t row_begin, int64_t row_end) {
   const bool quantized = args.type == gguf::TensorType::Q8_0 || args.type == gguf::TensorType::Q4_0;
-  // Packed Q4_0 up to kNarrowTokens: the AVX-512 kernel reads row groups without unpacking them (faster than the
-  // narrow tiles, and than AMX with the weights as B in place: tile loads and stores bound that at ~45 cycles per
-  // 16 rows x block).
+  // Packed matrices up to kNarrowTokens: the AVX-512 kernel reads row groups as they lie (faster than the narrow
+  // tiles, which must transpose them back to rows — Q8_0 8 tokens 2048 x 768: 88 vs 104 us — and than AMX with
+  // the weights as B in place: one 8-row tile store per 16 rows x block, serialised with the tile loads and
+  // multiplies, bounds that at ~35 TSC cycles per 16 rows x block before unpacking and the float epilogue).
   if (!quantized || args.n_tokens < kMinTokens || (args.row_groups && args.n_tokens <= kNarrowTokens)) {
     avx512::gemm_quant(args, row_begin, row_end);
   } else if (args.row_groups) {

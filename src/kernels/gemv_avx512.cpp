@@ -18,9 +18,9 @@
 // Rows past the last whole tile of 4, batches of more than 2 tokens, and calls without x_sums / x_pairs go to
 // avx2::gemm_vnni. Only called where quant_available() (dispatch.cpp, gemm_amx.cpp).
 //
-// Packed Q4_0 (repack.h; args.row_groups) has its own kernel, group_tile, for batches of up to 8 tokens: 16 rows
-// per register, one vpdpbusd per 4 values and no horizontal reduction (the layout's point); other batches and
-// rows outside whole groups go through repack.h's split_row_groups to avx2::gemm_vnni.
+// Packed Q4_0 and Q8_0 (repack.h; args.row_groups) have their own kernel, group_tile, for batches of up to 8
+// tokens: 16 rows per register, one vpdpbusd per 4 values and no horizontal reduction (the layout's point); other
+// batches and rows outside whole groups go through repack.h's split_row_groups to avx2::gemm_vnni.
 //
 // Standard headers come before the target pragma, and nothing here instantiates library templates, so no code
 // compiled for AVX-512 is shared with other translation units.
@@ -52,7 +52,7 @@ using gguf::kQuantBlock;
 constexpr int kRows = 4;        // weight rows per tile
 constexpr int kMaxTokens = 2;   // larger batches go to the GEMM kernels
 constexpr int64_t kAhead = 8;   // rows prefetched ahead of the tile being multiplied (2 tiles)
-constexpr int64_t kMaxGroupTokens = 8;  // packed Q4_0: batches up to this size (amx::gemm sends them here)
+constexpr int64_t kMaxGroupTokens = 8;  // packed: batches up to this size (amx::gemm sends them here)
 
 inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
 
@@ -267,18 +267,27 @@ void gemv_rows(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
   }
 }
 
-// Packed Q4_0 (repack.h): block b of one 16-row group for tokens 0..T-1, fma'd into acc[t] (16 rows, row order).
-// The unit's 64-byte piece k holds, per 32-bit lane r, row r's values 4k..4k+3 (low nibbles, + 8) and
-// 16+4k..16+4k+3 (high nibbles); one vpdpbusd per piece and nibble half against the token's matching 4 values,
-// broadcast, adds them to lane r, so the 8 leave each row's exact block sum (+ 8 x the activation block's sum).
-template <int T>
+// Packed Q4_0 / Q8_0 (repack.h): block b of one 16-row group for tokens 0..T-1, fma'd into acc[t] (16 rows, row
+// order). u[k] holds, per 32-bit lane r, row r's values 4k..4k+3 biased to unsigned (Q4_0: the raw nibbles, value
+// + 8, from piece k % 4's low (k < 4) or high nibbles; Q8_0: piece k ^ 0x80, value + 128); one vpdpbusd per k
+// against the token's values 4k..4k+3, broadcast, adds them to lane r, so the 8 leave each row's exact block sum
+// plus 2^shift x the activation block's sum, which is subtracted.
+template <typename Block, int T>
 inline void group_block(const GemmArgs& a, const uint8_t* unit, size_t b, size_t n_blocks, __m512* acc) {
-  const __m512i nibble = _mm512_set1_epi8(0x0f);
-  __m512i lo[4], hi[4];
-  for (int k = 0; k < 4; ++k) {
-    const __m512i v = _mm512_loadu_si512(unit + 2 * kRowGroupRows + 64 * k);  // after the 16 f16 scales
-    lo[k] = _mm512_and_si512(v, nibble);
-    hi[k] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble);
+  constexpr bool kQ4 = sizeof(Block) == sizeof(BlockQ4_0);
+  constexpr int kShift = kQ4 ? 3 : 7;
+  const uint8_t* qs = unit + 2 * kRowGroupRows;  // after the 16 f16 scales
+  __m512i u[8];
+  if constexpr (kQ4) {
+    const __m512i nibble = _mm512_set1_epi8(0x0f);
+    for (int k = 0; k < 4; ++k) {
+      const __m512i v = _mm512_loadu_si512(qs + 64 * k);
+      u[k] = _mm512_and_si512(v, nibble);
+      u[4 + k] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble);
+    }
+  } else {
+    const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+    for (int k = 0; k < 8; ++k) u[k] = _mm512_xor_si512(_mm512_loadu_si512(qs + 64 * k), bias);
   }
   const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(unit)));
   const auto* xq = static_cast<const BlockQ8_0*>(a.x);
@@ -292,10 +301,11 @@ inline void group_block(const GemmArgs& a, const uint8_t* unit, size_t b, size_t
     };
     __m512i s_lo = _mm512_setzero_si512(), s_hi = _mm512_setzero_si512();
     for (int k = 0; k < 4; ++k) {
-      s_lo = _mm512_dpbusd_epi32(s_lo, lo[k], piece(4 * k));
-      s_hi = _mm512_dpbusd_epi32(s_hi, hi[k], piece(16 + 4 * k));
+      s_lo = _mm512_dpbusd_epi32(s_lo, u[k], piece(4 * k));
+      s_hi = _mm512_dpbusd_epi32(s_hi, u[4 + k], piece(16 + 4 * k));
     }
-    const __m512i isum = _mm512_sub_epi32(_mm512_add_epi32(s_lo, s_hi), _mm512_set1_epi32(a.x_sums[xb] * 8));
+    const __m512i isum =
+        _mm512_sub_epi32(_mm512_add_epi32(s_lo, s_hi), _mm512_set1_epi32(a.x_sums[xb] * (1 << kShift)));
     acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(a.x_scales[xb])), acc[t]);
   }
 }
@@ -304,8 +314,9 @@ inline void group_block(const GemmArgs& a, const uint8_t* unit, size_t b, size_t
 // (acc[b % 4] over whole groups of 4 blocks, (acc0 + acc2) + (acc1 + acc3), fma per remaining block), 16 rows per
 // register. The blocks of one accumulator lane are taken together (b = lane, lane + 4, ... in order), so only T
 // accumulators are live at a time.
-template <int T>
+template <typename Block, int T>
 void group_tile(const GemmArgs& a, int64_t r0, const uint8_t* prefetch) {
+  constexpr size_t kUnitBytes = sizeof(Block) == sizeof(BlockQ4_0) ? kQ4_0UnitBytes : kQ8_0UnitBytes;
   const size_t n_blocks = a.n_cols / kQuantBlock;
   const size_t n_full = n_blocks / 4 * 4;
   const uint8_t* group = a.w + static_cast<size_t>(r0) * a.w_row_bytes;
@@ -315,11 +326,11 @@ void group_tile(const GemmArgs& a, int64_t r0, const uint8_t* prefetch) {
     for (__m512& v : acc) v = _mm512_setzero_ps();
     for (size_t b = lane; b < n_full; b += 4) {
       if (prefetch != nullptr) {
-        for (size_t line = 0; line < kRowGroupUnitBytes; line += 64) {
-          _mm_prefetch(reinterpret_cast<const char*>(prefetch + b * kRowGroupUnitBytes + line), _MM_HINT_T0);
+        for (size_t line = 0; line < kUnitBytes; line += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(prefetch + b * kUnitBytes + line), _MM_HINT_T0);
         }
       }
-      group_block<T>(a, group + b * kRowGroupUnitBytes, b, n_blocks, acc);
+      group_block<Block, T>(a, group + b * kUnitBytes, b, n_blocks, acc);
     }
     for (int t = 0; t < T; ++t) _mm512_store_ps(lanes[lane][t], acc[t]);
   }
@@ -328,32 +339,41 @@ void group_tile(const GemmArgs& a, int64_t r0, const uint8_t* prefetch) {
     sum[t] = _mm512_add_ps(_mm512_add_ps(_mm512_load_ps(lanes[0][t]), _mm512_load_ps(lanes[2][t])),
                            _mm512_add_ps(_mm512_load_ps(lanes[1][t]), _mm512_load_ps(lanes[3][t])));
   }
-  for (size_t b = n_full; b < n_blocks; ++b) group_block<T>(a, group + b * kRowGroupUnitBytes, b, n_blocks, sum);
+  for (size_t b = n_full; b < n_blocks; ++b) group_block<Block, T>(a, group + b * kUnitBytes, b, n_blocks, sum);
   for (int t = 0; t < T; ++t) {
     _mm512_storeu_ps(a.y + static_cast<size_t>(t) * a.y_stride + static_cast<size_t>(r0), sum[t]);
   }
 }
 
-template <int T>
+template <typename Block, int T>
 void gemv_groups_of(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
   for (int64_t r = row_begin; r < row_end; r += kRowGroupRows) {
     const uint8_t* ahead =
         r + 2 * kRowGroupRows <= row_end ? a.w + static_cast<size_t>(r + kRowGroupRows) * a.w_row_bytes : nullptr;
-    group_tile<T>(a, r, ahead);
+    group_tile<Block, T>(a, r, ahead);
+  }
+}
+
+template <typename Block>
+void gemv_groups_typed(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
+  switch (a.n_tokens) {
+    case 1: gemv_groups_of<Block, 1>(a, row_begin, row_end); break;
+    case 2: gemv_groups_of<Block, 2>(a, row_begin, row_end); break;
+    case 3: gemv_groups_of<Block, 3>(a, row_begin, row_end); break;
+    case 4: gemv_groups_of<Block, 4>(a, row_begin, row_end); break;
+    case 5: gemv_groups_of<Block, 5>(a, row_begin, row_end); break;
+    case 6: gemv_groups_of<Block, 6>(a, row_begin, row_end); break;
+    case 7: gemv_groups_of<Block, 7>(a, row_begin, row_end); break;
+    default: gemv_groups_of<Block, 8>(a, row_begin, row_end); break;
   }
 }
 
 // Whole packed groups [row_begin, row_end) (multiples of 16), 1..kMaxGroupTokens tokens, x_sums given.
 void gemv_groups(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
-  switch (a.n_tokens) {
-    case 1: gemv_groups_of<1>(a, row_begin, row_end); break;
-    case 2: gemv_groups_of<2>(a, row_begin, row_end); break;
-    case 3: gemv_groups_of<3>(a, row_begin, row_end); break;
-    case 4: gemv_groups_of<4>(a, row_begin, row_end); break;
-    case 5: gemv_groups_of<5>(a, row_begin, row_end); break;
-    case 6: gemv_groups_of<6>(a, row_begin, row_end); break;
-    case 7: gemv_groups_of<7>(a, row_begin, row_end); break;
-    default: gemv_groups_of<8>(a, row_begin, row_end); break;
+  if (a.type == gguf::TensorType::Q8_0) {
+    gemv_groups_typed<BlockQ8_0>(a, row_begin, row_end);
+  } else {
+    gemv_groups_typed<BlockQ4_0>(a, row_begin, row_end);
   }
 }
 

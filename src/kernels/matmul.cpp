@@ -108,10 +108,10 @@ void check_matrix(const Matrix& w) {
     throw Error("matrix has unsupported tensor type " + std::to_string(static_cast<uint32_t>(w.type)));
   }
   if (w.data == nullptr && w.n_rows > 0 && w.n_cols > 0) throw Error("matrix has no data");
-  if (w.row_groups && (w.type != gguf::TensorType::Q4_0 || !kernel_table().row_group_layouts)) {
-    throw Error("matrix is packed into row groups, which only the AMX kernels read (Q4_0 only)");
+  if (w.row_groups && ((w.type != gguf::TensorType::Q4_0 && w.type != gguf::TensorType::Q8_0) ||
+                       !kernel_table().row_group_layouts)) {
+    throw Error("matrix is packed into row groups, which only the AMX kernels read (Q4_0 and Q8_0 only)");
   }
-  if (w.group_scales != nullptr && w.type != gguf::TensorType::Q8_0) throw Error("group scales are for Q8_0 only");
   // Rows are read through typed pointers: f32 needs 4-byte alignment, the 16-bit and block types 2.
   const size_t align = w.type == gguf::TensorType::F32 ? 4 : 2;
   if (reinterpret_cast<uintptr_t>(w.data) % align != 0) {
@@ -160,7 +160,6 @@ void matmul_multi(ThreadPool& pool, std::initializer_list<const Matrix*> ws, con
     a.w = w->data;
     a.w_row_bytes = gguf::row_bytes(w->type, n_cols);
     a.row_groups = w->row_groups;
-    a.group_scales = w->group_scales;
     a.x = quantized ? static_cast<const void*>(xq) : static_cast<const void*>(x);
     a.x_scales = quantized ? x_scales : nullptr;
     a.x_sums = quantized ? x_sums : nullptr;

@@ -10,39 +10,38 @@ namespace preface::kernels {
 
 namespace {
 
-constexpr size_t kQsBytes = gguf::kQuantBlock / 2;  // qs bytes per Q4_0 block
+bool packable(gguf::TensorType type) { return type == gguf::TensorType::Q4_0 || type == gguf::TensorType::Q8_0; }
 
-// Unit b of a group -> its byte offset inside the group.
-constexpr size_t unit_offset(size_t b) { return b * kRowGroupUnitBytes; }
-
-// fn(gguf_at, unit_at, n_bytes) for the pieces of a row r block {d; qs[16]}: d (2 bytes, at 2 r in the unit) and
+// fn(gguf_at, unit_at, n_bytes) for the pieces of row r's block {d; qs}: d (2 bytes, at 2 r in the unit) and
 // qs[4k..4k+3] (at 32 + 64 k + 4 r), with their offsets in the GGUF block and in the unit (repack.h).
 template <typename Fn>
-void for_block_pieces(size_t r, Fn fn) {
+void for_block_pieces(gguf::TensorType type, size_t r, Fn fn) {
+  const size_t qs_bytes = (row_group_unit_bytes(type) - 2 * kRowGroupRows) / kRowGroupRows;
   fn(0, 2 * r, 2);
-  for (size_t k = 0; k < kQsBytes / 4; ++k) fn(2 + 4 * k, 2 * kRowGroupRows + 64 * k + 4 * r, 4);
+  for (size_t k = 0; k < qs_bytes / 4; ++k) fn(2 + 4 * k, 2 * kRowGroupRows + 64 * k + 4 * r, 4);
 }
 
 // Row r of a packed group as its GGUF bytes (n_blocks blocks) into out.
-void unpack_group_row(const uint8_t* group, size_t n_blocks, size_t r, uint8_t* out) {
+void unpack_group_row(gguf::TensorType type, const uint8_t* group, size_t n_blocks, size_t r, uint8_t* out) {
+  const size_t block_bytes = gguf::row_bytes(type, gguf::kQuantBlock), unit_bytes = row_group_unit_bytes(type);
   for (size_t b = 0; b < n_blocks; ++b) {
-    uint8_t* block = out + b * sizeof(gguf::BlockQ4_0);
-    const uint8_t* unit = group + unit_offset(b);
-    for_block_pieces(r, [&](size_t at, size_t unit_at, size_t n) { std::memcpy(block + at, unit + unit_at, n); });
+    uint8_t* block = out + b * block_bytes;
+    const uint8_t* unit = group + b * unit_bytes;
+    for_block_pieces(type, r, [&](size_t at, size_t unit_at, size_t n) { std::memcpy(block + at, unit + unit_at, n); });
   }
 }
 
 }  // namespace
 
 bool row_groups_preferred(const Matrix& w) {
-  return kernel_table().row_group_layouts && w.type == gguf::TensorType::Q4_0 && !w.row_groups &&
-         w.n_rows >= kRowGroupRows;
+  return kernel_table().row_group_layouts && packable(w.type) && !w.row_groups && w.n_rows >= kRowGroupRows;
 }
 
 Matrix pack_row_groups(const Matrix& w, std::vector<uint8_t>& storage) {
-  if (w.type != gguf::TensorType::Q4_0 || w.row_groups) throw Error("pack_row_groups: not a GGUF-layout Q4_0 matrix");
+  if (!packable(w.type) || w.row_groups) throw Error("pack_row_groups: not a GGUF-layout Q4_0 or Q8_0 matrix");
   const size_t n_cols = static_cast<size_t>(w.n_cols);
   const size_t row_bytes = gguf::row_bytes(w.type, n_cols);
+  const size_t block_bytes = gguf::row_bytes(w.type, gguf::kQuantBlock), unit_bytes = row_group_unit_bytes(w.type);
   const size_t n_blocks = n_cols / gguf::kQuantBlock;
   storage.resize(row_bytes * static_cast<size_t>(w.n_rows));
   const size_t n_groups = static_cast<size_t>(w.n_rows / kRowGroupRows);
@@ -52,9 +51,10 @@ Matrix pack_row_groups(const Matrix& w, std::vector<uint8_t>& storage) {
     uint8_t* dst = storage.data() + g * group_bytes;
     for (size_t r = 0; r < kRowGroupRows; ++r) {
       for (size_t b = 0; b < n_blocks; ++b) {
-        const uint8_t* block = src + r * row_bytes + b * sizeof(gguf::BlockQ4_0);
-        uint8_t* unit = dst + unit_offset(b);
-        for_block_pieces(r, [&](size_t at, size_t unit_at, size_t n) { std::memcpy(unit + unit_at, block + at, n); });
+        const uint8_t* block = src + r * row_bytes + b * block_bytes;
+        uint8_t* unit = dst + b * unit_bytes;
+        for_block_pieces(w.type, r,
+                         [&](size_t at, size_t unit_at, size_t n) { std::memcpy(unit + unit_at, block + at, n); });
       }
     }
   }
@@ -66,52 +66,26 @@ Matrix pack_row_groups(const Matrix& w, std::vector<uint8_t>& storage) {
   return packed;
 }
 
-void unpack_row_group(const uint8_t* group, size_t n_blocks, uint8_t* out) {
-  const size_t row_bytes = n_blocks * sizeof(gguf::BlockQ4_0);
-  for (size_t r = 0; r < kRowGroupRows; ++r) unpack_group_row(group, n_blocks, r, out + r * row_bytes);
+void unpack_row_group(gguf::TensorType type, const uint8_t* group, size_t n_blocks, uint8_t* out) {
+  const size_t row_bytes = n_blocks * gguf::row_bytes(type, gguf::kQuantBlock);
+  for (size_t r = 0; r < kRowGroupRows; ++r) unpack_group_row(type, group, n_blocks, r, out + r * row_bytes);
 }
 
 void unpack_row(const Matrix& w, int64_t row, uint8_t* out) {
   const size_t n_blocks = static_cast<size_t>(w.n_cols) / gguf::kQuantBlock;
-  const size_t row_bytes = n_blocks * sizeof(gguf::BlockQ4_0);
+  const size_t row_bytes = gguf::row_bytes(w.type, static_cast<size_t>(w.n_cols));
   const int64_t packed_rows = w.n_rows / kRowGroupRows * kRowGroupRows;
   if (!w.row_groups || row >= packed_rows) {
     std::memcpy(out, w.data + static_cast<size_t>(row) * row_bytes, row_bytes);
     return;
   }
   const size_t r = static_cast<size_t>(row % kRowGroupRows);
-  unpack_group_row(w.data + static_cast<size_t>(row - static_cast<int64_t>(r)) * row_bytes, n_blocks, r, out);
+  unpack_group_row(w.type, w.data + static_cast<size_t>(row - static_cast<int64_t>(r)) * row_bytes, n_blocks, r,
+                   out);
 }
 
-bool group_scales_preferred(const Matrix& w) {
-  return kernel_table().row_group_layouts && w.type == gguf::TensorType::Q8_0 && w.n_rows >= kRowGroupRows;
-}
-
-std::vector<uint16_t> q8_0_group_scales(const Matrix& w) {
-  if (w.type != gguf::TensorType::Q8_0) throw Error("q8_0_group_scales: not a Q8_0 matrix");
-  const size_t n_blocks = static_cast<size_t>(w.n_cols) / gguf::kQuantBlock;
-  const size_t row_bytes = n_blocks * sizeof(gguf::BlockQ8_0);
-  const size_t n_groups = static_cast<size_t>(w.n_rows / kRowGroupRows);
-  std::vector<uint16_t> d(n_groups * n_blocks * kRowGroupRows);  // [n_groups][n_blocks][16]
-  for (size_t g = 0; g < n_groups; ++g) {
-    for (size_t i = 0; i < kRowGroupRows; ++i) {
-      const uint8_t* row = w.data + (g * kRowGroupRows + i) * row_bytes;
-      for (size_t b = 0; b < n_blocks; ++b) {
-        std::memcpy(&d[(g * n_blocks + b) * kRowGroupRows + i], row + b * sizeof(gguf::BlockQ8_0), sizeof(uint16_t));
-      }
-    }
-  }
-  return d;
-}
-
-Matrix prepare_matrix(const Matrix& w, MatrixExtras& extras) {
-  if (row_groups_preferred(w)) return pack_row_groups(w, extras.packed);
-  Matrix out = w;
-  if (group_scales_preferred(w)) {
-    extras.group_scales = q8_0_group_scales(w);
-    out.group_scales = extras.group_scales.data();
-  }
-  return out;
+Matrix prepare_matrix(const Matrix& w, std::vector<uint8_t>& storage) {
+  return row_groups_preferred(w) ? pack_row_groups(w, storage) : w;
 }
 
 void split_row_groups(const GemmArgs& args, int64_t row_begin, int64_t row_end, GemmFn packed, GemmFn gguf_gemm) {
@@ -132,8 +106,8 @@ void split_row_groups(const GemmArgs& args, int64_t row_begin, int64_t row_end, 
       const int64_t g0 = r / kRowGroupRows * kRowGroupRows;
       const int64_t stop = std::min(end, g0 + kRowGroupRows);
       rows.resize(kRowGroupRows * args.w_row_bytes);
-      unpack_row_group(args.w + static_cast<size_t>(g0) * args.w_row_bytes, args.n_cols / gguf::kQuantBlock,
-                       rows.data());
+      unpack_row_group(args.type, args.w + static_cast<size_t>(g0) * args.w_row_bytes,
+                       args.n_cols / gguf::kQuantBlock, rows.data());
       GemmArgs group = gguf_args;
       group.w = rows.data();
       group.n_rows = kRowGroupRows;

@@ -67,9 +67,9 @@ class Model {
   kernels::Matrix output_;                 // [n_vocab x dim] (tok_embd_ when tied)
   std::vector<float> output_norm_;         // [dim]
   std::vector<LayerWeights> layers_;
-  // What kernels::prepare_matrix added to output_ and layers_' matrices (packed Q4_0, Q8_0 group scales), which
-  // they point into; a std::deque, whose elements stay where they are as it grows.
-  std::deque<kernels::MatrixExtras> extras_;
+  // The packed copies kernels::prepare_matrix made of output_ and layers_' matrices, which they point into; a
+  // std::deque, whose elements stay where they are as it grows.
+  std::deque<std::vector<uint8_t>> packed_;
 
   // Activation buffers, [max_batch_tokens][...]:
   std::vector<float> x_, xb_, q_, k_, v_, attn_out_, gate_, up_, ffn_out_, scores_;

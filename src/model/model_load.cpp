@@ -91,10 +91,9 @@ Model::Model(gguf::File file, Config config, int32_t max_batch_tokens)
     l.w_up = load_matrix(file_, p + "ffn_up.weight", ffn, dim);
     l.w_down = load_matrix(file_, p + "ffn_down.weight", dim, ffn);
   }
-  // Where the kernels read them faster, Q4_0 matrices get a packed copy (the mapped bytes stay unread after this)
-  // and Q8_0 ones a table of group scales; tok_embd_ keeps GGUF layout for row lookups, so a tied output_ gets its
-  // own copy.
-  const auto prepare = [this](kernels::Matrix& w) { w = kernels::prepare_matrix(w, extras_.emplace_back()); };
+  // Where the kernels read them faster, Q4_0 and Q8_0 matrices get a packed copy (the mapped bytes stay unread
+  // after this); tok_embd_ keeps GGUF layout for row lookups, so a tied output_ gets its own copy.
+  const auto prepare = [this](kernels::Matrix& w) { w = kernels::prepare_matrix(w, packed_.emplace_back()); };
   prepare(output_);
   for (LayerWeights& l : layers_) {
     for (kernels::Matrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) prepare(*w);

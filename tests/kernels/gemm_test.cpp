@@ -251,67 +251,39 @@ TEST(Gemm, QuantizedPathsMatchReferenceArithmetic) {
   }
 }
 
-// Packed Q4_0 (repack.h) through the kernels that read it: every output equals the reference arithmetic on the
-// GGUF rows, for batches on each side of every path's limits, whole and partial groups, rows past the last group
-// and row ranges that start or end inside a group.
-TEST(Gemm, PackedQ4_0MatchesReferenceOnEveryRange) {
-  if (!amx::amx_available()) GTEST_SKIP() << "CPU lacks AMX: no kernel reads packed Q4_0";
+// Packed Q4_0 and Q8_0 (repack.h) through the kernels that read them: every output equals the reference
+// arithmetic on the GGUF rows, for batches on each side of every path's limits, whole and partial groups, rows
+// past the last group and row ranges that start or end inside a group.
+TEST(Gemm, PackedMatchesReferenceOnEveryRange) {
+  if (!amx::amx_available()) GTEST_SKIP() << "CPU lacks AMX: no kernel reads packed weights";
   const std::pair<int64_t, int64_t> ranges[] = {{0, 35}, {0, 16}, {16, 35}, {3, 29}, {16, 32}, {32, 35}, {5, 9}};
-  for (int64_t n_blocks : {1, 3, 4, 5, 8, 17}) {
-    for (int64_t n_tokens : {1, 2, 3, 5, 8, 9, 17, 70}) {
-      const int64_t n_rows = 35;  // two whole groups and 3 GGUF rows
-      const Problem p(TensorType::Q4_0, n_rows, n_blocks * 32, n_tokens,
-                      static_cast<uint32_t>(90 + n_blocks + n_tokens));
-      std::vector<uint8_t> storage;
-      const Matrix packed = pack_row_groups(Matrix{p.type, p.w.data(), n_rows, p.n_cols}, storage);
-      const std::pair<const char*, GemmFn> paths[] = {{"amx", amx::gemm}, {"avx512 quant", avx512::gemm_quant}};
-      for (const auto& [name, fn] : paths) {
-        for (const bool with_sums : {true, false}) {
-          for (const auto& [begin, end] : ranges) {
-            std::vector<float> y(static_cast<size_t>(n_rows * n_tokens), -1.0f);
-            GemmArgs a = p.args(y.data(), with_sums);
-            a.w = packed.data;
-            a.row_groups = true;
-            fn(a, begin, end);
-            for (int64_t t = 0; t < n_tokens; ++t) {
-              for (int64_t r = 0; r < n_rows; ++r) {
-                const float got = y[static_cast<size_t>(t * n_rows + r)];
-                const float expected = r >= begin && r < end ? reference_quant_output(p, r, t) : -1.0f;
-                ASSERT_EQ(std::memcmp(&got, &expected, sizeof(float)), 0)
-                    << name << (with_sums ? " (sums)" : "") << " blocks " << n_blocks << " tokens " << n_tokens
-                    << " rows [" << begin << ", " << end << ") row " << r << " token " << t;
+  for (TensorType type : {TensorType::Q4_0, TensorType::Q8_0}) {
+    for (int64_t n_blocks : {1, 3, 4, 5, 8, 17}) {
+      for (int64_t n_tokens : {1, 2, 3, 5, 8, 9, 17, 70}) {
+        const int64_t n_rows = 35;  // two whole groups and 3 GGUF rows
+        const Problem p(type, n_rows, n_blocks * 32, n_tokens, static_cast<uint32_t>(90 + n_blocks + n_tokens));
+        std::vector<uint8_t> storage;
+        const Matrix packed = pack_row_groups(Matrix{p.type, p.w.data(), n_rows, p.n_cols}, storage);
+        const std::pair<const char*, GemmFn> paths[] = {{"amx", amx::gemm}, {"avx512 quant", avx512::gemm_quant}};
+        for (const auto& [name, fn] : paths) {
+          for (const bool with_sums : {true, false}) {
+            for (const auto& [begin, end] : ranges) {
+              std::vector<float> y(static_cast<size_t>(n_rows * n_tokens), -1.0f);
+              GemmArgs a = p.args(y.data(), with_sums);
+              a.w = packed.data;
+              a.row_groups = true;
+              fn(a, begin, end);
+              for (int64_t t = 0; t < n_tokens; ++t) {
+                for (int64_t r = 0; r < n_rows; ++r) {
+                  const float got = y[static_cast<size_t>(t * n_rows + r)];
+                  const float expected = r >= begin && r < end ? reference_quant_output(p, r, t) : -1.0f;
+                  ASSERT_EQ(std::memcmp(&got, &expected, sizeof(float)), 0)
+                      << gguf::tensor_type_name(type) << " " << name << (with_sums ? " (sums)" : "") << " blocks "
+                      << n_blocks << " tokens " << n_tokens << " rows [" << begin << ", " << end << ") row " << r
+                      << " token " << t;
+                }
               }
             }
-          }
-        }
-      }
-    }
-  }
-}
-
-// Q8_0 with its group scales (repack.h) through AMX: the scales loaded from the side table give the bits of the
-// scales gathered from the rows, for aligned and unaligned row ranges and every token count AMX takes.
-TEST(Gemm, Q8_0GroupScalesMatchReference) {
-  if (!amx::amx_available()) GTEST_SKIP() << "CPU lacks AMX: no kernel reads group scales";
-  const std::pair<int64_t, int64_t> ranges[] = {{0, 35}, {16, 35}, {3, 29}, {32, 35}};
-  for (int64_t n_blocks : {1, 4, 5, 17}) {
-    for (int64_t n_tokens : {3, 5, 8, 9, 17, 70}) {
-      const int64_t n_rows = 35;
-      const Problem p(TensorType::Q8_0, n_rows, n_blocks * 32, n_tokens,
-                      static_cast<uint32_t>(40 + n_blocks + n_tokens));
-      const std::vector<uint16_t> scales = q8_0_group_scales(Matrix{p.type, p.w.data(), n_rows, p.n_cols});
-      for (const auto& [begin, end] : ranges) {
-        std::vector<float> y(static_cast<size_t>(n_rows * n_tokens), -1.0f);
-        GemmArgs a = p.args(y.data());
-        a.group_scales = scales.data();
-        amx::gemm(a, begin, end);
-        for (int64_t t = 0; t < n_tokens; ++t) {
-          for (int64_t r = 0; r < n_rows; ++r) {
-            const float got = y[static_cast<size_t>(t * n_rows + r)];
-            const float expected = r >= begin && r < end ? reference_quant_output(p, r, t) : -1.0f;
-            ASSERT_EQ(std::memcmp(&got, &expected, sizeof(float)), 0)
-                << "blocks " << n_blocks << " tokens " << n_tokens << " rows [" << begin << ", " << end << ") row "
-                << r << " token " << t;
           }
         }
       }

@@ -1,6 +1,6 @@
-// Q4_0 row groups: packing keeps every row's bytes recoverable, rows past the last whole group untouched, and
-// matmul / matmul_multi / get_row on a packed matrix give the GGUF matrix's bits for any batch and thread count.
-// Q8_0 group scales: the documented table, and the same bits with it as without.
+// Q4_0 and Q8_0 row groups: packing keeps every row's bytes recoverable, rows past the last whole group untouched,
+// the documented unit layout, and matmul / matmul_multi / get_row on a packed matrix give the GGUF matrix's bits
+// for any batch and thread count.
 #include "kernels/repack.h"
 
 #include <gtest/gtest.h>
@@ -18,12 +18,21 @@ namespace {
 
 using gguf::TensorType;
 
-struct Q4Matrix {
-  Q4Matrix(int64_t n_rows, int64_t n_cols, uint32_t seed) {
-    const auto blocks = test::random_q4_0(static_cast<size_t>(n_rows * n_cols), seed);
-    bytes.resize(blocks.size() * sizeof(gguf::BlockQ4_0));
-    std::memcpy(bytes.data(), blocks.data(), bytes.size());
-    m = Matrix{TensorType::Q4_0, bytes.data(), n_rows, n_cols};
+constexpr TensorType kPackable[] = {TensorType::Q4_0, TensorType::Q8_0};
+
+// Random weights of a packable type in GGUF layout (Q8_0: values in [-128, 127]).
+struct QMatrix {
+  QMatrix(TensorType type, int64_t n_rows, int64_t n_cols, uint32_t seed) {
+    const size_t n = static_cast<size_t>(n_rows * n_cols);
+    bytes.resize(gguf::row_bytes(type, n));
+    if (type == TensorType::Q4_0) {
+      const auto blocks = test::random_q4_0(n, seed);
+      std::memcpy(bytes.data(), blocks.data(), bytes.size());
+    } else {
+      const auto blocks = test::random_q8_0(n, seed);
+      std::memcpy(bytes.data(), blocks.data(), bytes.size());
+    }
+    m = Matrix{type, bytes.data(), n_rows, n_cols};
   }
   size_t row_bytes() const { return gguf::row_bytes(m.type, static_cast<size_t>(m.n_cols)); }
   std::vector<uint8_t> bytes;  // [n_rows][row_bytes]
@@ -33,27 +42,30 @@ struct Q4Matrix {
 TEST(Repack, EveryRowUnpacksToItsGgufBytes) {
   for (int64_t n_rows : {16, 35, 48}) {
     for (int64_t n_blocks : {1, 5, 24}) {
-      const Q4Matrix w(n_rows, 32 * n_blocks, static_cast<uint32_t>(n_rows + n_blocks));
-      std::vector<uint8_t> storage;
-      const Matrix packed = pack_row_groups(w.m, storage);
-      ASSERT_TRUE(packed.row_groups);
-      ASSERT_EQ(storage.size(), w.bytes.size());
-      EXPECT_NE(storage, w.bytes) << "whole groups are rearranged";
-      const size_t rb = w.row_bytes();
-      const size_t packed_rows = static_cast<size_t>(n_rows / kRowGroupRows * kRowGroupRows);
-      // Rows past the last whole group keep their GGUF bytes in place.
-      EXPECT_EQ(std::memcmp(storage.data() + packed_rows * rb, w.bytes.data() + packed_rows * rb,
-                            storage.size() - packed_rows * rb),
-                0);
-      std::vector<uint8_t> row(rb);
-      for (int64_t r = 0; r < n_rows; ++r) {
-        unpack_row(packed, r, row.data());
-        ASSERT_EQ(std::memcmp(row.data(), w.bytes.data() + static_cast<size_t>(r) * rb, rb), 0) << "row " << r;
-      }
-      std::vector<uint8_t> group(kRowGroupRows * rb);
-      for (size_t g = 0; g < packed_rows / kRowGroupRows; ++g) {
-        unpack_row_group(storage.data() + g * group.size(), static_cast<size_t>(n_blocks), group.data());
-        ASSERT_EQ(std::memcmp(group.data(), w.bytes.data() + g * group.size(), group.size()), 0) << "group " << g;
+      for (TensorType type : kPackable) {
+        SCOPED_TRACE(gguf::tensor_type_name(type));
+        const QMatrix w(type, n_rows, 32 * n_blocks, static_cast<uint32_t>(n_rows + n_blocks));
+        std::vector<uint8_t> storage;
+        const Matrix packed = pack_row_groups(w.m, storage);
+        ASSERT_TRUE(packed.row_groups);
+        ASSERT_EQ(storage.size(), w.bytes.size());
+        EXPECT_NE(storage, w.bytes) << "whole groups are rearranged";
+        const size_t rb = w.row_bytes();
+        const size_t packed_rows = static_cast<size_t>(n_rows / kRowGroupRows * kRowGroupRows);
+        // Rows past the last whole group keep their GGUF bytes in place.
+        EXPECT_EQ(std::memcmp(storage.data() + packed_rows * rb, w.bytes.data() + packed_rows * rb,
+                              storage.size() - packed_rows * rb),
+                  0);
+        std::vector<uint8_t> row(rb);
+        for (int64_t r = 0; r < n_rows; ++r) {
+          unpack_row(packed, r, row.data());
+          ASSERT_EQ(std::memcmp(row.data(), w.bytes.data() + static_cast<size_t>(r) * rb, rb), 0) << "row " << r;
+        }
+        std::vector<uint8_t> group(kRowGroupRows * rb);
+        for (size_t g = 0; g < packed_rows / kRowGroupRows; ++g) {
+          unpack_row_group(type, storage.data() + g * group.size(), static_cast<size_t>(n_blocks), group.data());
+          ASSERT_EQ(std::memcmp(group.data(), w.bytes.data() + g * group.size(), group.size()), 0) << "group " << g;
+        }
       }
     }
   }
@@ -61,18 +73,25 @@ TEST(Repack, EveryRowUnpacksToItsGgufBytes) {
 
 TEST(Repack, UnitLayoutIsDocumented) {
   // Row 5's block 1: d at unit bytes 10, 11; qs[j] at 32 + 64 (j / 4) + 4 x 5 + j % 4.
-  const Q4Matrix w(16, 64, 7);
-  std::vector<uint8_t> storage;
-  pack_row_groups(w.m, storage);
-  const uint8_t* block = w.bytes.data() + 5 * w.row_bytes() + sizeof(gguf::BlockQ4_0);
-  const uint8_t* unit = storage.data() + kRowGroupUnitBytes;
-  EXPECT_EQ(unit[10], block[0]);
-  EXPECT_EQ(unit[11], block[1]);
-  for (size_t j = 0; j < 16; ++j) EXPECT_EQ(unit[32 + 64 * (j / 4) + 20 + j % 4], block[2 + j]) << "qs " << j;
+  EXPECT_EQ(kQ4_0UnitBytes, 16 * sizeof(gguf::BlockQ4_0));
+  EXPECT_EQ(kQ8_0UnitBytes, 16 * sizeof(gguf::BlockQ8_0));
+  for (TensorType type : kPackable) {
+    const QMatrix w(type, 16, 64, 7);
+    std::vector<uint8_t> storage;
+    pack_row_groups(w.m, storage);
+    const size_t block_bytes = gguf::row_bytes(type, 32);
+    const uint8_t* block = w.bytes.data() + 5 * w.row_bytes() + block_bytes;
+    const uint8_t* unit = storage.data() + row_group_unit_bytes(type);
+    EXPECT_EQ(unit[10], block[0]);
+    EXPECT_EQ(unit[11], block[1]);
+    for (size_t j = 0; j + 2 < block_bytes; ++j) {
+      EXPECT_EQ(unit[32 + 64 * (j / 4) + 20 + j % 4], block[2 + j]) << gguf::tensor_type_name(type) << " qs " << j;
+    }
+  }
 }
 
 TEST(Repack, RejectsWhatItCannotPack) {
-  const Q4Matrix w(16, 32, 1);
+  const QMatrix w(TensorType::Q4_0, 16, 32, 1);
   std::vector<uint8_t> storage;
   const Matrix packed = pack_row_groups(w.m, storage);
   std::vector<uint8_t> again;
@@ -81,124 +100,88 @@ TEST(Repack, RejectsWhatItCannotPack) {
   EXPECT_THROW(pack_row_groups(Matrix{TensorType::F32, f32.data(), 16, 32}, again), Error);
   EXPECT_FALSE(row_groups_preferred(packed));
   EXPECT_FALSE(row_groups_preferred(Matrix{TensorType::F32, f32.data(), 16, 32}));
-  EXPECT_FALSE(row_groups_preferred(Q4Matrix(15, 32, 2).m)) << "no whole group";
+  EXPECT_FALSE(row_groups_preferred(QMatrix(TensorType::Q4_0, 15, 32, 2).m)) << "no whole group";
+  EXPECT_FALSE(row_groups_preferred(QMatrix(TensorType::Q8_0, 15, 32, 2).m)) << "no whole group";
 }
 
 TEST(Repack, MatmulOnPackedEqualsGguf) {
   if (!kernel_table().row_group_layouts) {
     // The packed matrix is refused rather than misread by kernels that expect GGUF rows.
-    const Q4Matrix w(16, 32, 3);
-    std::vector<uint8_t> storage;
-    const Matrix packed = pack_row_groups(w.m, storage);
-    ThreadPool pool(1);
-    std::vector<float> x(32, 0.5f), y(16);
-    std::vector<uint8_t> scratch;
-    EXPECT_THROW(matmul(pool, packed, x.data(), 1, y.data(), scratch), Error);
-    GTEST_SKIP() << "these kernels read Q4_0 in GGUF layout only";
-  }
-  ASSERT_TRUE(row_groups_preferred(Q4Matrix(16, 32, 4).m));
-  for (int64_t n_rows : {16, 35, 64}) {
-    const Q4Matrix w(n_rows, 96, static_cast<uint32_t>(n_rows));
-    std::vector<uint8_t> storage;
-    const Matrix packed = pack_row_groups(w.m, storage);
-    for (int64_t n_tokens : {1, 2, 4, 8, 9, 40}) {
-      const auto x = test::random_floats(static_cast<size_t>(n_tokens * 96), static_cast<uint32_t>(n_tokens), 2.0f);
-      for (int n_threads : {1, 2, 3}) {
-        ThreadPool pool(n_threads);
-        std::vector<uint8_t> scratch;
-        std::vector<float> expected(static_cast<size_t>(n_tokens * n_rows)), got(expected.size(), -1.0f);
-        matmul(pool, w.m, x.data(), n_tokens, expected.data(), scratch);
-        matmul(pool, packed, x.data(), n_tokens, got.data(), scratch);
-        ASSERT_EQ(std::memcmp(expected.data(), got.data(), got.size() * sizeof(float)), 0)
-            << n_rows << " rows, " << n_tokens << " tokens, " << n_threads << " threads";
-      }
+    for (TensorType type : kPackable) {
+      const QMatrix w(type, 16, 32, 3);
+      std::vector<uint8_t> storage;
+      const Matrix packed = pack_row_groups(w.m, storage);
+      ThreadPool pool(1);
+      std::vector<float> x(32, 0.5f), y(16);
+      std::vector<uint8_t> scratch;
+      EXPECT_THROW(matmul(pool, packed, x.data(), 1, y.data(), scratch), Error);
     }
-    std::vector<float> a(96), b(96);
-    for (int64_t r = 0; r < n_rows; ++r) {
-      get_row(w.m, r, a.data());
-      get_row(packed, r, b.data());
-      ASSERT_EQ(a, b) << "row " << r;
-    }
+    GTEST_SKIP() << "these kernels read Q4_0 and Q8_0 in GGUF layout only";
   }
-}
-
-TEST(GroupScales, HoldEachGroupsBlockScalesInRowOrder) {
-  for (int64_t n_rows : {16, 35}) {
-    const int64_t n_blocks = 5;
-    const auto blocks = test::random_q8_0(static_cast<size_t>(n_rows * n_blocks * 32), 21);
-    const Matrix w{TensorType::Q8_0, reinterpret_cast<const uint8_t*>(blocks.data()), n_rows, n_blocks * 32};
-    const std::vector<uint16_t> d = q8_0_group_scales(w);
-    ASSERT_EQ(d.size(), static_cast<size_t>(n_rows / 16 * n_blocks * 16)) << "whole groups only";
-    for (size_t g = 0; g < static_cast<size_t>(n_rows / 16); ++g) {
-      for (size_t b = 0; b < static_cast<size_t>(n_blocks); ++b) {
-        for (size_t i = 0; i < 16; ++i) {
-          ASSERT_EQ(d[(g * n_blocks + b) * 16 + i], blocks[(g * 16 + i) * n_blocks + b].d) << g << " " << b << " " << i;
+  for (TensorType type : kPackable) {
+    ASSERT_TRUE(row_groups_preferred(QMatrix(type, 16, 32, 4).m));
+    for (int64_t n_rows : {16, 35, 64}) {
+      SCOPED_TRACE(gguf::tensor_type_name(type));
+      const QMatrix w(type, n_rows, 96, static_cast<uint32_t>(n_rows));
+      std::vector<uint8_t> storage;
+      const Matrix packed = pack_row_groups(w.m, storage);
+      for (int64_t n_tokens : {1, 2, 4, 8, 9, 40}) {
+        const auto x = test::random_floats(static_cast<size_t>(n_tokens * 96), static_cast<uint32_t>(n_tokens), 2.0f);
+        for (int n_threads : {1, 2, 3}) {
+          ThreadPool pool(n_threads);
+          std::vector<uint8_t> scratch;
+          std::vector<float> expected(static_cast<size_t>(n_tokens * n_rows)), got(expected.size(), -1.0f);
+          matmul(pool, w.m, x.data(), n_tokens, expected.data(), scratch);
+          matmul(pool, packed, x.data(), n_tokens, got.data(), scratch);
+          ASSERT_EQ(std::memcmp(expected.data(), got.data(), got.size() * sizeof(float)), 0)
+              << n_rows << " rows, " << n_tokens << " tokens, " << n_threads << " threads";
         }
       }
-    }
-  }
-  const Q4Matrix q4(16, 32, 22);
-  EXPECT_THROW(q8_0_group_scales(q4.m), Error);
-  EXPECT_FALSE(group_scales_preferred(q4.m));
-}
-
-TEST(GroupScales, MatmulWithThemEqualsWithout) {
-  if (!kernel_table().row_group_layouts) GTEST_SKIP() << "no kernel on this path reads group scales";
-  for (int64_t n_rows : {16, 35, 64}) {
-    const auto blocks = test::random_q8_0(static_cast<size_t>(n_rows * 96), static_cast<uint32_t>(n_rows));
-    Matrix w{TensorType::Q8_0, reinterpret_cast<const uint8_t*>(blocks.data()), n_rows, 96};
-    ASSERT_TRUE(group_scales_preferred(w));
-    const std::vector<uint16_t> d = q8_0_group_scales(w);
-    Matrix with = w;
-    with.group_scales = d.data();
-    for (int64_t n_tokens : {1, 3, 8, 9, 40}) {
-      const auto x = test::random_floats(static_cast<size_t>(n_tokens * 96), static_cast<uint32_t>(n_tokens), 2.0f);
-      ThreadPool pool(2);
-      std::vector<uint8_t> scratch;
-      std::vector<float> expected(static_cast<size_t>(n_tokens * n_rows)), got(expected.size(), -1.0f);
-      matmul(pool, w, x.data(), n_tokens, expected.data(), scratch);
-      matmul(pool, with, x.data(), n_tokens, got.data(), scratch);
-      ASSERT_EQ(std::memcmp(expected.data(), got.data(), got.size() * sizeof(float)), 0)
-          << n_rows << " rows, " << n_tokens << " tokens";
+      std::vector<float> a(96), b(96);
+      for (int64_t r = 0; r < n_rows; ++r) {
+        get_row(w.m, r, a.data());
+        get_row(packed, r, b.data());
+        ASSERT_EQ(a, b) << "row " << r;
+      }
     }
   }
 }
 
 TEST(PrepareMatrix, ChoosesWhatTheKernelsRead) {
-  const Q4Matrix q4(32, 64, 31);
-  const auto q8_blocks = test::random_q8_0(32 * 64, 32);
-  const Matrix q8{TensorType::Q8_0, reinterpret_cast<const uint8_t*>(q8_blocks.data()), 32, 64};
+  const QMatrix q4(TensorType::Q4_0, 32, 64, 31), q8(TensorType::Q8_0, 32, 64, 32);
   std::vector<uint8_t> f32(32 * 64 * 4);
   const Matrix f{TensorType::F32, f32.data(), 32, 64};
-  MatrixExtras e4, e8, ef;
-  const Matrix p4 = prepare_matrix(q4.m, e4), p8 = prepare_matrix(q8, e8), pf = prepare_matrix(f, ef);
+  std::vector<uint8_t> s4, s8, sf;
+  const Matrix p4 = prepare_matrix(q4.m, s4), p8 = prepare_matrix(q8.m, s8), pf = prepare_matrix(f, sf);
   const bool amx = kernel_table().row_group_layouts;
   EXPECT_EQ(p4.row_groups, amx);
-  EXPECT_EQ(p4.data == e4.packed.data(), amx);
-  EXPECT_EQ(p8.group_scales != nullptr, amx);
-  EXPECT_EQ(p8.data, q8.data) << "Q8_0 weights stay in GGUF layout";
-  EXPECT_TRUE(pf.data == f.data && !pf.row_groups && pf.group_scales == nullptr);
-  EXPECT_TRUE(ef.packed.empty() && ef.group_scales.empty());
+  EXPECT_EQ(p4.data == s4.data(), amx);
+  EXPECT_EQ(p8.row_groups, amx);
+  EXPECT_EQ(p8.data == s8.data(), amx);
+  EXPECT_TRUE(pf.data == f.data && !pf.row_groups && sf.empty());
 }
 
 // A packed matrix after one whose rows are not a multiple of 16 in one fused job: its groups still start where
 // the kernels expect them.
 TEST(Repack, FusedAfterAnOddMatrixEqualsSeparate) {
-  if (!kernel_table().row_group_layouts) GTEST_SKIP() << "these kernels read Q4_0 in GGUF layout only";
-  const Q4Matrix odd(35, 64, 11), wide(48, 64, 12);
-  std::vector<uint8_t> storage;
-  const Matrix packed = pack_row_groups(wide.m, storage);
-  for (int64_t n_tokens : {1, 5, 20}) {
-    const auto x = test::random_floats(static_cast<size_t>(n_tokens * 64), 13, 2.0f);
-    ThreadPool pool(2);
-    std::vector<uint8_t> scratch;
-    std::vector<float> y_odd(static_cast<size_t>(35 * n_tokens)), y_wide(static_cast<size_t>(48 * n_tokens));
-    std::vector<float> s_odd(y_odd.size()), s_wide(y_wide.size());
-    matmul_multi(pool, {&odd.m, &packed}, x.data(), n_tokens, {y_odd.data(), y_wide.data()}, scratch);
-    matmul(pool, odd.m, x.data(), n_tokens, s_odd.data(), scratch);
-    matmul(pool, wide.m, x.data(), n_tokens, s_wide.data(), scratch);
-    EXPECT_EQ(std::memcmp(y_odd.data(), s_odd.data(), y_odd.size() * sizeof(float)), 0) << n_tokens;
-    EXPECT_EQ(std::memcmp(y_wide.data(), s_wide.data(), y_wide.size() * sizeof(float)), 0) << n_tokens;
+  if (!kernel_table().row_group_layouts) GTEST_SKIP() << "these kernels read Q4_0 and Q8_0 in GGUF layout only";
+  for (TensorType type : kPackable) {
+    SCOPED_TRACE(gguf::tensor_type_name(type));
+    const QMatrix odd(type, 35, 64, 11), wide(type, 48, 64, 12);
+    std::vector<uint8_t> storage;
+    const Matrix packed = pack_row_groups(wide.m, storage);
+    for (int64_t n_tokens : {1, 5, 20}) {
+      const auto x = test::random_floats(static_cast<size_t>(n_tokens * 64), 13, 2.0f);
+      ThreadPool pool(2);
+      std::vector<uint8_t> scratch;
+      std::vector<float> y_odd(static_cast<size_t>(35 * n_tokens)), y_wide(static_cast<size_t>(48 * n_tokens));
+      std::vector<float> s_odd(y_odd.size()), s_wide(y_wide.size());
+      matmul_multi(pool, {&odd.m, &packed}, x.data(), n_tokens, {y_odd.data(), y_wide.data()}, scratch);
+      matmul(pool, odd.m, x.data(), n_tokens, s_odd.data(), scratch);
+      matmul(pool, wide.m, x.data(), n_tokens, s_wide.data(), scratch);
+      EXPECT_EQ(std::memcmp(y_odd.data(), s_odd.data(), y_odd.size() * sizeof(float)), 0) << n_tokens;
+      EXPECT_EQ(std::memcmp(y_wide.data(), s_wide.data(), y_wide.size() * sizeof(float)), 0) << n_tokens;
+    }
   }
 }
 
