@@ -1,0 +1,37 @@
+// Shared by the AMX kernels (gemm_amx.cpp, gemm_amx_packed.cpp): tile shapes, the lane combination of the
+// reference arithmetic, and the packed-group path's entry. Included after a TU's target pragma, so that its inline
+// code is compiled for AMX / AVX-512; internal linkage (see simd_avx2.h). Includes nothing itself: the includer
+// brings <immintrin.h>, <cstddef>, <cstdint> and kernels/gemm.h before its pragma.
+#pragma once
+
+namespace preface::kernels::amx {
+namespace {
+
+constexpr int kRows = 16;               // weight rows per tile
+constexpr int kTokens = 16;             // tokens per tile
+constexpr int kGroups = 4;              // token tiles per pass over the weights: C tiles tmm0..tmm3
+constexpr size_t kBTileBytes = 8 * 64;  // a [8][64] tile (16 x 32-byte tiles are the same size)
+
+// lane0 = (lane0 + lane2) + (lane1 + lane3) over n_vectors 16-float vectors of the four accumulator lanes; +0 when
+// no whole group of 4 blocks exists (the lanes never written).
+inline void combine_lanes(float* lane0, const float* lane1, const float* lane2, const float* lane3, int n_vectors,
+                          bool any) {
+  for (int v = 0; v < 16 * n_vectors; v += 16) {
+    __m512 sum = _mm512_setzero_ps();
+    if (any) {
+      const __m512 s02 = _mm512_add_ps(_mm512_load_ps(lane0 + v), _mm512_load_ps(lane2 + v));
+      const __m512 s13 = _mm512_add_ps(_mm512_load_ps(lane1 + v), _mm512_load_ps(lane3 + v));
+      sum = _mm512_add_ps(s02, s13);
+    }
+    _mm512_store_ps(lane0 + v, sum);
+  }
+}
+
+}  // namespace
+
+// Whole packed groups [row_begin, row_end) x all tokens (gemm_amx_packed.cpp), under the wide tile configuration
+// (C tmm0..3 16 x 64 bytes, tmm4, 5 16 x 32, tmm6, 7 8 x 64). buf: kGroups * n_blocks * (kBTileBytes + 16 floats)
+// + 3 * kBTileBytes bytes, 64-byte aligned.
+void gemm_packed(const GemmArgs& a, int64_t row_begin, int64_t row_end, uint8_t* buf);
+
+}  // namespace preface::kernels::amx
