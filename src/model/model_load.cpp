@@ -91,9 +91,17 @@ Model::Model(gguf::File file, Config config, int32_t max_batch_tokens)
     l.w_up = load_matrix(file_, p + "ffn_up.weight", ffn, dim);
     l.w_down = load_matrix(file_, p + "ffn_down.weight", dim, ffn);
   }
-  // Where the kernels read them faster, Q4_0 and Q8_0 matrices get a packed copy (the mapped bytes stay unread
-  // after this); tok_embd_ keeps GGUF layout for row lookups, so a tied output_ gets its own copy.
-  const auto prepare = [this](kernels::Matrix& w) { w = kernels::prepare_matrix(w, packed_.emplace_back()); };
+  // Where the kernels read them faster, Q4_0 and Q8_0 matrices get a packed copy, and the mapped bytes it was
+  // made from leave resident memory (so a packed model holds its weights once); tok_embd_ keeps GGUF layout for
+  // row lookups, so a tied output_ gets its own copy and the mapped bytes stay.
+  const auto prepare = [this](kernels::Matrix& w) {
+    const kernels::Matrix source = w;
+    w = kernels::prepare_matrix(w, packed_.emplace_back());
+    if (w.data != source.data && source.data != tok_embd_.data) {
+      file_.mapping().release(source.data, gguf::row_bytes(source.type, static_cast<size_t>(source.n_cols)) *
+                                               static_cast<size_t>(source.n_rows));
+    }
+  };
   prepare(output_);
   for (LayerWeights& l : layers_) {
     for (kernels::Matrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) prepare(*w);

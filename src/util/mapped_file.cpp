@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <utility>
 
@@ -37,6 +38,17 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
     data_ = static_cast<const uint8_t*>(p);
   }
   ::close(fd);
+}
+
+void MappedFile::release(const uint8_t* p, size_t n_bytes) const {
+  if (p < data_ || n_bytes > size_bytes_ || p - data_ > static_cast<ptrdiff_t>(size_bytes_ - n_bytes)) {
+    throw Error("release: range outside the mapping of '" + path_ + "'");
+  }
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n_bytes) / page * page;
+  // Advice only: a failure leaves the pages resident, which is what not calling this would do.
+  if (begin < end) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 MappedFile::~MappedFile() {
