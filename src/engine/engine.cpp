@@ -5,7 +5,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "model/fingerprint.h"
 #include "util/error.h"
 
 namespace preface::engine {
@@ -54,7 +53,7 @@ Engine::Engine(model::Model& model, const Tokenizer& tokenizer, const EngineConf
     : model_(model),
       tokenizer_(tokenizer),
       config_(config),
-      fingerprint_(model::model_fingerprint(model.file().mapping())),
+      fingerprint_(model.fingerprint()),
       threads_(config.n_threads > 0 ? config.n_threads : ThreadPool::hardware_threads()),
       storage_(model.config(), config.kv_type, config.block_size,
                n_blocks_for_budget(model.config(), config.kv_type, config.block_size,

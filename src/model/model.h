@@ -50,6 +50,9 @@ class Model {
 
   const Config& config() const { return config_; }
   const gguf::File& file() const { return file_; }
+  // SHA-256 of the file (model/fingerprint.h), taken at load before the packed matrices' mapped bytes were
+  // released, so that hashing does not read them back into memory.
+  const std::string& fingerprint() const { return fingerprint_; }
   int32_t max_batch_tokens() const { return max_batch_tokens_; }
 
   // Runs the batch (1 <= size <= max_batch_tokens). Writes logits of tokens with want_logits, in batch order,
@@ -61,6 +64,7 @@ class Model {
   Model(gguf::File file, Config config, int32_t max_batch_tokens);
 
   gguf::File file_;
+  std::string fingerprint_;
   Config config_;
   int32_t max_batch_tokens_;
   kernels::Matrix tok_embd_;               // [n_vocab x dim]

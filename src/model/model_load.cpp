@@ -5,6 +5,7 @@
 
 #include "gguf/writer.h"
 #include "kernels/repack.h"
+#include "model/fingerprint.h"
 #include "model/model.h"
 #include "util/error.h"
 
@@ -70,6 +71,7 @@ Model::Model(gguf::File file, Config config, int32_t max_batch_tokens)
   const int64_t dim = c.dim, kv = c.kv_row_values(), ffn = c.ffn_dim, vocab = c.n_vocab;
   tok_embd_ = load_matrix(file_, "token_embd.weight", vocab, dim);
   output_ = c.tied_embeddings ? tok_embd_ : load_matrix(file_, "output.weight", vocab, dim);
+  fingerprint_ = model_fingerprint(file_.mapping());
   output_norm_ = load_vector(file_, "output_norm.weight", dim);
   layers_.resize(static_cast<size_t>(c.n_layers));
   for (int32_t i = 0; i < c.n_layers; ++i) {
