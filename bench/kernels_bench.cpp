@@ -114,9 +114,11 @@ BENCHMARK(BM_MatmulQ8_0)->PREFACE_MATMUL_ARGS;
 BENCHMARK(BM_MatmulQ4_0)->PREFACE_MATMUL_ARGS;
 BENCHMARK(BM_MatmulF16)->PREFACE_MATMUL_ARGS;
 BENCHMARK(BM_MatmulF32)->PREFACE_MATMUL_ARGS;
-#define PREFACE_DRAM_ARGS                                                                   \
-  ArgNames({"rows", "cols", "tokens", "threads"})->Args({2048, 2048, 1, 1})->Args({2048, 2048, 1, 2}) \
-      ->Args({2048, 2048, 8, 1})                                                                      \
+#define PREFACE_DRAM_ARGS                         \
+  ArgNames({"rows", "cols", "tokens", "threads"}) \
+      ->Args({2048, 2048, 1, 1})                  \
+      ->Args({2048, 2048, 1, 2})                  \
+      ->Args({2048, 2048, 8, 1})                  \
       ->UseRealTime()
 BENCHMARK(BM_MatmulQ8_0Dram)->PREFACE_DRAM_ARGS;
 BENCHMARK(BM_MatmulQ4_0Dram)->PREFACE_DRAM_ARGS;

@@ -10,7 +10,7 @@ namespace {
 constexpr int kRows = 16;               // weight rows per tile
 constexpr int kTokens = 16;             // tokens per tile
 constexpr int kGroups = 4;              // token tiles per pass over the weights: C tiles tmm0..tmm3
-constexpr size_t kBTileBytes = 8 * 64;  // a [8][64] tile (16 x 32-byte tiles are the same size)
+constexpr size_t kBTileBytes = 8 * 64;  // a [8][64] tile; narrow B tiles use the first half, A tiles [16][32] all
 
 // lane0 = (lane0 + lane2) + (lane1 + lane3) over n_vectors 16-float vectors of the four accumulator lanes; +0 when
 // no whole group of 4 blocks exists (the lanes never written).
