@@ -310,7 +310,6 @@ void row_group(Rows& rows, const uint8_t* b_tiles, const float* dx, size_t n_blo
   alignas(64) float acc[4][kGroups][kRows][16];  // [b % 4][token tile][row][token], written before read
   alignas(64) int32_t c[2][kGroups][kRows][16];   // by block parity: the next block's products land in the other
   alignas(64) float dw[kRows];
-  const size_t n_full = n_blocks / 4 * 4;
   const auto multiply = [&](size_t b) {
     if (b % 2 == 0) {
       multiply_block_even(rows, b_tiles, n_blocks, b, n_tiles, c[0]);
@@ -318,27 +317,17 @@ void row_group(Rows& rows, const uint8_t* b_tiles, const float* dx, size_t n_blo
       multiply_block_odd(rows, b_tiles, n_blocks, b, n_tiles, c[1]);
     }
   };
+  const auto accumulate_block = [&](size_t b, bool first, size_t lane) {
+    _mm512_store_ps(dw, rows.scales(b));
+    for (int g = 0; g < n_tiles; ++g) {
+      accumulate(c[b % 2][g], dw, _mm512_load_ps(dx + (static_cast<size_t>(g) * n_blocks + b) * 16), first,
+                 acc[lane][g]);
+    }
+  };
   const auto combine = [&](bool any) {
     for (int g = 0; g < n_tiles; ++g) combine_lanes(acc[0][g][0], acc[1][g][0], acc[2][g][0], acc[3][g][0], kRows, any);
   };
-  rows.prepare(0);
-  if (n_blocks > 1) rows.prepare(1);
-  multiply(0);
-  for (size_t b = 0; b < n_blocks; ++b) {
-    // Whole groups done: the remaining blocks go to acc[0].
-    if (b == n_full) combine(n_full > 0);
-    if (b + 2 < n_blocks) rows.prepare(b + 2);
-    if (b + 1 < n_blocks) multiply(b + 1);  // issued first, so the tile unit works during this block's epilogue
-    // The next row group's block b, so weights stream in from memory meanwhile.
-    if (prefetch != nullptr) rows.prefetch_block(prefetch, b);
-    const bool first = b < 4 && b < n_full;
-    float(*lane)[kRows][16] = acc[b < n_full ? b % 4 : 0];
-    _mm512_store_ps(dw, rows.scales(b));
-    for (int g = 0; g < n_tiles; ++g) {
-      accumulate(c[b % 2][g], dw, _mm512_load_ps(dx + (static_cast<size_t>(g) * n_blocks + b) * 16), first, lane[g]);
-    }
-  }
-  if (n_full == n_blocks) combine(true);
+  block_loop(rows, n_blocks, prefetch, multiply, accumulate_block, combine);
   // y[t][r0..r0+15] = acc[0][t / 16][0..15][t % 16]: a column of acc, gathered.
   const __m512i column = output_rows(16);
   for (int t = 0; t < n_valid; ++t) {

@@ -131,7 +131,6 @@ void packed_row_group(Packed& w, const uint8_t* a_tiles, const float* dx, size_t
   const int n_tiles = (n_valid + kTokens - 1) / kTokens;
   alignas(64) float acc[4][kGroups][kTokens][16];  // [b % 4][token tile][token][row], written before read
   alignas(64) int32_t c[2][kGroups][kTokens][16];   // by block parity
-  const size_t n_full = n_blocks / 4 * 4;
   const auto multiply = [&](size_t b) {
     if (b % 2 == 0) {
       packed_block_even(w, a_tiles, n_blocks, b, n_tiles, c[0]);
@@ -139,27 +138,18 @@ void packed_row_group(Packed& w, const uint8_t* a_tiles, const float* dx, size_t
       packed_block_odd(w, a_tiles, n_blocks, b, n_tiles, c[1]);
     }
   };
+  const auto accumulate = [&](size_t b, bool first, size_t lane) {
+    const __m512 dw = w.scales(b);
+    for (int g = 0; g < n_tiles; ++g) {
+      accumulate_packed(c[b % 2][g], dw, dx + (static_cast<size_t>(g) * n_blocks + b) * 16, first, acc[lane][g]);
+    }
+  };
   const auto combine = [&](bool any) {
     for (int g = 0; g < n_tiles; ++g) {
       combine_lanes(acc[0][g][0], acc[1][g][0], acc[2][g][0], acc[3][g][0], kTokens, any);
     }
   };
-  w.prepare(0);
-  if (n_blocks > 1) w.prepare(1);
-  multiply(0);
-  for (size_t b = 0; b < n_blocks; ++b) {
-    if (b == n_full) combine(n_full > 0);
-    if (b + 2 < n_blocks) w.prepare(b + 2);
-    if (b + 1 < n_blocks) multiply(b + 1);  // issued first, so the tile unit works during this block's epilogue
-    if (prefetch != nullptr) w.prefetch_block(prefetch, b);
-    const bool first = b < 4 && b < n_full;
-    float(*lane)[kTokens][16] = acc[b < n_full ? b % 4 : 0];
-    const __m512 dw = w.scales(b);
-    for (int g = 0; g < n_tiles; ++g) {
-      accumulate_packed(c[b % 2][g], dw, dx + (static_cast<size_t>(g) * n_blocks + b) * 16, first, lane[g]);
-    }
-  }
-  if (n_full == n_blocks) combine(true);
+  block_loop(w, n_blocks, prefetch, multiply, accumulate, combine);
   for (int t = 0; t < n_valid; ++t) {
     _mm512_storeu_ps(y + static_cast<size_t>(t) * y_stride, _mm512_load_ps(acc[0][t / kTokens][t % kTokens]));
   }
