@@ -138,7 +138,7 @@ void packed_row_group(Packed& w, const uint8_t* a_tiles, const float* dx, size_t
       packed_block_odd(w, a_tiles, n_blocks, b, n_tiles, c[1]);
     }
   };
-  const auto accumulate = [&](size_t b, bool first, size_t lane) {
+  const auto accumulate_block = [&](size_t b, bool first, size_t lane) {
     const __m512 dw = w.scales(b);
     for (int g = 0; g < n_tiles; ++g) {
       accumulate_packed(c[b % 2][g], dw, dx + (static_cast<size_t>(g) * n_blocks + b) * 16, first, acc[lane][g]);
@@ -149,7 +149,7 @@ void packed_row_group(Packed& w, const uint8_t* a_tiles, const float* dx, size_t
       combine_lanes(acc[0][g][0], acc[1][g][0], acc[2][g][0], acc[3][g][0], kTokens, any);
     }
   };
-  block_loop(w, n_blocks, prefetch, multiply, accumulate, combine);
+  block_loop(w, n_blocks, prefetch, multiply, accumulate_block, combine);
   for (int t = 0; t < n_valid; ++t) {
     _mm512_storeu_ps(y + static_cast<size_t>(t) * y_stride, _mm512_load_ps(acc[0][t / kTokens][t % kTokens]));
   }
