@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -16,10 +17,13 @@
 namespace preface {
 namespace {
 
-// A file of n bytes, byte i = (i * 7 + i / 4096) % 251.
+// Byte i of the test files: varies within and across pages.
+uint8_t pattern_byte(size_t i) { return static_cast<uint8_t>((i * 7 + i / 4096) % 251); }
+
+// A file of n bytes, byte i = pattern_byte(i).
 std::string write_pattern(const std::string& name, size_t n) {
   std::vector<char> bytes(n);
-  for (size_t i = 0; i < n; ++i) bytes[i] = static_cast<char>((i * 7 + i / 4096) % 251);
+  for (size_t i = 0; i < n; ++i) bytes[i] = static_cast<char>(pattern_byte(i));
   const std::string path = (test::temp_dir("mapped-file") / name).string();
   std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(n));
   return path;
@@ -27,7 +31,7 @@ std::string write_pattern(const std::string& name, size_t n) {
 
 bool holds_pattern(const uint8_t* p, size_t n) {
   for (size_t i = 0; i < n; ++i) {
-    if (p[i] != static_cast<uint8_t>((i * 7 + i / 4096) % 251)) return false;
+    if (p[i] != pattern_byte(i)) return false;
   }
   return true;
 }
