@@ -61,7 +61,7 @@ constexpr KernelTable kAvx2 = {
 
 // PREFACE_KERNELS=scalar forces the scalar kernels (to cross-check a whole model run against the reference);
 // PREFACE_KERNELS=avx2 the AVX2 ones without AVX-VNNI, AVX-512 or AMX; PREFACE_KERNELS=vnni adds AVX-VNNI only;
-// PREFACE_KERNELS=avx512 everything but AMX.
+// PREFACE_KERNELS=avx512 everything but AMX (Q4_0 and Q8_0 still packed at load, read by the AVX-512 VNNI kernels).
 // The wider paths replace a kernel only with one that gives the same bits (see gemm_vnni_avx2.cpp,
 // gemm_amx.cpp, gemm_avx512.cpp, attention_avx512.cpp), so this choice changes speed, never results.
 KernelTable choose_table() {
@@ -75,7 +75,10 @@ KernelTable choose_table() {
   if (avx512::available()) {
     t.attention_tile = avx512::attention_tile;
     t.gemm_float = avx512::gemm_float;
-    if (avx512::quant_available()) t.gemm_quant = avx512::gemm_quant;
+    if (avx512::quant_available()) {
+      t.gemm_quant = avx512::gemm_quant;
+      t.row_group_layouts = true;
+    }
   }
   if (is("avx512")) return t;
   if (amx::amx_available()) {

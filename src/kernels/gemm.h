@@ -57,7 +57,8 @@ namespace avx512 {
 // avx512::available() (attention.h).
 void gemm_float(const GemmArgs& args, int64_t row_begin, int64_t row_end);
 // The same results for Q8_0/Q4_0 weights; decode batches (1-2 tokens) with x_sums and x_pairs run 4-row AVX-512
-// VNNI tiles, packed Q4_0 (row_groups) with x_sums 16-row tiles up to 8 tokens, the rest goes to avx2::gemm_vnni.
+// VNNI tiles, packed Q4_0 and Q8_0 (row_groups) with x_sums 16-row tiles up to 8 tokens (larger batches in slices
+// of 8), the rest goes to avx2::gemm_vnni.
 // Only where quant_available() (AVX-512 VNNI and VBMI, AVX-VNNI).
 bool quant_available();
 void gemm_quant(const GemmArgs& args, int64_t row_begin, int64_t row_end);

@@ -18,14 +18,17 @@
 // Rows past the last whole tile of 4, batches of more than 2 tokens, and calls without x_sums / x_pairs go to
 // avx2::gemm_vnni. Only called where quant_available() (dispatch.cpp, gemm_amx.cpp).
 //
-// Packed Q4_0 and Q8_0 (repack.h; args.row_groups) have their own kernel, group_tile, for batches of up to 8
-// tokens: 16 rows per register, one vpdpbusd per 4 values and no horizontal reduction (the layout's point); other
-// batches and rows outside whole groups go through repack.h's split_row_groups to avx2::gemm_vnni.
+// Packed Q4_0 and Q8_0 (repack.h; args.row_groups) have their own kernel, group_tile, for up to 8 tokens: 16 rows
+// per register, one vpdpbusd per 4 values and no horizontal reduction (the layout's point). Larger batches (prefill
+// on CPUs without AMX) run it per 16-row group over slices of 8 tokens, so the group's weights are read from
+// memory once and from L1 for every further slice. Rows outside whole groups, and calls without x_sums, go through
+// repack.h's split_row_groups to avx2::gemm_vnni.
 //
 // Standard headers come before the target pragma, and nothing here instantiates library templates, so no code
 // compiled for AVX-512 is shared with other translation units.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -377,12 +380,38 @@ void gemv_groups(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
   }
 }
 
+// a restricted to tokens [t0, t0 + n_tokens).
+GemmArgs token_slice(const GemmArgs& a, int64_t t0, int64_t n_tokens) {
+  GemmArgs s = a;
+  const size_t n_blocks = a.n_cols / kQuantBlock;
+  const size_t skip = static_cast<size_t>(t0) * n_blocks;
+  s.x = static_cast<const BlockQ8_0*>(a.x) + skip;
+  s.x_scales = a.x_scales + skip;
+  s.x_sums = a.x_sums + skip;
+  s.x_pairs = nullptr;
+  s.y = a.y + static_cast<size_t>(t0) * a.y_stride;
+  s.n_tokens = n_tokens;
+  return s;
+}
+
+// Whole packed groups [row_begin, row_end) x any number of tokens, x_sums given: per 16-row group, the tokens in
+// slices of kMaxGroupTokens (the group's weights stay in L1 across its slices).
+void gemm_groups(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
+  for (int64_t r = row_begin; r < row_end; r += kRowGroupRows) {
+    for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kMaxGroupTokens) {
+      const GemmArgs s = token_slice(a, t0, std::min<int64_t>(kMaxGroupTokens, a.n_tokens - t0));
+      gemv_groups(s, r, r + kRowGroupRows);
+    }
+  }
+}
+
 }  // namespace
 
 void gemm_quant(const GemmArgs& args, int64_t row_begin, int64_t row_end) {
   if (args.row_groups) {
-    const bool gemv = args.n_tokens <= kMaxGroupTokens && args.x_sums != nullptr;
-    split_row_groups(args, row_begin, row_end, gemv ? gemv_groups : nullptr, avx2::gemm_vnni);
+    GemmFn packed = nullptr;
+    if (args.x_sums != nullptr) packed = args.n_tokens <= kMaxGroupTokens ? gemv_groups : gemm_groups;
+    split_row_groups(args, row_begin, row_end, packed, avx2::gemm_vnni);
     return;
   }
   const bool quantized = args.type == gguf::TensorType::Q8_0 || args.type == gguf::TensorType::Q4_0;

@@ -1,4 +1,5 @@
-// Row groups: Q4_0 and Q8_0 weights rearranged once, at load, into the order the AMX-table kernels read them.
+// Row groups: Q4_0 and Q8_0 weights rearranged once, at load, into the order the AVX-512 VNNI and AMX kernels
+// read them.
 //
 // In GGUF layout a row is n_blocks blocks {f16 d; qs} (Q4_0: uint8 qs[16], 18 bytes; Q8_0: int8 qs[32], 34
 // bytes), rows one after another, so a kernel working on 16 rows at once reads 16 scattered pieces per block and
@@ -33,7 +34,8 @@ constexpr size_t row_group_unit_bytes(gguf::TensorType type) {
   return type == gguf::TensorType::Q8_0 ? kQ8_0UnitBytes : kQ4_0UnitBytes;
 }
 
-// True when the dispatched kernels read w (Q4_0 or Q8_0, at least one whole group) faster packed (the AMX table);
+// True when the dispatched kernels read w (Q4_0 or Q8_0, at least one whole group) faster packed (AVX-512 VNNI,
+// with or without AMX);
 // only then does matmul accept a packed matrix.
 bool row_groups_preferred(const Matrix& w);
 

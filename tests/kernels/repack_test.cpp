@@ -153,11 +153,11 @@ TEST(PrepareMatrix, ChoosesWhatTheKernelsRead) {
   const Matrix f{TensorType::F32, f32.data(), 32, 64};
   std::vector<uint8_t> s4, s8, sf;
   const Matrix p4 = prepare_matrix(q4.m, s4), p8 = prepare_matrix(q8.m, s8), pf = prepare_matrix(f, sf);
-  const bool amx = kernel_table().row_group_layouts;
-  EXPECT_EQ(p4.row_groups, amx);
-  EXPECT_EQ(p4.data == s4.data(), amx);
-  EXPECT_EQ(p8.row_groups, amx);
-  EXPECT_EQ(p8.data == s8.data(), amx);
+  const bool packs = kernel_table().row_group_layouts;
+  EXPECT_EQ(p4.row_groups, packs);
+  EXPECT_EQ(p4.data == s4.data(), packs);
+  EXPECT_EQ(p8.row_groups, packs);
+  EXPECT_EQ(p8.data == s8.data(), packs);
   EXPECT_TRUE(pf.data == f.data && !pf.row_groups && sf.empty());
 }
 
