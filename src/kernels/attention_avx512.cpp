@@ -34,6 +34,24 @@ struct ZmmOps {
     return kbuf + static_cast<size_t>(i / 2) * 2 * hp + static_cast<size_t>(i % 2) * 8;
   }
 
+  // F16 rows widened 16 values per convert and store (hd % 16 == 0, so hp == hd): the stores are as wide as
+  // the loads that read them back (a 16-lane load of two 8-lane stores waits for both to reach the cache).
+  static constexpr bool kPairsF16 = true;
+  // K rows a and b (an even row and the next) into their pair's [hd / 8][16] interleaved segments at dst.
+  static void widen_pair_f16(const uint8_t* a, const uint8_t* b, size_t hd, float* dst) {
+    for (size_t s = 0; s < hd / 8; ++s) {
+      const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 16 * s));
+      const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 16 * s));
+      _mm512_storeu_ps(dst + 16 * s, _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1)));
+    }
+  }
+  // One V row of hd values into dst[0..hd).
+  static void widen_f16(const uint8_t* row, size_t hd, float* dst) {
+    for (size_t d = 0; d < hd; d += 16) {
+      _mm512_storeu_ps(dst + d, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * d))));
+    }
+  }
+
   // out[r] = 8-lane FMA accumulator of q . k_r for rows 8g..8g+7, two rows per 16-lane register.
   static void dots8(const float* q, const float* kbuf, size_t hp, int g, __m256 out[8]) {
     __m512 acc[4];

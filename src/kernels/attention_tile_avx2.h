@@ -88,7 +88,9 @@ inline void widen_row(const uint8_t* row, size_t hd, size_t hp, float* dst, size
 }
 
 // Widens the K and V rows of positions c0..c0+n_rows-1 (K in Ops' layout, V as [n_rows][hp]), and prefetches the
-// rows of the next chunk (positions below n_pos_max) so that they stream in from memory meanwhile.
+// rows of the next chunk (positions below n_pos_max) so that they stream in from memory meanwhile. Where Ops has
+// a two-row F16 widening (Ops::kPairsF16: 16-lane converts and stores, for heads of whole 16-value segments),
+// rows are widened in pairs: the same floats in the same places.
 template <typename Ops, KvElem kElem>
 void widen_chunk(const KvPages& kv, int32_t c0, int32_t n_rows, int32_t n_pos_max, size_t hd, size_t hp,
                  float* kbuf, float* vbuf) {
@@ -97,6 +99,7 @@ void widen_chunk(const KvPages& kv, int32_t c0, int32_t n_rows, int32_t n_pos_ma
   int32_t table_index = c0 / kv.block_size, slot = c0 % kv.block_size;
   const int32_t next = c0 + kAttnChunk;
   int32_t ahead_index = next / kv.block_size, ahead_slot = next % kv.block_size;
+  size_t offset[kAttnChunk];  // [n_rows] byte offset of each row from the layer bases
   for (int32_t i = 0; i < n_rows; ++i) {
     if (next + i < n_pos_max) {
       const size_t ahead = row_offset(kv, ahead_index, ahead_slot);
@@ -109,13 +112,25 @@ void widen_chunk(const KvPages& kv, int32_t c0, int32_t n_rows, int32_t n_pos_ma
         ++ahead_index;
       }
     }
-    const size_t offset = row_offset(kv, table_index, slot);
-    widen_row<kElem>(kv.k_base + offset, hd, hp, Ops::k_row(kbuf, hp, i), Ops::kKSegStride);
-    widen_row<kElem>(kv.v_base + offset, hd, hp, vbuf + static_cast<size_t>(i) * hp, 8);
+    offset[i] = row_offset(kv, table_index, slot);
     if (++slot == kv.block_size) {
       slot = 0;
       ++table_index;
     }
+  }
+  int32_t i = 0;
+  if constexpr (kElem == KvElem::F16 && Ops::kPairsF16) {
+    if (hd % 16 == 0) {
+      for (; i + 2 <= n_rows; i += 2) {
+        Ops::widen_pair_f16(kv.k_base + offset[i], kv.k_base + offset[i + 1], hd, Ops::k_row(kbuf, hp, i));
+        Ops::widen_f16(kv.v_base + offset[i], hd, vbuf + static_cast<size_t>(i) * hp);
+        Ops::widen_f16(kv.v_base + offset[i + 1], hd, vbuf + static_cast<size_t>(i + 1) * hp);
+      }
+    }
+  }
+  for (; i < n_rows; ++i) {
+    widen_row<kElem>(kv.k_base + offset[i], hd, hp, Ops::k_row(kbuf, hp, i), Ops::kKSegStride);
+    widen_row<kElem>(kv.v_base + offset[i], hd, hp, vbuf + static_cast<size_t>(i) * hp, 8);
   }
   // Rows up to the end of the last 8-row group are scored (then masked): keep them finite.
   for (int32_t i = n_rows; i < (n_rows + 7) / 8 * 8; ++i) {

@@ -278,7 +278,7 @@ TEST(AttentionTile, Avx512BitIdenticalToAvx2) {
     for (size_t head_dim : {8u, 20u, 24u, 32u, 64u, 80u, 96u, 128u, 136u}) {
       if (elem == KvElem::Q8_0 && head_dim % 32 != 0) continue;
       SCOPED_TRACE(std::string("elem ") + elem_name(elem) + " head_dim " + std::to_string(head_dim));
-      const int32_t n_pos = 90;
+      const int32_t n_pos = 91;  // the last chunk has an odd number of rows (AVX-512 widens F16 rows in pairs)
       const PagedKv kv(elem, head_dim, 2, 7, n_pos, 71);
       const auto q = test::random_floats(head_dim * 5, 72, 3.0f);
       std::vector<float> a(head_dim * 5), z(head_dim * 5);
