@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 
+#include "kv/capacity.h"
 #include "util/error.h"
 
 namespace preface::engine {
@@ -30,15 +30,7 @@ int32_t n_blocks_for_budget(const model::Config& cfg, model::KvType type, int32_
 }  // namespace
 
 uint64_t default_kv_cache_bytes() {
-  uint64_t available_kib = 0;
-  std::ifstream meminfo("/proc/meminfo");
-  for (std::string line; std::getline(meminfo, line);) {
-    if (line.rfind("MemAvailable:", 0) == 0) {
-      std::istringstream(line.substr(13)) >> available_kib;
-      break;
-    }
-  }
-  const uint64_t quarter = available_kib * 1024 / 4;
+  const uint64_t quarter = kv::mem_available_bytes() / 4;
   return std::clamp<uint64_t>(quarter, 64ull << 20, 8ull << 30);
 }
 

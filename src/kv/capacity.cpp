@@ -4,7 +4,9 @@
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <limits>
+#include <sstream>
 
 #include "util/error.h"
 
@@ -262,6 +264,17 @@ uint64_t unit_multiplier(const std::string& unit) {
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
 }  // namespace
+
+uint64_t mem_available_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string line; std::getline(meminfo, line);) {
+    if (line.rfind("MemAvailable:", 0) != 0) continue;
+    uint64_t kib = 0;
+    std::istringstream(line.substr(13)) >> kib;
+    return kib * 1024;
+  }
+  return 0;
+}
 
 uint64_t parse_bytes(std::string_view text) {
   const auto fail = [&](const std::string& why) -> Error {

@@ -99,6 +99,9 @@ PrefixCost prefix_cost(const KvShape& shape, KvDtype t, int32_t block_size, uint
 // preface::Error for empty, negative, malformed, ambiguous ("2G") or unknown units, and values above 2^64 - 1.
 uint64_t parse_bytes(std::string_view text);
 
+// MemAvailable of /proc/meminfo in bytes (the memory the kernel can hand out without swapping); 0 when unknown.
+uint64_t mem_available_bytes();
+
 // Binary units with up to two decimals, trailing zeros dropped: "512 B", "128 KiB", "762.5 MiB", "1.33 GiB".
 std::string format_bytes(uint64_t n_bytes);
 

@@ -1,9 +1,12 @@
 #include "kv/kv_storage.h"
 
+#include <sys/mman.h>
+
 #include <cstring>
 #include <limits>
 #include <string>
 
+#include "kv/capacity.h"
 #include "util/error.h"
 
 namespace preface::kv {
@@ -25,16 +28,19 @@ KvStorage::KvStorage(const model::Config& config, model::KvType type, int32_t bl
     throw Error("KV storage size overflows");
   }
   const size_t region_bytes = region_tokens * view_.row_bytes();
-  // calloc: zeroed, and pages untouched until used.
-  data_.reset(static_cast<uint8_t*>(std::calloc(region_tokens, bytes_per_token())));
-  if (!data_) {
-    throw Error("cannot allocate " + std::to_string(region_tokens * bytes_per_token()) + " bytes of KV storage");
-  }
+  const size_t n_bytes = region_tokens * bytes_per_token();
+  // Anonymous pages are zeroed; MAP_POPULATE faults them all in now (see the header), unless they would not fit.
+  const int populate = n_bytes <= mem_available_bytes() ? MAP_POPULATE : 0;
+  void* p = ::mmap(nullptr, n_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | populate, -1, 0);
+  if (p == MAP_FAILED) throw Error("cannot allocate " + std::to_string(n_bytes) + " bytes of KV storage");
+  data_ = std::unique_ptr<uint8_t, Unmap>(static_cast<uint8_t*>(p), Unmap{n_bytes});
   for (size_t l = 0; l < n_layers_; ++l) {
     view_.k_layers.push_back(data_.get() + (2 * l) * region_bytes);
     view_.v_layers.push_back(data_.get() + (2 * l + 1) * region_bytes);
   }
 }
+
+void KvStorage::Unmap::operator()(uint8_t* p) const { ::munmap(p, n_bytes); }
 
 void KvStorage::copy_rows(int32_t src_block, int32_t dst_block, int32_t n_rows) {
   if (src_block < 0 || src_block >= view_.n_blocks || dst_block < 0 || dst_block >= view_.n_blocks) {

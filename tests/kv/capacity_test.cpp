@@ -267,5 +267,11 @@ TEST(FormatBytes, Units) {
   }
 }
 
+TEST(MemAvailable, ReadsProcMeminfo) {
+  const uint64_t n = mem_available_bytes();
+  EXPECT_GT(n, 16ull << 20) << "MemAvailable of /proc/meminfo";
+  EXPECT_EQ(n % 1024, 0u) << "reported in KiB";
+}
+
 }  // namespace
 }  // namespace preface::kv

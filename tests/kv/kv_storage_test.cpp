@@ -1,9 +1,13 @@
-// KvStorage: sizes, layout (per layer K then V, blocks of block_size rows), zeroing and copy_rows; Q8_0 sizes
-// and its head_dim check.
+// KvStorage: sizes, layout (per layer K then V, blocks of block_size rows), zeroing, residency and copy_rows;
+// Q8_0 sizes and its head_dim check.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "kv/kv_storage.h"
 #include "util/error.h"
@@ -85,6 +89,20 @@ TEST(KvStorage, Q8_0SizesAndHeadDimCheck) {
     }
     EXPECT_NO_THROW(kv::KvStorage(c, model::KvType::F16, 16, 5));
   }
+}
+
+// Every page is resident once the storage exists (faulted in at start-up, not on the first write while serving).
+TEST(KvStorage, PagesAreResidentFromTheStart) {
+  const kv::KvStorage s(small_config(), model::KvType::F16, 16, 512);
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t n_pages = (s.size_bytes() + page - 1) / page;
+  ASSERT_GT(n_pages, 8u);
+  std::vector<unsigned char> resident(n_pages);
+  ASSERT_EQ(mincore(s.view().k_layers[0], s.size_bytes(), resident.data()), 0) << std::strerror(errno);
+  size_t n_resident = 0;
+  for (const unsigned char r : resident) n_resident += r & 1;
+  EXPECT_EQ(n_resident, n_pages);
+  for (size_t i = 0; i < s.size_bytes(); i += page) ASSERT_EQ(s.view().k_layers[0][i], 0) << "byte " << i;
 }
 
 TEST(KvStorage, MoveKeepsTheAllocation) {
