@@ -9,8 +9,6 @@ struct YmmOps {
   static constexpr size_t kKSegStride = 8;  // K row i: [hp] at kbuf + i * hp
   static float* k_row(float* kbuf, size_t hp, int32_t i) { return kbuf + static_cast<size_t>(i) * hp; }
   static constexpr bool kPairsF16 = false;  // rows are widened one at a time (widen_chunk)
-  static void widen_pair_f16(const uint8_t*, const uint8_t*, size_t, float*) {}
-  static void widen_f16(const uint8_t*, size_t, float*) {}
 
   // out[r] = 8-lane FMA accumulator of q . k_r for rows 8g..8g+7.
   static void dots8(const float* q, const float* kbuf, size_t hp, int g, __m256 out[8]) {

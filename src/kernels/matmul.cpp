@@ -110,7 +110,8 @@ void check_matrix(const Matrix& w) {
   if (w.data == nullptr && w.n_rows > 0 && w.n_cols > 0) throw Error("matrix has no data");
   if (w.row_groups && ((w.type != gguf::TensorType::Q4_0 && w.type != gguf::TensorType::Q8_0) ||
                        !kernel_table().row_group_layouts)) {
-    throw Error("matrix is packed into row groups, which only the AVX-512 VNNI and AMX kernels read (Q4_0 and Q8_0 only)");
+    throw Error(
+        "matrix is packed into row groups, which only the AVX-512 VNNI and AMX kernels read (Q4_0 and Q8_0 only)");
   }
   // Rows are read through typed pointers: f32 needs 4-byte alignment, the 16-bit and block types 2.
   const size_t align = w.type == gguf::TensorType::F32 ? 4 : 2;

@@ -35,8 +35,7 @@ constexpr size_t row_group_unit_bytes(gguf::TensorType type) {
 }
 
 // True when the dispatched kernels read w (Q4_0 or Q8_0, at least one whole group) faster packed (AVX-512 VNNI,
-// with or without AMX);
-// only then does matmul accept a packed matrix.
+// with or without AMX); only then does matmul accept a packed matrix.
 bool row_groups_preferred(const Matrix& w);
 
 // w packed into storage (resized to w's bytes); returns the packed matrix, which points into storage.
