@@ -25,15 +25,15 @@ bool available() {
          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
 }
 bool quant_available() {
-  return available() && avx2::vnni_available() && __builtin_cpu_supports("avx512vnni") &&
-         __builtin_cpu_supports("avx512vbmi");
+  return available() && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi");
 }
 }  // namespace avx512
 
 namespace amx {
-// Also asks the kernel for permission to use AMX tile data (Linux >= 5.16; once per process, idempotent).
+// Also asks the kernel for permission to use AMX tile data (Linux >= 5.16; once per process, idempotent). The AMX
+// kernels pass leftover rows to avx2::gemm_vnni, so AVX-VNNI is required too (every AMX CPU has it).
 bool amx_available() {
-  if (!avx512::quant_available() || !__builtin_cpu_supports("amx-tile") ||
+  if (!avx512::quant_available() || !avx2::vnni_available() || !__builtin_cpu_supports("amx-tile") ||
       !__builtin_cpu_supports("amx-int8")) {
     return false;
   }
@@ -69,8 +69,8 @@ KernelTable choose_table() {
   const auto is = [forced](const char* name) { return forced != nullptr && std::strcmp(forced, name) == 0; };
   if (is("scalar") || !avx2::available()) return kScalar;
   KernelTable t = kAvx2;
-  if (is("avx2") || !avx2::vnni_available()) return t;
-  t.gemm_quant = avx2::gemm_vnni;
+  if (is("avx2")) return t;
+  if (avx2::vnni_available()) t.gemm_quant = avx2::gemm_vnni;
   if (is("vnni")) return t;
   if (avx512::available()) {
     t.attention_tile = avx512::attention_tile;

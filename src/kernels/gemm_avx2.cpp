@@ -1,19 +1,12 @@
 // AVX2 GEMM (gemm.h) and the row dots, which are 1 x 1 tiles of it, so that matmul equals the row dots bit
 // for bit. The arithmetic each output follows: gemm_quant_avx2.h (Q8_0, Q4_0), gemm_float_avx2.h (F32, F16,
 // BF16). Each output's sequence is the same in every tile shape.
-#include "kernels/gemm_float_avx2.h"
-#include "kernels/gemm_quant_avx2.h"
+#include "kernels/gemm_tiles_avx2.h"
 
 namespace preface::kernels::avx2 {
 
 void gemm(const GemmArgs& args, int64_t row_begin, int64_t row_end) {
-  switch (args.type) {
-    case gguf::TensorType::F32: gemm_float<F32Row>(args, row_begin, row_end); return;
-    case gguf::TensorType::F16: gemm_float<F16Row>(args, row_begin, row_end); return;
-    case gguf::TensorType::BF16: gemm_float<BF16Row>(args, row_begin, row_end); return;
-    case gguf::TensorType::Q8_0: gemm_quant<BlockQ8_0, MaddIsa>(args, row_begin, row_end); return;
-    case gguf::TensorType::Q4_0: gemm_quant<BlockQ4_0, MaddIsa>(args, row_begin, row_end); return;
-  }
+  gemm_any_type<MaddIsa>(args, row_begin, row_end);
 }
 
 float dot_q8_0(const BlockQ8_0* w, const BlockQ8_0* x, size_t n) {

@@ -15,8 +15,7 @@
 #ifndef __clang__  // clang ignores target pragmas: its builds pass the ISA flags for this file instead
 #pragma GCC target("avx2,fma,f16c,avxvnni")
 #endif
-#include "kernels/gemm_float_avx2.h"
-#include "kernels/gemm_quant_avx2.h"
+#include "kernels/gemm_tiles_avx2.h"
 
 namespace preface::kernels::avx2 {
 namespace {
@@ -29,13 +28,7 @@ struct VnniIsa {  // vpdpbusd: the 4 products of each lane summed in 32 bits, no
 }  // namespace
 
 void gemm_vnni(const GemmArgs& args, int64_t row_begin, int64_t row_end) {
-  switch (args.type) {
-    case gguf::TensorType::F32: gemm_float<F32Row>(args, row_begin, row_end); return;
-    case gguf::TensorType::F16: gemm_float<F16Row>(args, row_begin, row_end); return;
-    case gguf::TensorType::BF16: gemm_float<BF16Row>(args, row_begin, row_end); return;
-    case gguf::TensorType::Q8_0: gemm_quant<BlockQ8_0, VnniIsa>(args, row_begin, row_end); return;
-    case gguf::TensorType::Q4_0: gemm_quant<BlockQ4_0, VnniIsa>(args, row_begin, row_end); return;
-  }
+  gemm_any_type<VnniIsa>(args, row_begin, row_end);
 }
 
 }  // namespace preface::kernels::avx2

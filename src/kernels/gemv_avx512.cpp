@@ -16,13 +16,14 @@
 //     epilogue (one convert, one multiply, one fma) runs for 16 outputs-blocks at once; the 4 accumulator lanes
 //     of row r are lanes r, 4 + r, 8 + r, 12 + r: exactly acc[0..3] of the reference.
 // Rows past the last whole tile of 4, batches of more than 2 tokens, and calls without x_sums / x_pairs go to
-// avx2::gemm_vnni. Only called where quant_available() (dispatch.cpp, gemm_amx.cpp).
+// avx512::gemm_vnni (the AVX-VNNI tiles in EVEX form). Only called where quant_available() (dispatch.cpp,
+// gemm_amx.cpp).
 //
 // Packed Q4_0 and Q8_0 (repack.h; args.row_groups) have their own kernel, group_tile, for up to 8 tokens: 16 rows
 // per register, one vpdpbusd per 4 values and no horizontal reduction (the layout's point). Larger batches (prefill
 // on CPUs without AMX) run it per 16-row group over slices of 8 tokens, so the group's weights are read from
 // memory once and from L1 for every further slice. Rows outside whole groups, and calls without x_sums, go through
-// repack.h's split_row_groups to avx2::gemm_vnni.
+// repack.h's split_row_groups to avx512::gemm_vnni.
 //
 // Standard headers come before the target pragma, and nothing here instantiates library templates, so no code
 // compiled for AVX-512 is shared with other translation units.
@@ -411,12 +412,12 @@ void gemm_quant(const GemmArgs& args, int64_t row_begin, int64_t row_end) {
   if (args.row_groups) {
     GemmFn packed = nullptr;
     if (args.x_sums != nullptr) packed = args.n_tokens <= kMaxGroupTokens ? gemv_groups : gemm_groups;
-    split_row_groups(args, row_begin, row_end, packed, avx2::gemm_vnni);
+    split_row_groups(args, row_begin, row_end, packed, gemm_vnni);
     return;
   }
   const bool quantized = args.type == gguf::TensorType::Q8_0 || args.type == gguf::TensorType::Q4_0;
   if (!quantized || args.n_tokens > kMaxTokens || args.x_sums == nullptr || args.x_pairs == nullptr) {
-    avx2::gemm_vnni(args, row_begin, row_end);
+    gemm_vnni(args, row_begin, row_end);
     return;
   }
   const int64_t tiled_end = row_begin + (row_end - row_begin) / kRows * kRows;
@@ -425,7 +426,7 @@ void gemm_quant(const GemmArgs& args, int64_t row_begin, int64_t row_end) {
   } else {
     gemv_rows<BlockQ4_0>(args, row_begin, tiled_end);
   }
-  if (tiled_end < row_end) avx2::gemm_vnni(args, tiled_end, row_end);
+  if (tiled_end < row_end) gemm_vnni(args, tiled_end, row_end);
 }
 
 }  // namespace preface::kernels::avx512

@@ -154,6 +154,7 @@ TEST(Gemm, EveryOutputIsTheRowDotOfItsPath) {
         if (amx::amx_available()) runs.push_back({"amx", amx::gemm, true});
         if (avx512::available()) runs.push_back({"avx512", avx512::gemm_float, true});
         if (avx512::quant_available()) runs.push_back({"avx512 quant", avx512::gemm_quant, true});
+        if (avx512::quant_available()) runs.push_back({"avx512 vnni", avx512::gemm_vnni, true});
         for (const Run& run : runs) {
           for (const bool with_sums : {true, false}) {
             std::vector<float> y(static_cast<size_t>(n_rows * n_tokens), -1.0f);
@@ -226,6 +227,7 @@ TEST(Gemm, QuantizedPathsMatchReferenceArithmetic) {
   if (avx2::vnni_available()) runs.push_back({"vnni", avx2::gemm_vnni});
   if (amx::amx_available()) runs.push_back({"amx", amx::gemm});
   if (avx512::quant_available()) runs.push_back({"avx512 quant", avx512::gemm_quant});
+  if (avx512::quant_available()) runs.push_back({"avx512 vnni", avx512::gemm_vnni});
   for (TensorType type : {TensorType::Q8_0, TensorType::Q4_0}) {
     for (int64_t n_blocks : {1, 3, 4, 5, 7, 8, 12, 13, 17}) {
       for (int64_t n_tokens : {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 33, 70}) {
