@@ -1,6 +1,6 @@
 // The AVX-VNNI GEMM tiles of gemm_vnni_avx2.cpp with vpdpbusd in its EVEX form (AVX512-VNNI + VL, on 256-bit
 // registers), for the AVX-512 kernels' leftover rows on CPUs that have AVX-512 VNNI but not the VEX-encoded
-// AVX-VNNI (AMD Zen 4, Intel Ice Lake and Cascade Lake servers). The same instruction semantics, so the same bits.
+// AVX-VNNI (AMD Zen 4, Intel Ice Lake servers). The same instruction semantics, so the same bits.
 // Only called where avx512::quant_available() (gemv_avx512.cpp).
 //
 // Standard headers come before the target pragma and the tile headers after it have internal linkage, so no code

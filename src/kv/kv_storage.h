@@ -5,7 +5,7 @@
 // The allocation is faulted in when it is made (when it fits in the memory the kernel reports available), not on
 // the first write of each page while serving: a block pool with prefix caching hands out never-used blocks before
 // evicting cached ones, so lazily mapped storage made a cache-on server fault in new pages for the whole pool
-// while it served (5-7% of the `random` workload's wall time in session 8, against a cache-off server that
+// while it served (5-7% of the wall time of a workload with no shared prefixes, against a cache-off server that
 // recycles the same few blocks).
 //
 // Memory layout (layer-major, K before V):  layer 0 K | layer 0 V | layer 1 K | layer 1 V | ...
