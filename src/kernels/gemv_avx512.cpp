@@ -19,11 +19,12 @@
 // avx512::gemm_vnni (the AVX-VNNI tiles in EVEX form). Only called where quant_available() (dispatch.cpp,
 // gemm_amx.cpp).
 //
-// Packed Q4_0 and Q8_0 (repack.h; args.row_groups) have their own kernel, group_tile, for up to 8 tokens: 16 rows
-// per register, one vpdpbusd per 4 values and no horizontal reduction (the layout's point). Larger batches (prefill
-// on CPUs without AMX) run it per 16-row group over slices of 8 tokens, so the group's weights are read from
-// memory once and from L1 for every further slice. Rows outside whole groups, and calls without x_sums, go through
-// repack.h's split_row_groups to avx512::gemm_vnni.
+// Packed Q4_0 and Q8_0 (repack.h; args.row_groups) have their own kernel, group_tile: 16 rows per register, one
+// vpdpbusd per 4 values and no horizontal reduction (the layout's point). Up to 3 tokens (decode) it takes one
+// 16-row group at a time over all tokens; larger batches (batched decode, prefill on CPUs without AMX) take two
+// groups at a time over slices of 4 tokens, so that each activation broadcast feeds two vpdpbusd (see
+// group_block), and the pair's weights are read from memory once and from L1 for every further slice. Rows
+// outside whole groups, and calls without x_sums, go through repack.h's split_row_groups to avx512::gemm_vnni.
 //
 // Standard headers come before the target pragma, and nothing here instantiates library templates, so no code
 // compiled for AVX-512 is shared with other translation units.
@@ -56,7 +57,7 @@ using gguf::kQuantBlock;
 constexpr int kRows = 4;        // weight rows per tile
 constexpr int kMaxTokens = 2;   // larger batches go to the GEMM kernels
 constexpr int64_t kAhead = 8;   // rows prefetched ahead of the tile being multiplied (2 tiles)
-constexpr int64_t kMaxGroupTokens = 8;  // packed: batches up to this size (amx::gemm sends them here)
+constexpr int64_t kMaxGroupTokens = 8;  // packed: tokens per slice of a lone 16-row group
 
 inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
 
@@ -271,13 +272,18 @@ void gemv_rows(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
   }
 }
 
-// Packed Q4_0 / Q8_0 (repack.h): block b of one 16-row group for tokens 0..T-1, fma'd into acc[t] (16 rows, row
-// order). u[k] holds, per 32-bit lane r, row r's values 4k..4k+3 biased to unsigned (Q4_0: the raw nibbles, value
-// + 8, from piece k % 4's low (k < 4) or high nibbles; Q8_0: piece k ^ 0x80, value + 128); one vpdpbusd per k
-// against the token's values 4k..4k+3, broadcast, adds them to lane r, so the 8 leave each row's exact block sum
-// plus 2^shift x the activation block's sum, which is subtracted.
+// Packed Q4_0 / Q8_0 (repack.h): block b of G consecutive 16-row groups (units unit[0..G-1]) for tokens 0..T-1,
+// fma'd into acc[g][t] (16 rows, row order). Per group, u_k holds, per 32-bit lane r, row r's values 4k..4k+3
+// biased to unsigned (Q4_0: the raw nibbles, value + 8, from piece k % 4's low (k < 4) or high nibbles; Q8_0:
+// piece k ^ 0x80, value + 128); one vpdpbusd per k against the token's values 4k..4k+3, broadcast, adds them to
+// lane r, so the 8 leave each row's exact block sum plus 2^shift x the activation block's sum, which is
+// subtracted. Integer sums are exact, so their order is free.
+// Each broadcast feeds all G groups: this CPU family loads at most two vectors per cycle, broadcasts included,
+// and with G = 1 the broadcasts alone (one per vpdpbusd) hold it to about one vpdpbusd per cycle of its two.
+// group_block for one group: all 8 u_k unpacked first, then the tokens one after another, two chains each (the
+// order that streams best when the weights come from memory).
 template <typename Block, int T>
-inline void group_block(const GemmArgs& a, const uint8_t* unit, size_t b, size_t n_blocks, __m512* acc) {
+inline void group_block_one(const GemmArgs& a, const uint8_t* unit, size_t b, size_t n_blocks, __m512 (&acc)[T]) {
   constexpr bool kQ4 = sizeof(Block) == sizeof(BlockQ4_0);
   constexpr int kShift = kQ4 ? 3 : 7;
   const uint8_t* qs = unit + 2 * kRowGroupRows;  // after the 16 f16 scales
@@ -314,70 +320,116 @@ inline void group_block(const GemmArgs& a, const uint8_t* unit, size_t b, size_t
   }
 }
 
-// One packed 16-row group x tokens 0..T-1 -> y[t * y_stride + r0 + i]: per output the reference's steps
-// (acc[b % 4] over whole groups of 4 blocks, (acc0 + acc2) + (acc1 + acc3), fma per remaining block), 16 rows per
-// register. The blocks of one accumulator lane are taken together (b = lane, lane + 4, ... in order), so only T
-// accumulators are live at a time.
-template <typename Block, int T>
-void group_tile(const GemmArgs& a, int64_t r0, const uint8_t* prefetch) {
+template <typename Block, int T, int G>
+inline void group_block(const GemmArgs& a, const uint8_t* const* unit, size_t b, size_t n_blocks,
+                        __m512 (&acc)[G][T]) {
+  if constexpr (G == 1) {
+    group_block_one<Block, T>(a, unit[0], b, n_blocks, acc[0]);
+    return;
+  }
+  constexpr bool kQ4 = sizeof(Block) == sizeof(BlockQ4_0);
+  constexpr int kShift = kQ4 ? 3 : 7;
+  // Independent vpdpbusd chains per (group, token): enough chains in all to cover the instruction's latency.
+  constexpr int kChains = G * T >= 8 ? 1 : 2;
+  const auto* xq = static_cast<const BlockQ8_0*>(a.x);
+  __m512i s[kChains][G][T];
+  for (auto& chain : s) {
+    for (auto& group : chain) {
+      for (__m512i& v : group) v = _mm512_setzero_si512();
+    }
+  }
+  for (int j = 0; j < 4; ++j) {  // values 4j..4j+3 (u_j) and 16+4j..16+4j+3 (u_{4+j})
+    __m512i lo[G], hi[G];
+    for (int g = 0; g < G; ++g) {
+      const uint8_t* qs = unit[g] + 2 * kRowGroupRows;  // after the 16 f16 scales
+      if constexpr (kQ4) {
+        const __m512i nibble = _mm512_set1_epi8(0x0f);
+        const __m512i v = _mm512_loadu_si512(qs + 64 * j);
+        lo[g] = _mm512_and_si512(v, nibble);
+        hi[g] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble);
+      } else {
+        const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+        lo[g] = _mm512_xor_si512(_mm512_loadu_si512(qs + 64 * j), bias);
+        hi[g] = _mm512_xor_si512(_mm512_loadu_si512(qs + 64 * (4 + j)), bias);
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      const int8_t* x = xq[static_cast<size_t>(t) * n_blocks + b].qs;
+      int32_t piece_lo, piece_hi;
+      std::memcpy(&piece_lo, x + 4 * j, sizeof(piece_lo));
+      std::memcpy(&piece_hi, x + 16 + 4 * j, sizeof(piece_hi));
+      const __m512i x_lo = _mm512_set1_epi32(piece_lo), x_hi = _mm512_set1_epi32(piece_hi);
+      for (int g = 0; g < G; ++g) {
+        s[0][g][t] = _mm512_dpbusd_epi32(s[0][g][t], lo[g], x_lo);
+        s[kChains - 1][g][t] = _mm512_dpbusd_epi32(s[kChains - 1][g][t], hi[g], x_hi);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    const size_t xb = static_cast<size_t>(t) * n_blocks + b;
+    const __m512i x_sum = _mm512_set1_epi32(a.x_sums[xb] * (1 << kShift));
+    const __m512 x_scale = _mm512_set1_ps(a.x_scales[xb]);
+    for (int g = 0; g < G; ++g) {
+      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(unit[g])));
+      const __m512i sum = kChains == 2 ? _mm512_add_epi32(s[0][g][t], s[kChains - 1][g][t]) : s[0][g][t];
+      const __m512i isum = _mm512_sub_epi32(sum, x_sum);
+      acc[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, x_scale), acc[g][t]);
+    }
+  }
+}
+
+// G consecutive packed 16-row groups from row r0 x tokens 0..T-1 -> y[t * y_stride + r0 + i]: per output the
+// reference's steps (acc[b % 4] over whole groups of 4 blocks, (acc0 + acc2) + (acc1 + acc3), fma per remaining
+// block), 16 rows per register. The blocks of one accumulator lane are taken together (b = lane, lane + 4, ... in
+// order), so only G x T accumulators are live at a time. prefetch (or nullptr): n_prefetch groups to pull into L1
+// meanwhile.
+template <typename Block, int T, int G>
+void group_tile(const GemmArgs& a, int64_t r0, const uint8_t* prefetch, int n_prefetch) {
   constexpr size_t kUnitBytes = sizeof(Block) == sizeof(BlockQ4_0) ? kQ4_0UnitBytes : kQ8_0UnitBytes;
   const size_t n_blocks = a.n_cols / kQuantBlock;
   const size_t n_full = n_blocks / 4 * 4;
-  const uint8_t* group = a.w + static_cast<size_t>(r0) * a.w_row_bytes;
-  alignas(64) float lanes[4][T][16];  // [b % 4][token][row]
+  const size_t group_bytes = static_cast<size_t>(kRowGroupRows) * a.w_row_bytes;
+  const uint8_t* group[G];
+  for (int g = 0; g < G; ++g) group[g] = a.w + static_cast<size_t>(r0) * a.w_row_bytes + g * group_bytes;
+  alignas(64) float lanes[4][G][T][16];  // [b % 4][group][token][row]
+  const auto block = [&](size_t b, __m512 (&acc)[G][T]) {
+    const uint8_t* unit[G];
+    for (int g = 0; g < G; ++g) unit[g] = group[g] + b * kUnitBytes;
+    group_block<Block, T, G>(a, unit, b, n_blocks, acc);
+  };
   for (size_t lane = 0; lane < 4; ++lane) {
-    __m512 acc[T];
-    for (__m512& v : acc) v = _mm512_setzero_ps();
+    __m512 acc[G][T];
+    for (auto& row : acc) {
+      for (__m512& v : row) v = _mm512_setzero_ps();
+    }
     for (size_t b = lane; b < n_full; b += 4) {
       if (prefetch != nullptr) {
-        for (size_t line = 0; line < kUnitBytes; line += 64) {
-          _mm_prefetch(reinterpret_cast<const char*>(prefetch + b * kUnitBytes + line), _MM_HINT_T0);
+        for (int g = 0; g < n_prefetch; ++g) {
+          for (size_t line = 0; line < kUnitBytes; line += 64) {
+            _mm_prefetch(reinterpret_cast<const char*>(prefetch + g * group_bytes + b * kUnitBytes + line),
+                         _MM_HINT_T0);
+          }
         }
       }
-      group_block<Block, T>(a, group + b * kUnitBytes, b, n_blocks, acc);
+      block(b, acc);
     }
-    for (int t = 0; t < T; ++t) _mm512_store_ps(lanes[lane][t], acc[t]);
+    for (int g = 0; g < G; ++g) {
+      for (int t = 0; t < T; ++t) _mm512_store_ps(lanes[lane][g][t], acc[g][t]);
+    }
   }
-  __m512 sum[T];
-  for (int t = 0; t < T; ++t) {
-    sum[t] = _mm512_add_ps(_mm512_add_ps(_mm512_load_ps(lanes[0][t]), _mm512_load_ps(lanes[2][t])),
-                           _mm512_add_ps(_mm512_load_ps(lanes[1][t]), _mm512_load_ps(lanes[3][t])));
+  __m512 sum[G][T];
+  for (int g = 0; g < G; ++g) {
+    for (int t = 0; t < T; ++t) {
+      sum[g][t] = _mm512_add_ps(_mm512_add_ps(_mm512_load_ps(lanes[0][g][t]), _mm512_load_ps(lanes[2][g][t])),
+                                _mm512_add_ps(_mm512_load_ps(lanes[1][g][t]), _mm512_load_ps(lanes[3][g][t])));
+    }
   }
-  for (size_t b = n_full; b < n_blocks; ++b) group_block<Block, T>(a, group + b * kUnitBytes, b, n_blocks, sum);
-  for (int t = 0; t < T; ++t) {
-    _mm512_storeu_ps(a.y + static_cast<size_t>(t) * a.y_stride + static_cast<size_t>(r0), sum[t]);
-  }
-}
-
-template <typename Block, int T>
-void gemv_groups_of(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
-  for (int64_t r = row_begin; r < row_end; r += kRowGroupRows) {
-    const uint8_t* ahead =
-        r + 2 * kRowGroupRows <= row_end ? a.w + static_cast<size_t>(r + kRowGroupRows) * a.w_row_bytes : nullptr;
-    group_tile<Block, T>(a, r, ahead);
-  }
-}
-
-template <typename Block>
-void gemv_groups_typed(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
-  switch (a.n_tokens) {
-    case 1: gemv_groups_of<Block, 1>(a, row_begin, row_end); break;
-    case 2: gemv_groups_of<Block, 2>(a, row_begin, row_end); break;
-    case 3: gemv_groups_of<Block, 3>(a, row_begin, row_end); break;
-    case 4: gemv_groups_of<Block, 4>(a, row_begin, row_end); break;
-    case 5: gemv_groups_of<Block, 5>(a, row_begin, row_end); break;
-    case 6: gemv_groups_of<Block, 6>(a, row_begin, row_end); break;
-    case 7: gemv_groups_of<Block, 7>(a, row_begin, row_end); break;
-    default: gemv_groups_of<Block, 8>(a, row_begin, row_end); break;
-  }
-}
-
-// Whole packed groups [row_begin, row_end) (multiples of 16), 1..kMaxGroupTokens tokens, x_sums given.
-void gemv_groups(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
-  if (a.type == gguf::TensorType::Q8_0) {
-    gemv_groups_typed<BlockQ8_0>(a, row_begin, row_end);
-  } else {
-    gemv_groups_typed<BlockQ4_0>(a, row_begin, row_end);
+  for (size_t b = n_full; b < n_blocks; ++b) block(b, sum);
+  for (int g = 0; g < G; ++g) {
+    for (int t = 0; t < T; ++t) {
+      _mm512_storeu_ps(a.y + static_cast<size_t>(t) * a.y_stride + static_cast<size_t>(r0 + g * kRowGroupRows),
+                       sum[g][t]);
+    }
   }
 }
 
@@ -395,14 +447,72 @@ GemmArgs token_slice(const GemmArgs& a, int64_t t0, int64_t n_tokens) {
   return s;
 }
 
-// Whole packed groups [row_begin, row_end) x any number of tokens, x_sums given: per 16-row group, the tokens in
-// slices of kMaxGroupTokens (the group's weights stay in L1 across its slices).
-void gemm_groups(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
-  for (int64_t r = row_begin; r < row_end; r += kRowGroupRows) {
+// G groups from row r for a.n_tokens <= kMax tokens.
+template <typename Block, int G, int kMax>
+void groups_tile(const GemmArgs& a, int64_t r, const uint8_t* prefetch, int n_prefetch) {
+  static_assert(kMax <= 8);
+  switch (a.n_tokens) {
+    case 1: group_tile<Block, 1, G>(a, r, prefetch, n_prefetch); break;
+    case 2: group_tile<Block, 2, G>(a, r, prefetch, n_prefetch); break;
+    case 3: group_tile<Block, 3, G>(a, r, prefetch, n_prefetch); break;
+    case 4: group_tile<Block, (kMax < 4 ? kMax : 4), G>(a, r, prefetch, n_prefetch); break;
+    case 5: group_tile<Block, (kMax < 5 ? kMax : 5), G>(a, r, prefetch, n_prefetch); break;
+    case 6: group_tile<Block, (kMax < 6 ? kMax : 6), G>(a, r, prefetch, n_prefetch); break;
+    case 7: group_tile<Block, (kMax < 7 ? kMax : 7), G>(a, r, prefetch, n_prefetch); break;
+    default: group_tile<Block, kMax, G>(a, r, prefetch, n_prefetch); break;
+  }
+}
+
+// Up to kSingleGroupTokens tokens, groups are taken one at a time (over every token at once); beyond it, in pairs
+// over slices of kPairTokens tokens (see group_block), with a leftover single group over slices of
+// kMaxGroupTokens. Batches of up to kMaxGroupTokens whose pair of groups would not stay in L1 (48 KiB) from one
+// slice to the next also go one group at a time: their weights stream from memory once either way, and the second
+// slice's reads would go to L2 (Q8_0 2048 x 2048, 8 tokens: 176 us one group at a time, 212 us in pairs).
+constexpr int64_t kSingleGroupTokens = 3;
+constexpr int kPairTokens = 4;
+constexpr size_t kPairMaxBytesForDecode = 32 * 1024;
+
+// Whole packed groups [row_begin, row_end) (multiples of 16) x any number of tokens, x_sums given. Each group (or
+// pair)'s weights are read from memory once, and from cache for further token slices.
+template <typename Block>
+void groups_typed(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
+  constexpr int64_t kPairRows = 2 * kRowGroupRows;
+  const size_t pair_bytes = static_cast<size_t>(kPairRows) * a.w_row_bytes;
+  if (a.n_tokens <= kSingleGroupTokens || (a.n_tokens <= kMaxGroupTokens && pair_bytes > kPairMaxBytesForDecode)) {
+    // Bound by weight reads: prefetch the next group.
+    for (int64_t r = row_begin; r < row_end; r += kRowGroupRows) {
+      const uint8_t* ahead =
+          r + 2 * kRowGroupRows <= row_end ? a.w + static_cast<size_t>(r + kRowGroupRows) * a.w_row_bytes : nullptr;
+      groups_tile<Block, 1, kMaxGroupTokens>(a, r, ahead, 1);
+    }
+    return;
+  }
+  int64_t r = row_begin;
+  for (; r + kPairRows <= row_end; r += kPairRows) {
+    const uint8_t* ahead =
+        r + 2 * kPairRows <= row_end ? a.w + static_cast<size_t>(r + kPairRows) * a.w_row_bytes : nullptr;
+    // The next pair is prefetched over the first two slices, one group each (both in a lone slice).
+    const int64_t n_slices = (a.n_tokens + kPairTokens - 1) / kPairTokens;
+    for (int64_t i = 0; i < n_slices; ++i) {
+      const int64_t t0 = i * kPairTokens;
+      const GemmArgs s = token_slice(a, t0, std::min<int64_t>(kPairTokens, a.n_tokens - t0));
+      const uint8_t* group_ahead = ahead != nullptr && i < 2 ? ahead + i * kRowGroupRows * a.w_row_bytes : nullptr;
+      groups_tile<Block, 2, kPairTokens>(s, r, group_ahead, n_slices == 1 ? 2 : 1);
+    }
+  }
+  if (r < row_end) {
     for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kMaxGroupTokens) {
       const GemmArgs s = token_slice(a, t0, std::min<int64_t>(kMaxGroupTokens, a.n_tokens - t0));
-      gemv_groups(s, r, r + kRowGroupRows);
+      groups_tile<Block, 1, kMaxGroupTokens>(s, r, nullptr, 0);
     }
+  }
+}
+
+void gemm_groups(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
+  if (a.type == gguf::TensorType::Q8_0) {
+    groups_typed<BlockQ8_0>(a, row_begin, row_end);
+  } else {
+    groups_typed<BlockQ4_0>(a, row_begin, row_end);
   }
 }
 
@@ -411,7 +521,7 @@ void gemm_groups(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
 void gemm_quant(const GemmArgs& args, int64_t row_begin, int64_t row_end) {
   if (args.row_groups) {
     GemmFn packed = nullptr;
-    if (args.x_sums != nullptr) packed = args.n_tokens <= kMaxGroupTokens ? gemv_groups : gemm_groups;
+    if (args.x_sums != nullptr) packed = gemm_groups;
     split_row_groups(args, row_begin, row_end, packed, gemm_vnni);
     return;
   }
