@@ -20,11 +20,11 @@
 // gemm_amx.cpp).
 //
 // Packed Q4_0 and Q8_0 (repack.h; args.row_groups) have their own kernel, group_tile: 16 rows per register, one
-// vpdpbusd per 4 values and no horizontal reduction (the layout's point). Up to 3 tokens (decode) it takes one
-// 16-row group at a time over all tokens; larger batches (batched decode, prefill on CPUs without AMX) take two
-// groups at a time over slices of 4 tokens, so that each activation broadcast feeds two vpdpbusd (see
-// group_block), and the pair's weights are read from memory once and from L1 for every further slice. Rows
-// outside whole groups, and calls without x_sums, go through repack.h's split_row_groups to avx512::gemm_vnni.
+// vpdpbusd per 4 values and no horizontal reduction (the layout's point). Up to 8 tokens (decode) it takes one
+// 16-row group at a time over all tokens; larger batches (prefill on CPUs without AMX) take two groups at a time
+// over slices of 4 tokens, so that each activation broadcast feeds two vpdpbusd (see group_block), and the pair's
+// weights are read from memory once and from cache for every further slice. Rows outside whole groups, and calls
+// without x_sums, go through repack.h's split_row_groups to avx512::gemm_vnni.
 //
 // Standard headers come before the target pragma, and nothing here instantiates library templates, so no code
 // compiled for AVX-512 is shared with other translation units.
@@ -463,23 +463,19 @@ void groups_tile(const GemmArgs& a, int64_t r, const uint8_t* prefetch, int n_pr
   }
 }
 
-// Up to kSingleGroupTokens tokens, groups are taken one at a time (over every token at once); beyond it, in pairs
-// over slices of kPairTokens tokens (see group_block), with a leftover single group over slices of
-// kMaxGroupTokens. Batches of up to kMaxGroupTokens whose pair of groups would not stay in L1 (48 KiB) from one
-// slice to the next also go one group at a time: their weights stream from memory once either way, and the second
-// slice's reads would go to L2 (Q8_0 2048 x 2048, 8 tokens: 176 us one group at a time, 212 us in pairs).
-constexpr int64_t kSingleGroupTokens = 3;
+// Up to kMaxGroupTokens tokens (decode), groups are taken one at a time over every token at once, prefetching the
+// next group: weight reads bound these batches, and in pairs they ran no faster from memory (Q8_0 2048 x 2048,
+// 8 tokens: 176 us one group at a time, 212 us in pairs, whose second slice reads the pair back from L2). Larger
+// batches take pairs of groups over slices of kPairTokens tokens (see group_block), and a leftover single group
+// over slices of kMaxGroupTokens.
 constexpr int kPairTokens = 4;
-constexpr size_t kPairMaxBytesForDecode = 32 * 1024;
 
 // Whole packed groups [row_begin, row_end) (multiples of 16) x any number of tokens, x_sums given. Each group (or
 // pair)'s weights are read from memory once, and from cache for further token slices.
 template <typename Block>
 void groups_typed(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
   constexpr int64_t kPairRows = 2 * kRowGroupRows;
-  const size_t pair_bytes = static_cast<size_t>(kPairRows) * a.w_row_bytes;
-  if (a.n_tokens <= kSingleGroupTokens || (a.n_tokens <= kMaxGroupTokens && pair_bytes > kPairMaxBytesForDecode)) {
-    // Bound by weight reads: prefetch the next group.
+  if (a.n_tokens <= kMaxGroupTokens) {
     for (int64_t r = row_begin; r < row_end; r += kRowGroupRows) {
       const uint8_t* ahead =
           r + 2 * kRowGroupRows <= row_end ? a.w + static_cast<size_t>(r + kRowGroupRows) * a.w_row_bytes : nullptr;
@@ -491,13 +487,13 @@ void groups_typed(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
   for (; r + kPairRows <= row_end; r += kPairRows) {
     const uint8_t* ahead =
         r + 2 * kPairRows <= row_end ? a.w + static_cast<size_t>(r + kPairRows) * a.w_row_bytes : nullptr;
-    // The next pair is prefetched over the first two slices, one group each (both in a lone slice).
-    const int64_t n_slices = (a.n_tokens + kPairTokens - 1) / kPairTokens;
-    for (int64_t i = 0; i < n_slices; ++i) {
-      const int64_t t0 = i * kPairTokens;
+    // The next pair is prefetched over the first two slices (of at least three), one group each.
+    for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kPairTokens) {
       const GemmArgs s = token_slice(a, t0, std::min<int64_t>(kPairTokens, a.n_tokens - t0));
-      const uint8_t* group_ahead = ahead != nullptr && i < 2 ? ahead + i * kRowGroupRows * a.w_row_bytes : nullptr;
-      groups_tile<Block, 2, kPairTokens>(s, r, group_ahead, n_slices == 1 ? 2 : 1);
+      const int64_t slice = t0 / kPairTokens;
+      const uint8_t* group_ahead =
+          ahead != nullptr && slice < 2 ? ahead + static_cast<size_t>(slice * kRowGroupRows) * a.w_row_bytes : nullptr;
+      groups_tile<Block, 2, kPairTokens>(s, r, group_ahead, 1);
     }
   }
   if (r < row_end) {
