@@ -57,7 +57,7 @@ using gguf::kQuantBlock;
 constexpr int kRows = 4;        // weight rows per tile
 constexpr int kMaxTokens = 2;   // larger batches go to the GEMM kernels
 constexpr int64_t kAhead = 8;   // rows prefetched ahead of the tile being multiplied (2 tiles)
-constexpr int64_t kMaxGroupTokens = 8;  // packed: tokens per slice of a lone 16-row group
+constexpr int64_t kMaxGroupTokens = 8;  // packed: larger batches take row groups in pairs (groups_typed)
 
 inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
 
@@ -272,14 +272,6 @@ void gemv_rows(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
   }
 }
 
-// Packed Q4_0 / Q8_0 (repack.h): block b of G consecutive 16-row groups (units unit[0..G-1]) for tokens 0..T-1,
-// fma'd into acc[g][t] (16 rows, row order). Per group, u_k holds, per 32-bit lane r, row r's values 4k..4k+3
-// biased to unsigned (Q4_0: the raw nibbles, value + 8, from piece k % 4's low (k < 4) or high nibbles; Q8_0:
-// piece k ^ 0x80, value + 128); one vpdpbusd per k against the token's values 4k..4k+3, broadcast, adds them to
-// lane r, so the 8 leave each row's exact block sum plus 2^shift x the activation block's sum, which is
-// subtracted. Integer sums are exact, so their order is free.
-// Each broadcast feeds all G groups: this CPU family loads at most two vectors per cycle, broadcasts included,
-// and with G = 1 the broadcasts alone (one per vpdpbusd) hold it to about one vpdpbusd per cycle of its two.
 // group_block for one group: all 8 u_k unpacked first, then the tokens one after another, two chains each (the
 // order that streams best when the weights come from memory).
 template <typename Block, int T>
@@ -320,6 +312,14 @@ inline void group_block_one(const GemmArgs& a, const uint8_t* unit, size_t b, si
   }
 }
 
+// Packed Q4_0 / Q8_0 (repack.h): block b of G consecutive 16-row groups (units unit[0..G-1]) for tokens 0..T-1,
+// fma'd into acc[g][t] (16 rows, row order). Per group, u_k holds, per 32-bit lane r, row r's values 4k..4k+3
+// biased to unsigned (Q4_0: the raw nibbles, value + 8, from piece k % 4's low (k < 4) or high nibbles; Q8_0:
+// piece k ^ 0x80, value + 128); one vpdpbusd per k against the token's values 4k..4k+3, broadcast, adds them to
+// lane r, so the 8 leave each row's exact block sum plus 2^shift x the activation block's sum, which is
+// subtracted. Integer sums are exact, so their order is free.
+// Each broadcast feeds all G groups: AMD Zen 5 loads at most two vectors per cycle, broadcasts included, and
+// with G = 1 the broadcasts alone (one per vpdpbusd) hold it to about one vpdpbusd per cycle of its two.
 template <typename Block, int T, int G>
 inline void group_block(const GemmArgs& a, const uint8_t* const* unit, size_t b, size_t n_blocks,
                         __m512 (&acc)[G][T]) {
