@@ -381,10 +381,9 @@ inline void group_block(const GemmArgs& a, const uint8_t* const* unit, size_t b,
 // G consecutive packed 16-row groups from row r0 x tokens 0..T-1 -> y[t * y_stride + r0 + i]: per output the
 // reference's steps (acc[b % 4] over whole groups of 4 blocks, (acc0 + acc2) + (acc1 + acc3), fma per remaining
 // block), 16 rows per register. The blocks of one accumulator lane are taken together (b = lane, lane + 4, ... in
-// order), so only G x T accumulators are live at a time. prefetch (or nullptr): n_prefetch groups to pull into L1
-// meanwhile.
+// order), so only G x T accumulators are live at a time. prefetch (or nullptr): a group to pull into L1 meanwhile.
 template <typename Block, int T, int G>
-void group_tile(const GemmArgs& a, int64_t r0, const uint8_t* prefetch, int n_prefetch) {
+void group_tile(const GemmArgs& a, int64_t r0, const uint8_t* prefetch) {
   constexpr size_t kUnitBytes = sizeof(Block) == sizeof(BlockQ4_0) ? kQ4_0UnitBytes : kQ8_0UnitBytes;
   const size_t n_blocks = a.n_cols / kQuantBlock;
   const size_t n_full = n_blocks / 4 * 4;
@@ -404,11 +403,8 @@ void group_tile(const GemmArgs& a, int64_t r0, const uint8_t* prefetch, int n_pr
     }
     for (size_t b = lane; b < n_full; b += 4) {
       if (prefetch != nullptr) {
-        for (int g = 0; g < n_prefetch; ++g) {
-          for (size_t line = 0; line < kUnitBytes; line += 64) {
-            _mm_prefetch(reinterpret_cast<const char*>(prefetch + g * group_bytes + b * kUnitBytes + line),
-                         _MM_HINT_T0);
-          }
+        for (size_t line = 0; line < kUnitBytes; line += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(prefetch + b * kUnitBytes + line), _MM_HINT_T0);
         }
       }
       block(b, acc);
@@ -449,17 +445,17 @@ GemmArgs token_slice(const GemmArgs& a, int64_t t0, int64_t n_tokens) {
 
 // G groups from row r for a.n_tokens <= kMax tokens.
 template <typename Block, int G, int kMax>
-void groups_tile(const GemmArgs& a, int64_t r, const uint8_t* prefetch, int n_prefetch) {
+void groups_tile(const GemmArgs& a, int64_t r, const uint8_t* prefetch) {
   static_assert(kMax <= 8);
   switch (a.n_tokens) {
-    case 1: group_tile<Block, 1, G>(a, r, prefetch, n_prefetch); break;
-    case 2: group_tile<Block, 2, G>(a, r, prefetch, n_prefetch); break;
-    case 3: group_tile<Block, 3, G>(a, r, prefetch, n_prefetch); break;
-    case 4: group_tile<Block, (kMax < 4 ? kMax : 4), G>(a, r, prefetch, n_prefetch); break;
-    case 5: group_tile<Block, (kMax < 5 ? kMax : 5), G>(a, r, prefetch, n_prefetch); break;
-    case 6: group_tile<Block, (kMax < 6 ? kMax : 6), G>(a, r, prefetch, n_prefetch); break;
-    case 7: group_tile<Block, (kMax < 7 ? kMax : 7), G>(a, r, prefetch, n_prefetch); break;
-    default: group_tile<Block, kMax, G>(a, r, prefetch, n_prefetch); break;
+    case 1: group_tile<Block, 1, G>(a, r, prefetch); break;
+    case 2: group_tile<Block, 2, G>(a, r, prefetch); break;
+    case 3: group_tile<Block, 3, G>(a, r, prefetch); break;
+    case 4: group_tile<Block, (kMax < 4 ? kMax : 4), G>(a, r, prefetch); break;
+    case 5: group_tile<Block, (kMax < 5 ? kMax : 5), G>(a, r, prefetch); break;
+    case 6: group_tile<Block, (kMax < 6 ? kMax : 6), G>(a, r, prefetch); break;
+    case 7: group_tile<Block, (kMax < 7 ? kMax : 7), G>(a, r, prefetch); break;
+    default: group_tile<Block, kMax, G>(a, r, prefetch); break;
   }
 }
 
@@ -479,7 +475,7 @@ void groups_typed(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
     for (int64_t r = row_begin; r < row_end; r += kRowGroupRows) {
       const uint8_t* ahead =
           r + 2 * kRowGroupRows <= row_end ? a.w + static_cast<size_t>(r + kRowGroupRows) * a.w_row_bytes : nullptr;
-      groups_tile<Block, 1, kMaxGroupTokens>(a, r, ahead, 1);
+      groups_tile<Block, 1, kMaxGroupTokens>(a, r, ahead);
     }
     return;
   }
@@ -493,13 +489,13 @@ void groups_typed(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
       const int64_t slice = t0 / kPairTokens;
       const uint8_t* group_ahead =
           ahead != nullptr && slice < 2 ? ahead + static_cast<size_t>(slice * kRowGroupRows) * a.w_row_bytes : nullptr;
-      groups_tile<Block, 2, kPairTokens>(s, r, group_ahead, 1);
+      groups_tile<Block, 2, kPairTokens>(s, r, group_ahead);
     }
   }
   if (r < row_end) {
     for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kMaxGroupTokens) {
       const GemmArgs s = token_slice(a, t0, std::min<int64_t>(kMaxGroupTokens, a.n_tokens - t0));
-      groups_tile<Block, 1, kMaxGroupTokens>(s, r, nullptr, 0);
+      groups_tile<Block, 1, kMaxGroupTokens>(s, r, nullptr);
     }
   }
 }
