@@ -75,6 +75,10 @@ void attention_tile(const AttnTile& tile, float* scratch);
 namespace avx512 {
 bool available();  // CPU supports AVX-512 F, BW, VL and DQ (and AVX2, FMA, F16C)
 void attention_tile(const AttnTile& tile, float* scratch);
+// The same results for a tile whose queries all have the same n_pos (decode: one token's query heads) over F32,
+// F16 or BF16 rows with head_dim % 16 == 0, reading K/V straight from the pages; returns false, computing
+// nothing, for any other tile. attention_tile calls it first.
+bool attention_tile_shared(const AttnTile& tile, float* scratch);
 }  // namespace avx512
 
 }  // namespace preface::kernels

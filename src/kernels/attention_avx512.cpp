@@ -173,6 +173,9 @@ struct ZmmOps {
 
 }  // namespace
 
-void attention_tile(const AttnTile& tile, float* scratch) { attention_tile_impl<ZmmOps>(tile, scratch); }
+void attention_tile(const AttnTile& tile, float* scratch) {
+  if (attention_tile_shared(tile, scratch)) return;
+  attention_tile_impl<ZmmOps>(tile, scratch);
+}
 
 }  // namespace preface::kernels::avx512

@@ -295,6 +295,56 @@ TEST(AttentionTile, Avx512BitIdenticalToAvx2) {
   }
 }
 
+// Tiles whose queries share n_pos (decode: one token's query heads) take AVX-512's direct path, which reads the
+// rows from the pages without the f32 copy: the same bits as the AVX2 tile for any number of queries (scored and
+// accumulated four at a time) and any last chunk; positions from n_pos on are poisoned, so a read of one would
+// show as NaN. Other tiles are refused.
+TEST(AttentionTile, Avx512SharedTileBitIdenticalToAvx2) {
+  if (!avx512::available()) GTEST_SKIP() << "CPU lacks AVX-512";
+  const auto shared = [](const KvPages& pages, size_t head_dim, std::vector<AttnQuery>& queries) {
+    AttnTile tile;
+    tile.kv = pages;
+    tile.head_dim = head_dim;
+    tile.scale = 0.2f;
+    tile.queries = queries.data();
+    tile.n_queries = queries.size();
+    std::vector<float> scratch(attention_scratch_floats(head_dim, queries.size()));
+    return avx512::attention_tile_shared(tile, scratch.data());
+  };
+  for (KvElem elem : {KvElem::F32, KvElem::F16, KvElem::BF16}) {
+    for (size_t head_dim : {16u, 64u, 80u, 128u}) {
+      PagedKv kv(elem, head_dim, 2, 7, 100, 91);
+      for (int32_t n_pos : {96, 65, 64, 33, 32, 9, 8, 7, 1}) {  // descending: positions >= n_pos are poisoned
+        for (int32_t p = n_pos; p < 100; ++p) kv.poison(p);
+        for (size_t n_q : {1u, 2u, 3u, 4u, 5u, 8u}) {
+          SCOPED_TRACE(std::string("elem ") + elem_name(elem) + " head_dim " + std::to_string(head_dim) + " n_pos " +
+                       std::to_string(n_pos) + " queries " + std::to_string(n_q));
+          const auto q = test::random_floats(head_dim * n_q, 92 + static_cast<uint32_t>(n_q), 3.0f);
+          std::vector<float> a(head_dim * n_q), z(head_dim * n_q);
+          std::vector<AttnQuery> qa, qz;
+          for (size_t j = 0; j < n_q; ++j) {
+            qa.push_back({q.data() + j * head_dim, a.data() + j * head_dim, n_pos});
+            qz.push_back({q.data() + j * head_dim, z.data() + j * head_dim, n_pos});
+          }
+          run_tile(avx2::attention_tile, kv.pages(1), head_dim, 0.2f, qa);
+          ASSERT_TRUE(shared(kv.pages(1), head_dim, qz));
+          EXPECT_TRUE(same_bits(a, z));
+        }
+      }
+    }
+  }
+  const PagedKv q8(KvElem::Q8_0, 64, 1, 16, 40, 93);
+  const PagedKv f16_20(KvElem::F16, 20, 1, 16, 40, 94);
+  const PagedKv f16(KvElem::F16, 64, 1, 16, 40, 95);
+  const auto q = test::random_floats(64 * 2, 96);
+  std::vector<float> out(64 * 2);
+  std::vector<AttnQuery> one = {{q.data(), out.data(), 40}};
+  std::vector<AttnQuery> uneven = {{q.data(), out.data(), 40}, {q.data() + 64, out.data() + 64, 39}};
+  EXPECT_FALSE(shared(q8.pages(0), 64, one));
+  EXPECT_FALSE(shared(f16_20.pages(0), 20, one));
+  EXPECT_FALSE(shared(f16.pages(0), 64, uneven));
+}
+
 // Q8_0 rows are dequantized exactly (f32(d) * q) and the query is not rounded: on every path a tile over Q8_0
 // storage gives the same bits as the same tile over F32 storage holding the dequantized values.
 TEST(AttentionTile, Q8_0EqualsF32OfDequantizedValuesOnEveryPath) {

@@ -1,0 +1,282 @@
+// AVX-512 attention for tiles whose queries all attend the same positions (decode: the query heads of one token
+// that share a KV head), bit-identical to avx2::attention_tile (attention_tile_avx2.h defines the arithmetic).
+//
+// The shared tile widens every chunk of K and V rows into an f32 copy and reads it back per query: worth it for a
+// prefill tile of dozens of queries, but for the 1 - 8 queries of a decode tile the stores and reloads cost more
+// than the dots (the copy took a third of the tile's time). Here the rows are read straight from the pages:
+//   - scores: each 16-lane load holds 8 values of two rows (as ZmmOps stores them), converted once and used by
+//     up to kScoreQueries queries, each with its own 4 registers of two rows' 8-lane accumulators;
+//   - V: each 16 values of a row, converted once, feed the accumulators of up to kVQueries queries.
+// Per output the steps are the shared tile's: the same 8-lane accumulators over the head in order, hsum_8x8, the
+// same chunk max, exp_x8 and chunk sum, acc * a and then fma(p_i, V_i, acc) over the chunk's positions in order.
+// Rows past the last position are never read; a group's missing rows are scored against zeros and masked, as
+// in the shared tile.
+//
+// Standard headers come before the target pragma and the kernel headers after it have internal linkage, so no
+// code compiled for AVX-512 is shared with other translation units.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#ifndef __clang__  // clang ignores target pragmas: its builds pass the ISA flags for this file instead
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
+// GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as a don't-care source, which -W(maybe-)uninitialized
+// reports as a false positive.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include "kernels/attention_tile_avx2.h"
+
+namespace preface::kernels::avx512 {
+namespace {
+
+using avx2::exp_x8;
+using avx2::hmax;
+using avx2::hsum;
+using avx2::hsum_8x8;
+using avx2::kGroups;
+using avx2::min32;
+using avx2::round_query;
+using avx2::row_offset;
+
+constexpr int kScoreQueries = 4;  // queries scored together: 4 accumulators + 1 query register each
+constexpr int kVQueries = 4;      // queries whose V accumulators (kVRegs each) are live together
+constexpr int kVRegs = 4;         // 16-value registers of a head accumulated per pass over the rows
+
+// Stored values of one element type as f32 (exact widening).
+template <KvElem kElem>
+struct Rows;
+
+template <>
+struct Rows<KvElem::F16> {
+  static constexpr size_t kBytes = 2;
+  // Lanes 0..7: the 8 values at a; lanes 8..15: the 8 values at b.
+  static __m512 pair(const uint8_t* a, const uint8_t* b) {
+    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a));
+    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
+    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
+  }
+  static __m512 load16(const uint8_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+};
+
+template <>
+struct Rows<KvElem::BF16> {
+  static constexpr size_t kBytes = 2;
+  static __m512 widen(__m256i bits) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16)); }
+  static __m512 pair(const uint8_t* a, const uint8_t* b) {
+    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a));
+    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
+    return widen(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
+  }
+  static __m512 load16(const uint8_t* p) { return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+};
+
+template <>
+struct Rows<KvElem::F32> {
+  static constexpr size_t kBytes = 4;
+  static __m512 pair(const uint8_t* a, const uint8_t* b) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(reinterpret_cast<const float*>(a))),
+                              _mm256_loadu_ps(reinterpret_cast<const float*>(b)), 1);
+  }
+  static __m512 load16(const uint8_t* p) { return _mm512_loadu_ps(reinterpret_cast<const float*>(p)); }
+};
+
+// Scores of rows 8g..8g+7 (row pointers rows[8g..8g+7]) for NQ queries q[j * hp ...]: p[j * kAttnChunk + 8g + r]
+// = (q_j . k_r) * scale, -inf for rows >= n_valid. Per row: ZmmOps::dots8's 8-lane accumulator, hsum_8x8.
+template <KvElem kElem, int NQ>
+void score_group(const uint8_t* const* rows, const float* q, size_t hp, int g, int32_t n_valid, float scale,
+                 float* p) {
+  constexpr size_t kSeg = 8 * Rows<kElem>::kBytes;  // bytes of 8 values
+  __m512 acc[NQ][4];
+  for (auto& query : acc) {
+    for (__m512& v : query) v = _mm512_setzero_ps();
+  }
+  const uint8_t* const* r = rows + 8 * g;
+  for (size_t s = 0; s < hp / 8; ++s) {
+    __m512 k[4];
+    for (int pr = 0; pr < 4; ++pr) k[pr] = Rows<kElem>::pair(r[2 * pr] + s * kSeg, r[2 * pr + 1] + s * kSeg);
+    for (int j = 0; j < NQ; ++j) {
+      const __m512 q2 = _mm512_broadcast_f32x8(_mm256_loadu_ps(q + static_cast<size_t>(j) * hp + 8 * s));
+      for (int pr = 0; pr < 4; ++pr) acc[j][pr] = _mm512_fmadd_ps(k[pr], q2, acc[j][pr]);
+    }
+  }
+  const __m256i index = _mm256_add_epi32(_mm256_set1_epi32(8 * g), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  const __m256 valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n_valid), index));
+  for (int j = 0; j < NQ; ++j) {
+    __m256 dots[8];
+    for (int pr = 0; pr < 4; ++pr) {
+      dots[2 * pr] = _mm512_castps512_ps256(acc[j][pr]);
+      dots[2 * pr + 1] = _mm512_extractf32x8_ps(acc[j][pr], 1);
+    }
+    const __m256 s = _mm256_mul_ps(hsum_8x8(dots), _mm256_set1_ps(scale));
+    _mm256_storeu_ps(p + static_cast<size_t>(j) * kAttnChunk + 8 * g,
+                     _mm256_blendv_ps(_mm256_set1_ps(-__builtin_inff()), s, valid));
+  }
+}
+
+// For NQ queries: acc_j[d0 .. d0 + 16 NZ) = acc_j * a_j + sum_i p_j[i] * V_i[d0 ..], i < n_valid in order.
+// acc: [NQ][hp], a: [NQ], p: [NQ][kAttnChunk].
+template <KvElem kElem, int NQ, int NZ>
+void accumulate(float* acc, const float* a, const float* p, const uint8_t* const* rows, size_t hp, size_t d0,
+                int32_t n_valid) {
+  __m512 r[NQ][NZ];
+  for (int j = 0; j < NQ; ++j) {
+    const __m512 va = _mm512_set1_ps(a[j]);
+    for (int k = 0; k < NZ; ++k) r[j][k] = _mm512_mul_ps(_mm512_loadu_ps(acc + j * hp + d0 + 16 * k), va);
+  }
+  for (int32_t i = 0; i < n_valid; ++i) {
+    const uint8_t* v = rows[i] + d0 * Rows<kElem>::kBytes;
+    __m512 w[NQ];
+    for (int j = 0; j < NQ; ++j) w[j] = _mm512_set1_ps(p[j * kAttnChunk + i]);
+    for (int k = 0; k < NZ; ++k) {
+      const __m512 vk = Rows<kElem>::load16(v + 16 * k * Rows<kElem>::kBytes);
+      for (int j = 0; j < NQ; ++j) r[j][k] = _mm512_fmadd_ps(w[j], vk, r[j][k]);
+    }
+  }
+  for (int j = 0; j < NQ; ++j) {
+    for (int k = 0; k < NZ; ++k) _mm512_storeu_ps(acc + j * hp + d0 + 16 * k, r[j][k]);
+  }
+}
+
+template <KvElem kElem, int NQ>
+void accumulate_queries(float* acc, const float* a, const float* p, const uint8_t* const* rows, size_t hp,
+                        int32_t n_valid) {
+  for (size_t d0 = 0; d0 < hp; d0 += 16 * kVRegs) {
+    switch ((hp - d0) / 16) {
+      case 1: accumulate<kElem, NQ, 1>(acc, a, p, rows, hp, d0, n_valid); break;
+      case 2: accumulate<kElem, NQ, 2>(acc, a, p, rows, hp, d0, n_valid); break;
+      case 3: accumulate<kElem, NQ, 3>(acc, a, p, rows, hp, d0, n_valid); break;
+      default: accumulate<kElem, NQ, kVRegs>(acc, a, p, rows, hp, d0, n_valid); break;
+    }
+  }
+}
+
+template <KvElem kElem>
+void shared_tile(const AttnTile& tile, float* scratch) {
+  const AttnLayout lay(tile.head_dim, tile.n_queries);
+  const size_t hd = tile.head_dim, hp = lay.hd_pad;  // hp == hd (a multiple of 16)
+  const size_t nq = tile.n_queries;
+  const int32_t n_pos = tile.queries[0].n_pos;
+  const KvPages& kv = tile.kv;
+  constexpr size_t kHeadBytesPerValue = Rows<kElem>::kBytes;
+  const size_t head_bytes = hd * kHeadBytesPerValue;
+  // Zeros standing in for the rows of a last 8-row group past the last position (the K copy's space, unused).
+  auto* zero_row = reinterpret_cast<uint8_t*>(scratch + lay.k);
+  std::memset(zero_row, 0, head_bytes);
+  float* q = scratch + lay.q;      // [nq][hp]
+  float* acc = scratch + lay.acc;  // [nq][hp]
+  float* p = scratch + lay.p;      // [nq][kAttnChunk]
+  for (size_t j = 0; j < nq; ++j) {
+    round_query(kv.elem, tile.queries[j].q, hd, hp, q + j * hp);
+    std::memset(acc + j * hp, 0, hp * sizeof(float));
+    scratch[lay.m + j] = -__builtin_inff();
+    scratch[lay.l + j] = 0.0f;
+  }
+
+  const uint8_t* k_rows[kAttnChunk];
+  const uint8_t* v_rows[kAttnChunk];
+  int32_t table_index = 0, slot = 0;  // of position c0 + i, walked rather than divided per row
+  for (int32_t c0 = 0; c0 < n_pos; c0 += kAttnChunk) {
+    const int32_t n_valid = min32(kAttnChunk, n_pos - c0);
+    const int n_groups = (n_valid + 7) / 8;
+    for (int32_t i = 0; i < n_valid; ++i) {
+      const size_t offset = row_offset(kv, table_index, slot);
+      k_rows[i] = kv.k_base + offset;
+      v_rows[i] = kv.v_base + offset;
+      if (++slot == kv.block_size) {
+        slot = 0;
+        ++table_index;
+      }
+    }
+    for (int32_t i = n_valid; i < 8 * n_groups; ++i) k_rows[i] = zero_row;
+    // The next chunk's rows stream in from memory while this one is computed.
+    int32_t ahead_index = table_index, ahead_slot = slot;
+    for (int32_t i = c0 + kAttnChunk; i < min32(c0 + 2 * kAttnChunk, n_pos); ++i) {
+      const size_t ahead = row_offset(kv, ahead_index, ahead_slot);
+      for (size_t b = 0; b < head_bytes; b += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(kv.k_base + ahead + b), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(kv.v_base + ahead + b), _MM_HINT_T0);
+      }
+      if (++ahead_slot == kv.block_size) {
+        ahead_slot = 0;
+        ++ahead_index;
+      }
+    }
+
+    for (size_t j0 = 0; j0 < nq; j0 += kScoreQueries) {
+      const float* qj = q + j0 * hp;
+      float* pj = p + j0 * kAttnChunk;
+      for (int g = 0; g < n_groups; ++g) {
+        switch (nq - j0) {
+          case 1: score_group<kElem, 1>(k_rows, qj, hp, g, n_valid, tile.scale, pj); break;
+          case 2: score_group<kElem, 2>(k_rows, qj, hp, g, n_valid, tile.scale, pj); break;
+          case 3: score_group<kElem, 3>(k_rows, qj, hp, g, n_valid, tile.scale, pj); break;
+          default: score_group<kElem, kScoreQueries>(k_rows, qj, hp, g, n_valid, tile.scale, pj); break;
+        }
+      }
+    }
+    // The shared tile's online-softmax step, per query.
+    for (size_t j = 0; j < nq; ++j) {
+      float* pj = p + j * kAttnChunk;
+      __m256 s[kGroups];
+      for (int g = 0; g < kGroups; ++g) {
+        s[g] = g < n_groups ? _mm256_loadu_ps(pj + 8 * g) : _mm256_set1_ps(-__builtin_inff());
+      }
+      const float chunk_max = hmax(_mm256_max_ps(_mm256_max_ps(s[0], s[1]), _mm256_max_ps(s[2], s[3])));
+      float& m = scratch[lay.m + j];
+      float& l = scratch[lay.l + j];
+      const float m_new = chunk_max > m ? chunk_max : m;
+      const float a = m == m_new ? 1.0f : _mm256_cvtss_f32(exp_x8(_mm256_set1_ps(m - m_new)));
+      const __m256 vm = _mm256_set1_ps(m_new);
+      __m256 e[kGroups];
+      for (int g = 0; g < kGroups; ++g) {
+        e[g] = g < n_groups ? exp_x8(_mm256_sub_ps(s[g], vm)) : _mm256_setzero_ps();
+        _mm256_storeu_ps(pj + 8 * g, e[g]);
+      }
+      const float sum = hsum(_mm256_add_ps(_mm256_add_ps(e[0], e[1]), _mm256_add_ps(e[2], e[3])));
+      l = __builtin_fmaf(l, a, sum);
+      m = m_new;
+      scratch[lay.a + j] = a;
+    }
+    for (size_t j0 = 0; j0 < nq; j0 += kVQueries) {
+      float* aj = acc + j0 * hp;
+      const float* a = scratch + lay.a + j0;
+      const float* pj = p + j0 * kAttnChunk;
+      switch (nq - j0) {
+        case 1: accumulate_queries<kElem, 1>(aj, a, pj, v_rows, hp, n_valid); break;
+        case 2: accumulate_queries<kElem, 2>(aj, a, pj, v_rows, hp, n_valid); break;
+        case 3: accumulate_queries<kElem, 3>(aj, a, pj, v_rows, hp, n_valid); break;
+        default: accumulate_queries<kElem, kVQueries>(aj, a, pj, v_rows, hp, n_valid); break;
+      }
+    }
+  }
+
+  for (size_t j = 0; j < nq; ++j) {
+    const __m512 vl = _mm512_set1_ps(scratch[lay.l + j]);
+    for (size_t d = 0; d < hd; d += 16) {
+      _mm512_storeu_ps(tile.queries[j].out + d, _mm512_div_ps(_mm512_loadu_ps(acc + j * hp + d), vl));
+    }
+  }
+}
+
+}  // namespace
+
+bool attention_tile_shared(const AttnTile& tile, float* scratch) {
+  if (tile.n_queries == 0 || tile.head_dim == 0 || tile.head_dim % 16 != 0) return false;
+  for (size_t j = 1; j < tile.n_queries; ++j) {
+    if (tile.queries[j].n_pos != tile.queries[0].n_pos) return false;
+  }
+  switch (tile.kv.elem) {
+    case KvElem::F16: shared_tile<KvElem::F16>(tile, scratch); return true;
+    case KvElem::BF16: shared_tile<KvElem::BF16>(tile, scratch); return true;
+    case KvElem::F32: shared_tile<KvElem::F32>(tile, scratch); return true;
+    case KvElem::Q8_0: return false;
+  }
+  return false;
+}
+
+}  // namespace preface::kernels::avx512
