@@ -63,6 +63,12 @@ size_t attention_scratch_floats(size_t head_dim, size_t n_queries);
 // Writes every query's output. scratch: [attention_scratch_floats(head_dim, n_queries)].
 void attention_tile(const AttnTile& tile, float* scratch);
 
+// attention_tile for each of n_tiles tiles over the same KV storage (the KV heads of one token, say), tile i with
+// scratch + i * scratch_stride (scratch_stride >= attention_scratch_floats(head_dim, its n_queries)). A path may
+// interleave the tiles chunk by chunk, so that rows holding all their heads stream from memory once; each output
+// is what attention_tile gives.
+void attention_tiles(const AttnTile* tiles, size_t n_tiles, float* scratch, size_t scratch_stride);
+
 namespace scalar {
 void attention_tile(const AttnTile& tile, float* scratch);
 }  // namespace scalar
@@ -75,10 +81,11 @@ void attention_tile(const AttnTile& tile, float* scratch);
 namespace avx512 {
 bool available();  // CPU supports AVX-512 F, BW, VL and DQ (and AVX2, FMA, F16C)
 void attention_tile(const AttnTile& tile, float* scratch);
-// The same results for a tile whose queries all have the same n_pos (decode: one token's query heads) over F32,
-// F16 or BF16 rows with head_dim % 16 == 0, reading K/V straight from the pages; returns false, computing
-// nothing, for any other tile. attention_tile calls it first.
-bool attention_tile_shared(const AttnTile& tile, float* scratch);
+// Several tiles (each as attention_tile computes it) whose queries each share one n_pos (decode: one token's query
+// heads per KV head) over F32, F16 or BF16 rows with head_dim % 16 == 0, reading K/V straight from the pages, up
+// to 8 tiles chunk by chunk together (the KV heads of one token share their rows' cache lines); returns false,
+// computing nothing, unless every tile qualifies. Tile i's scratch starts at scratch + i * scratch_stride.
+bool attention_tiles_shared(const AttnTile* tiles, size_t n_tiles, float* scratch, size_t scratch_stride);
 }  // namespace avx512
 
 }  // namespace preface::kernels

@@ -174,7 +174,7 @@ struct ZmmOps {
 }  // namespace
 
 void attention_tile(const AttnTile& tile, float* scratch) {
-  if (attention_tile_shared(tile, scratch)) return;
+  if (attention_tiles_shared(&tile, 1, scratch, 0)) return;
   attention_tile_impl<ZmmOps>(tile, scratch);
 }
 

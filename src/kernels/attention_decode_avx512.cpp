@@ -155,47 +155,54 @@ void accumulate_queries(float* acc, const float* a, const float* p, const uint8_
   }
 }
 
+// One tile's state between chunks; tiles over the same positions run chunk by chunk together (shared_tiles).
 template <KvElem kElem>
-void shared_tile(const AttnTile& tile, float* scratch) {
-  const AttnLayout lay(tile.head_dim, tile.n_queries);
-  const size_t hd = tile.head_dim, hp = lay.hd_pad;  // hp == hd (a multiple of 16)
-  const size_t nq = tile.n_queries;
-  const int32_t n_pos = tile.queries[0].n_pos;
-  const KvPages& kv = tile.kv;
-  constexpr size_t kHeadBytesPerValue = Rows<kElem>::kBytes;
-  const size_t head_bytes = hd * kHeadBytesPerValue;
-  // Zeros standing in for the rows of a last 8-row group past the last position (the K copy's space, unused).
-  auto* zero_row = reinterpret_cast<uint8_t*>(scratch + lay.k);
-  std::memset(zero_row, 0, head_bytes);
-  float* q = scratch + lay.q;      // [nq][hp]
-  float* acc = scratch + lay.acc;  // [nq][hp]
-  float* p = scratch + lay.p;      // [nq][kAttnChunk]
-  for (size_t j = 0; j < nq; ++j) {
-    round_query(kv.elem, tile.queries[j].q, hd, hp, q + j * hp);
-    std::memset(acc + j * hp, 0, hp * sizeof(float));
-    scratch[lay.m + j] = -__builtin_inff();
-    scratch[lay.l + j] = 0.0f;
+class SharedTile {
+ public:
+  // Rounds the queries and clears the running sums in scratch (attention_scratch_floats(head_dim, n_queries)).
+  void begin(const AttnTile& tile, float* scratch) {
+    tile_ = &tile;
+    scratch_ = scratch;
+    lay_ = AttnLayout(tile.head_dim, tile.n_queries);
+    n_pos_ = tile.queries[0].n_pos;
+    table_index_ = slot_ = 0;
+    const size_t hd = tile.head_dim, hp = lay_.hd_pad;  // hp == hd (a multiple of 16)
+    zero_row_ = reinterpret_cast<uint8_t*>(scratch + lay_.k);  // the widened copy's space, unused here
+    std::memset(zero_row_, 0, hd * Rows<kElem>::kBytes);
+    for (size_t j = 0; j < tile.n_queries; ++j) {
+      round_query(tile.kv.elem, tile.queries[j].q, hd, hp, scratch + lay_.q + j * hp);
+      std::memset(scratch + lay_.acc + j * hp, 0, hp * sizeof(float));
+      scratch[lay_.m + j] = -__builtin_inff();
+      scratch[lay_.l + j] = 0.0f;
+    }
   }
 
-  const uint8_t* k_rows[kAttnChunk];
-  const uint8_t* v_rows[kAttnChunk];
-  int32_t table_index = 0, slot = 0;  // of position c0 + i, walked rather than divided per row
-  for (int32_t c0 = 0; c0 < n_pos; c0 += kAttnChunk) {
-    const int32_t n_valid = min32(kAttnChunk, n_pos - c0);
+  int32_t n_pos() const { return n_pos_; }
+
+  // Positions [c0, c0 + kAttnChunk) ∩ [0, n_pos), c0 advancing by kAttnChunk from 0 over successive calls.
+  void chunk(int32_t c0) {
+    const AttnTile& tile = *tile_;
+    const KvPages& kv = tile.kv;
+    const size_t hp = lay_.hd_pad, nq = tile.n_queries;
+    const size_t head_bytes = tile.head_dim * Rows<kElem>::kBytes;
+    float* q = scratch_ + lay_.q;      // [nq][hp]
+    float* acc = scratch_ + lay_.acc;  // [nq][hp]
+    float* p = scratch_ + lay_.p;      // [nq][kAttnChunk]
+    const int32_t n_valid = min32(kAttnChunk, n_pos_ - c0);
     const int n_groups = (n_valid + 7) / 8;
     for (int32_t i = 0; i < n_valid; ++i) {
-      const size_t offset = row_offset(kv, table_index, slot);
-      k_rows[i] = kv.k_base + offset;
-      v_rows[i] = kv.v_base + offset;
-      if (++slot == kv.block_size) {
-        slot = 0;
-        ++table_index;
+      const size_t offset = row_offset(kv, table_index_, slot_);
+      k_rows_[i] = kv.k_base + offset;
+      v_rows_[i] = kv.v_base + offset;
+      if (++slot_ == kv.block_size) {
+        slot_ = 0;
+        ++table_index_;
       }
     }
-    for (int32_t i = n_valid; i < 8 * n_groups; ++i) k_rows[i] = zero_row;
+    for (int32_t i = n_valid; i < 8 * n_groups; ++i) k_rows_[i] = zero_row_;
     // The next chunk's rows stream in from memory while this one is computed.
-    int32_t ahead_index = table_index, ahead_slot = slot;
-    for (int32_t i = c0 + kAttnChunk; i < min32(c0 + 2 * kAttnChunk, n_pos); ++i) {
+    int32_t ahead_index = table_index_, ahead_slot = slot_;
+    for (int32_t i = c0 + kAttnChunk; i < min32(c0 + 2 * kAttnChunk, n_pos_); ++i) {
       const size_t ahead = row_offset(kv, ahead_index, ahead_slot);
       for (size_t b = 0; b < head_bytes; b += 64) {
         _mm_prefetch(reinterpret_cast<const char*>(kv.k_base + ahead + b), _MM_HINT_T0);
@@ -212,10 +219,10 @@ void shared_tile(const AttnTile& tile, float* scratch) {
       float* pj = p + j0 * kAttnChunk;
       for (int g = 0; g < n_groups; ++g) {
         switch (nq - j0) {
-          case 1: score_group<kElem, 1>(k_rows, qj, hp, g, n_valid, tile.scale, pj); break;
-          case 2: score_group<kElem, 2>(k_rows, qj, hp, g, n_valid, tile.scale, pj); break;
-          case 3: score_group<kElem, 3>(k_rows, qj, hp, g, n_valid, tile.scale, pj); break;
-          default: score_group<kElem, kScoreQueries>(k_rows, qj, hp, g, n_valid, tile.scale, pj); break;
+          case 1: score_group<kElem, 1>(k_rows_, qj, hp, g, n_valid, tile.scale, pj); break;
+          case 2: score_group<kElem, 2>(k_rows_, qj, hp, g, n_valid, tile.scale, pj); break;
+          case 3: score_group<kElem, 3>(k_rows_, qj, hp, g, n_valid, tile.scale, pj); break;
+          default: score_group<kElem, kScoreQueries>(k_rows_, qj, hp, g, n_valid, tile.scale, pj); break;
         }
       }
     }
@@ -227,8 +234,8 @@ void shared_tile(const AttnTile& tile, float* scratch) {
         s[g] = g < n_groups ? _mm256_loadu_ps(pj + 8 * g) : _mm256_set1_ps(-__builtin_inff());
       }
       const float chunk_max = hmax(_mm256_max_ps(_mm256_max_ps(s[0], s[1]), _mm256_max_ps(s[2], s[3])));
-      float& m = scratch[lay.m + j];
-      float& l = scratch[lay.l + j];
+      float& m = scratch_[lay_.m + j];
+      float& l = scratch_[lay_.l + j];
       const float m_new = chunk_max > m ? chunk_max : m;
       const float a = m == m_new ? 1.0f : _mm256_cvtss_f32(exp_x8(_mm256_set1_ps(m - m_new)));
       const __m256 vm = _mm256_set1_ps(m_new);
@@ -240,40 +247,82 @@ void shared_tile(const AttnTile& tile, float* scratch) {
       const float sum = hsum(_mm256_add_ps(_mm256_add_ps(e[0], e[1]), _mm256_add_ps(e[2], e[3])));
       l = __builtin_fmaf(l, a, sum);
       m = m_new;
-      scratch[lay.a + j] = a;
+      scratch_[lay_.a + j] = a;
     }
     for (size_t j0 = 0; j0 < nq; j0 += kVQueries) {
       float* aj = acc + j0 * hp;
-      const float* a = scratch + lay.a + j0;
+      const float* a = scratch_ + lay_.a + j0;
       const float* pj = p + j0 * kAttnChunk;
       switch (nq - j0) {
-        case 1: accumulate_queries<kElem, 1>(aj, a, pj, v_rows, hp, n_valid); break;
-        case 2: accumulate_queries<kElem, 2>(aj, a, pj, v_rows, hp, n_valid); break;
-        case 3: accumulate_queries<kElem, 3>(aj, a, pj, v_rows, hp, n_valid); break;
-        default: accumulate_queries<kElem, kVQueries>(aj, a, pj, v_rows, hp, n_valid); break;
+        case 1: accumulate_queries<kElem, 1>(aj, a, pj, v_rows_, hp, n_valid); break;
+        case 2: accumulate_queries<kElem, 2>(aj, a, pj, v_rows_, hp, n_valid); break;
+        case 3: accumulate_queries<kElem, 3>(aj, a, pj, v_rows_, hp, n_valid); break;
+        default: accumulate_queries<kElem, kVQueries>(aj, a, pj, v_rows_, hp, n_valid); break;
       }
     }
   }
 
-  for (size_t j = 0; j < nq; ++j) {
-    const __m512 vl = _mm512_set1_ps(scratch[lay.l + j]);
-    for (size_t d = 0; d < hd; d += 16) {
-      _mm512_storeu_ps(tile.queries[j].out + d, _mm512_div_ps(_mm512_loadu_ps(acc + j * hp + d), vl));
+  // Writes out = acc / l for every query.
+  void finish() const {
+    const size_t hp = lay_.hd_pad;
+    for (size_t j = 0; j < tile_->n_queries; ++j) {
+      const __m512 vl = _mm512_set1_ps(scratch_[lay_.l + j]);
+      const float* acc = scratch_ + lay_.acc + j * hp;
+      for (size_t d = 0; d < tile_->head_dim; d += 16) {
+        _mm512_storeu_ps(tile_->queries[j].out + d, _mm512_div_ps(_mm512_loadu_ps(acc + d), vl));
+      }
     }
+  }
+
+ private:
+  const AttnTile* tile_ = nullptr;
+  float* scratch_ = nullptr;
+  AttnLayout lay_{0, 0};
+  int32_t n_pos_ = 0;
+  int32_t table_index_ = 0, slot_ = 0;  // of the next chunk's first position, walked rather than divided per row
+  uint8_t* zero_row_ = nullptr;  // zeros standing in for a last 8-row group's rows past n_pos
+  const uint8_t* k_rows_[kAttnChunk] = {};  // the current chunk's rows of this tile's head
+  const uint8_t* v_rows_[kAttnChunk] = {};
+};
+
+constexpr size_t kTogether = 8;  // tiles run chunk by chunk together at most
+
+// Tiles [0, n) in batches of kTogether, each batch chunk by chunk over its longest n_pos.
+template <KvElem kElem>
+void shared_tiles(const AttnTile* tiles, size_t n_tiles, float* scratch, size_t scratch_stride) {
+  for (size_t t0 = 0; t0 < n_tiles; t0 += kTogether) {
+    const size_t n = n_tiles - t0 < kTogether ? n_tiles - t0 : kTogether;
+    SharedTile<kElem> batch[kTogether];
+    int32_t n_pos_max = 0;
+    for (size_t i = 0; i < n; ++i) {
+      batch[i].begin(tiles[t0 + i], scratch + (t0 + i) * scratch_stride);
+      n_pos_max = batch[i].n_pos() > n_pos_max ? batch[i].n_pos() : n_pos_max;
+    }
+    for (int32_t c0 = 0; c0 < n_pos_max; c0 += kAttnChunk) {
+      for (size_t i = 0; i < n; ++i) {
+        if (c0 < batch[i].n_pos()) batch[i].chunk(c0);
+      }
+    }
+    for (size_t i = 0; i < n; ++i) batch[i].finish();
   }
 }
 
 }  // namespace
 
-bool attention_tile_shared(const AttnTile& tile, float* scratch) {
-  if (tile.n_queries == 0 || tile.head_dim == 0 || tile.head_dim % 16 != 0) return false;
-  for (size_t j = 1; j < tile.n_queries; ++j) {
-    if (tile.queries[j].n_pos != tile.queries[0].n_pos) return false;
+bool attention_tiles_shared(const AttnTile* tiles, size_t n_tiles, float* scratch, size_t scratch_stride) {
+  if (n_tiles == 0) return true;
+  const KvElem elem = tiles[0].kv.elem;
+  for (size_t i = 0; i < n_tiles; ++i) {
+    const AttnTile& tile = tiles[i];
+    if (tile.kv.elem != elem || tile.n_queries == 0 || tile.head_dim == 0 || tile.head_dim % 16 != 0) return false;
+    for (size_t j = 1; j < tile.n_queries; ++j) {
+      if (tile.queries[j].n_pos != tile.queries[0].n_pos) return false;
+    }
   }
-  switch (tile.kv.elem) {
-    case KvElem::F16: shared_tile<KvElem::F16>(tile, scratch); return true;
-    case KvElem::BF16: shared_tile<KvElem::BF16>(tile, scratch); return true;
-    case KvElem::F32: shared_tile<KvElem::F32>(tile, scratch); return true;
+  switch (elem) {
+    case KvElem::F16: shared_tiles<KvElem::F16>(tiles, n_tiles, scratch, scratch_stride); return true;
+    case KvElem::BF16: shared_tiles<KvElem::BF16>(tiles, n_tiles, scratch, scratch_stride); return true;
+    case KvElem::F32: shared_tiles<KvElem::F32>(tiles, n_tiles, scratch, scratch_stride); return true;
     case KvElem::Q8_0: return false;
   }
   return false;

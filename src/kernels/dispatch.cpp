@@ -75,6 +75,7 @@ KernelTable choose_table() {
   if (is("vnni")) return t;
   if (avx512::available()) {
     t.attention_tile = avx512::attention_tile;
+    t.attention_tiles = avx512::attention_tiles_shared;
     t.gemm_float = avx512::gemm_float;
     if (avx512::quant_available()) {
       t.gemm_quant = avx512::gemm_quant;
@@ -108,6 +109,11 @@ void axpy_bf16(float a, const uint16_t* v, float* y, size_t n) { kernel_table().
 void f32_to_f16_row(const float* x, uint16_t* out, size_t n) { kernel_table().f32_to_f16_row(x, out, n); }
 void f32_to_bf16_row(const float* x, uint16_t* out, size_t n) { kernel_table().f32_to_bf16_row(x, out, n); }
 void attention_tile(const AttnTile& tile, float* scratch) { kernel_table().attention_tile(tile, scratch); }
+void attention_tiles(const AttnTile* tiles, size_t n_tiles, float* scratch, size_t scratch_stride) {
+  const KernelTable& k = kernel_table();
+  if (k.attention_tiles != nullptr && k.attention_tiles(tiles, n_tiles, scratch, scratch_stride)) return;
+  for (size_t i = 0; i < n_tiles; ++i) k.attention_tile(tiles[i], scratch + i * scratch_stride);
+}
 
 void dequantize_row_q8_0(const BlockQ8_0* x, float* out, size_t n) {
   for (size_t b = 0; b < n / kQuantBlock; ++b) {

@@ -29,6 +29,8 @@ struct KernelTable {
   void (*swiglu)(float*, const float*, size_t);
   // gemm_quant reads Q4_0 and Q8_0 packed into row groups (repack.h) fast: matmul accepts packed matrices.
   bool row_group_layouts = false;
+  // Runs qualifying tiles together (avx512::attention_tiles_shared), or returns false; null: one at a time.
+  bool (*attention_tiles)(const AttnTile*, size_t, float*, size_t) = nullptr;
 };
 
 // Constant after its first (thread-safe) initialisation.

@@ -55,7 +55,14 @@ void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch
     runs.emplace_back(t, end);
     t = end;
   }
-  const int64_t n_items = static_cast<int64_t>(runs.size() * n_kv_heads);  // item = run * n_kv_heads + kv head
+  // An item is a run's KV heads [h0, h0 + heads_per_item): all of them together (attention_tiles may stream the
+  // rows they share once), split only as far as it takes to give every thread an item when runs are few.
+  const size_t n_runs = runs.size();
+  const size_t n_threads = static_cast<size_t>(pool.n_threads());
+  const size_t n_splits = std::min(n_kv_heads, (n_threads + n_runs - 1) / n_runs);
+  const size_t heads_per_item = (n_kv_heads + n_splits - 1) / n_splits;
+  const size_t items_per_run = (n_kv_heads + heads_per_item - 1) / heads_per_item;
+  const int64_t n_items = static_cast<int64_t>(n_runs * items_per_run);
   const int64_t n_slots = std::min<int64_t>(pool.n_threads(), n_items);
   kernels::KvPages pages;
   switch (kv.type) {
@@ -73,28 +80,35 @@ void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch
   // Items are dealt round-robin to slots: with a prompt in the batch, later runs attend over more positions, and
   // interleaving spreads that cost evenly.
   pool.parallel_for(n_slots, [&](int64_t slot_begin, int64_t slot_end) {
-    std::vector<kernels::AttnQuery> queries(kTileTokens * group);
-    std::vector<float> scratch(kernels::attention_scratch_floats(head_dim, queries.size()));
+    const size_t tile_queries = kTileTokens * group;
+    const size_t stride = kernels::attention_scratch_floats(head_dim, tile_queries);
+    std::vector<kernels::AttnQuery> queries(heads_per_item * tile_queries);  // [heads_per_item][tile_queries]
+    std::vector<kernels::AttnTile> tiles(heads_per_item);
+    std::vector<float> scratch(heads_per_item * stride);  // [heads_per_item][stride]
     for (int64_t slot = slot_begin; slot < slot_end; ++slot) {
       for (int64_t item = slot; item < n_items; item += n_slots) {
-        const auto [t0, t1] = runs[static_cast<size_t>(item) / n_kv_heads];
-        const size_t kv_head = static_cast<size_t>(item) % n_kv_heads;
-        size_t n_q = 0;
-        for (size_t t = t0; t < t1; ++t) {
-          for (size_t h = kv_head * group; h < (kv_head + 1) * group; ++h) {
-            const size_t offset = (t * n_heads + h) * head_dim;
-            queries[n_q++] = {q + offset, out + offset, batch.pos[t] + 1};
+        const auto [t0, t1] = runs[static_cast<size_t>(item) / items_per_run];
+        const size_t h0 = static_cast<size_t>(item) % items_per_run * heads_per_item;
+        const size_t h1 = std::min(h0 + heads_per_item, n_kv_heads);
+        for (size_t kv_head = h0; kv_head < h1; ++kv_head) {
+          kernels::AttnQuery* tq = queries.data() + (kv_head - h0) * tile_queries;
+          size_t n_q = 0;
+          for (size_t t = t0; t < t1; ++t) {
+            for (size_t h = kv_head * group; h < (kv_head + 1) * group; ++h) {
+              const size_t offset = (t * n_heads + h) * head_dim;
+              tq[n_q++] = {q + offset, out + offset, batch.pos[t] + 1};
+            }
           }
+          kernels::AttnTile& tile = tiles[kv_head - h0];
+          tile.kv = pages;
+          tile.kv.block_table = batch.block_tables[static_cast<size_t>(batch.seq[t0])]->data();
+          tile.kv.head_offset_bytes = kv_row_bytes(kv.type, kv_head * head_dim);
+          tile.head_dim = head_dim;
+          tile.scale = scale;
+          tile.queries = tq;
+          tile.n_queries = n_q;
         }
-        kernels::AttnTile tile;
-        tile.kv = pages;
-        tile.kv.block_table = batch.block_tables[static_cast<size_t>(batch.seq[t0])]->data();
-        tile.kv.head_offset_bytes = kv_row_bytes(kv.type, kv_head * head_dim);
-        tile.head_dim = head_dim;
-        tile.scale = scale;
-        tile.queries = queries.data();
-        tile.n_queries = n_q;
-        kernels::attention_tile(tile, scratch.data());
+        kernels::attention_tiles(tiles.data(), h1 - h0, scratch.data(), stride);
       }
     }
   });

@@ -309,7 +309,7 @@ TEST(AttentionTile, Avx512SharedTileBitIdenticalToAvx2) {
     tile.queries = queries.data();
     tile.n_queries = queries.size();
     std::vector<float> scratch(attention_scratch_floats(head_dim, queries.size()));
-    return avx512::attention_tile_shared(tile, scratch.data());
+    return avx512::attention_tiles_shared(&tile, 1, scratch.data(), 0);
   };
   for (KvElem elem : {KvElem::F32, KvElem::F16, KvElem::BF16}) {
     for (size_t head_dim : {16u, 64u, 80u, 128u}) {
@@ -343,6 +343,47 @@ TEST(AttentionTile, Avx512SharedTileBitIdenticalToAvx2) {
   EXPECT_FALSE(shared(q8.pages(0), 64, one));
   EXPECT_FALSE(shared(f16_20.pages(0), 20, one));
   EXPECT_FALSE(shared(f16.pages(0), 64, uneven));
+}
+
+// attention_tiles over the KV heads of one storage (more than the 8 the AVX-512 path runs together, each tile with
+// its own n_pos) gives each tile's attention_tile bits; a tile whose queries differ in n_pos sends the whole call
+// one tile at a time, with the same results.
+TEST(AttentionTile, TilesTogetherBitIdenticalToOneAtATime) {
+  if (!avx2::available()) GTEST_SKIP() << "CPU lacks AVX2";
+  constexpr size_t kHeads = 9, kGroup = 3, kHeadDim = 64;
+  const PagedKv kv(KvElem::F16, kHeadDim, kHeads, 5, 120, 97);
+  const auto q = test::random_floats(kHeads * kGroup * kHeadDim, 98, 3.0f);
+  for (bool uneven : {false, true}) {
+    SCOPED_TRACE(uneven ? "one tile's queries differ in n_pos" : "every tile's queries share n_pos");
+    std::vector<float> want(q.size()), got(q.size());
+    std::vector<AttnQuery> qw, qg;
+    for (size_t h = 0; h < kHeads; ++h) {
+      for (size_t j = 0; j < kGroup; ++j) {
+        const size_t at = (h * kGroup + j) * kHeadDim;
+        const int32_t n_pos = 120 - 7 * static_cast<int32_t>(h) - (uneven && h == 4 ? static_cast<int32_t>(j) : 0);
+        qw.push_back({q.data() + at, want.data() + at, n_pos});
+        qg.push_back({q.data() + at, got.data() + at, n_pos});
+      }
+    }
+    const size_t stride = attention_scratch_floats(kHeadDim, kGroup);
+    std::vector<AttnTile> tiles(kHeads);
+    for (size_t h = 0; h < kHeads; ++h) {
+      std::vector<AttnQuery> one(qw.begin() + static_cast<std::ptrdiff_t>(h * kGroup),
+                                 qw.begin() + static_cast<std::ptrdiff_t>((h + 1) * kGroup));
+      run_tile(avx2::attention_tile, kv.pages(h), kHeadDim, 0.2f, one);
+      tiles[h].kv = kv.pages(h);
+      tiles[h].head_dim = kHeadDim;
+      tiles[h].scale = 0.2f;
+      tiles[h].queries = qg.data() + h * kGroup;
+      tiles[h].n_queries = kGroup;
+    }
+    std::vector<float> scratch(kHeads * stride);
+    attention_tiles(tiles.data(), kHeads, scratch.data(), stride);
+    EXPECT_TRUE(same_bits(want, got));
+    if (avx512::available()) {
+      EXPECT_EQ(avx512::attention_tiles_shared(tiles.data(), kHeads, scratch.data(), stride), !uneven);
+    }
+  }
 }
 
 // Q8_0 rows are dequantized exactly (f32(d) * q) and the query is not rounded: on every path a tile over Q8_0
