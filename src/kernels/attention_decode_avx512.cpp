@@ -11,6 +11,10 @@
 // same chunk max, exp_x8 and chunk sum, acc * a and then fma(p_i, V_i, acc) over the chunk's positions in order.
 // Rows past the last position are never read; a group's missing rows are scored against zeros and masked, as
 // in the shared tile.
+// Several tiles (the KV heads of one token: their slices share every row's cache lines) run chunk by chunk
+// together, each with its own state: a thread then reads whole rows in order instead of one head's slice of each,
+// which streams from memory at about half the rate (125M model, batch 8 at context 1024: 10.4 - 12.5 -> 7.1 - 7.5
+// ms per step).
 //
 // Standard headers come before the target pragma and the kernel headers after it have internal linkage, so no
 // code compiled for AVX-512 is shared with other translation units.
