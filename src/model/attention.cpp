@@ -42,7 +42,7 @@ void store_kv(const ForwardBatch& batch, const KvView& kv, int layer, const floa
 }
 
 void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch, const KvView& kv, int layer,
-               const float* q, float* out) {
+               const float* q, float* out, std::vector<float>& scratch) {
   const size_t head_dim = static_cast<size_t>(config.head_dim);
   const size_t n_heads = static_cast<size_t>(config.n_heads);
   const size_t group = static_cast<size_t>(config.n_heads / config.n_kv_heads);
@@ -79,13 +79,15 @@ void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch
 
   // Items are dealt round-robin to slots: with a prompt in the batch, later runs attend over more positions, and
   // interleaving spreads that cost evenly.
+  const size_t tile_queries = kTileTokens * group;
+  const size_t stride = kernels::attention_scratch_floats(head_dim, tile_queries);
+  const size_t slot_floats = heads_per_item * stride;
+  if (scratch.size() < static_cast<size_t>(n_slots) * slot_floats) scratch.resize(n_slots * slot_floats);
   pool.parallel_for(n_slots, [&](int64_t slot_begin, int64_t slot_end) {
-    const size_t tile_queries = kTileTokens * group;
-    const size_t stride = kernels::attention_scratch_floats(head_dim, tile_queries);
     std::vector<kernels::AttnQuery> queries(heads_per_item * tile_queries);  // [heads_per_item][tile_queries]
     std::vector<kernels::AttnTile> tiles(heads_per_item);
-    std::vector<float> scratch(heads_per_item * stride);  // [heads_per_item][stride]
     for (int64_t slot = slot_begin; slot < slot_end; ++slot) {
+      float* slot_scratch = scratch.data() + static_cast<size_t>(slot) * slot_floats;  // [heads_per_item][stride]
       for (int64_t item = slot; item < n_items; item += n_slots) {
         const auto [t0, t1] = runs[static_cast<size_t>(item) / items_per_run];
         const size_t h0 = static_cast<size_t>(item) % items_per_run * heads_per_item;
@@ -108,7 +110,7 @@ void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch
           tile.queries = tq;
           tile.n_queries = n_q;
         }
-        kernels::attention_tiles(tiles.data(), h1 - h0, scratch.data(), stride);
+        kernels::attention_tiles(tiles.data(), h1 - h0, slot_scratch, stride);
       }
     }
   });

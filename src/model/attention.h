@@ -2,6 +2,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "model/config.h"
 #include "model/kv_view.h"
@@ -24,8 +25,9 @@ void store_kv(const ForwardBatch& batch, const KvView& kv, int layer, const floa
 // the query stays f32). Queries that read the same rows — the heads of one KV head for up to kTileTokens
 // consecutive batch tokens of one sequence — share a tile, but each query's arithmetic is its own, so the result
 // does not depend on the batch, the tiling or the pool's thread count.
-// q, out: [n][n_heads][head_dim].
+// q, out: [n][n_heads][head_dim]. scratch: the tiles' working memory, grown here when too small (so it is
+// allocated once, by the first call that needs that much).
 void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch, const KvView& kv, int layer,
-               const float* q, float* out);
+               const float* q, float* out, std::vector<float>& scratch);
 
 }  // namespace preface::model::detail

@@ -153,7 +153,7 @@ void Model::forward(const ForwardBatch& batch, const KvView& kv, ThreadPool& poo
       }
       detail::store_kv(batch, kv, il, k_.data(), v_.data(), t0, t1);
     });
-    detail::attention(pool, c, batch, kv, il, q_.data(), attn_out_.data());
+    detail::attention(pool, c, batch, kv, il, q_.data(), attn_out_.data(), attn_scratch_);
     kernels::matmul(pool, l.wo, attn_out_.data(), nt, xb_.data(), quant_scratch_);
     // x += attention output, then the FFN norm (xb_ holds the wo output until each token's norm overwrites it).
     for_tokens(pool, nt, [&](size_t t0, size_t t1) {

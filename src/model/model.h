@@ -76,8 +76,9 @@ class Model {
   std::deque<std::vector<uint8_t>> packed_;
 
   // Activation buffers, [max_batch_tokens][...]:
-  std::vector<float> x_, xb_, q_, k_, v_, attn_out_, gate_, up_, ffn_out_, scores_;
+  std::vector<float> x_, xb_, q_, k_, v_, attn_out_, gate_, up_, ffn_out_;
   std::vector<uint8_t> quant_scratch_;
+  std::vector<float> attn_scratch_;  // detail::attention's tiles, sized by its first call
 };
 
 }  // namespace preface::model

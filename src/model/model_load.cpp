@@ -119,10 +119,6 @@ Model::Model(gguf::File file, Config config, int32_t max_batch_tokens)
   gate_.assign(n * ffn, 0.0f);      // [n][ffn]
   up_.assign(n * ffn, 0.0f);        // [n][ffn]
   ffn_out_.assign(n * dim, 0.0f);   // [n][dim]
-  // [n_slots][ctx_len + head_dim] attention scratch (scores of every position, then one query head), one row per
-  // attention work slot; one slot per hardware thread, so a bigger pool works but uses no more slots than that.
-  const size_t n_slots = static_cast<size_t>(std::max(1, ThreadPool::hardware_threads()));
-  scores_.assign(n_slots * static_cast<size_t>(c.ctx_len + c.head_dim), 0.0f);
   // Q8_0 copies of a batch of activation rows for quantized matmuls (matmul grows it if ever needed).
   quant_scratch_.reserve(n * gguf::row_bytes(gguf::TensorType::Q8_0, ((std::max(dim, ffn) + 31) / 32) * 32));
 }
