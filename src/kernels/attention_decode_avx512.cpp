@@ -36,14 +36,12 @@
 namespace preface::kernels::avx512 {
 namespace {
 
-using avx2::exp_x8;
-using avx2::hmax;
-using avx2::hsum;
 using avx2::hsum_8x8;
 using avx2::kGroups;
 using avx2::min32;
 using avx2::round_query;
 using avx2::row_offset;
+using avx2::softmax_chunk;
 
 constexpr int kScoreQueries = 4;  // queries scored together: 4 accumulators + 1 query register each
 constexpr int kVQueries = 4;      // queries whose V accumulators (kVRegs each) are live together
@@ -234,24 +232,8 @@ class SharedTile {
     for (size_t j = 0; j < nq; ++j) {
       float* pj = p + j * kAttnChunk;
       __m256 s[kGroups];
-      for (int g = 0; g < kGroups; ++g) {
-        s[g] = g < n_groups ? _mm256_loadu_ps(pj + 8 * g) : _mm256_set1_ps(-__builtin_inff());
-      }
-      const float chunk_max = hmax(_mm256_max_ps(_mm256_max_ps(s[0], s[1]), _mm256_max_ps(s[2], s[3])));
-      float& m = scratch_[lay_.m + j];
-      float& l = scratch_[lay_.l + j];
-      const float m_new = chunk_max > m ? chunk_max : m;
-      const float a = m == m_new ? 1.0f : _mm256_cvtss_f32(exp_x8(_mm256_set1_ps(m - m_new)));
-      const __m256 vm = _mm256_set1_ps(m_new);
-      __m256 e[kGroups];
-      for (int g = 0; g < kGroups; ++g) {
-        e[g] = g < n_groups ? exp_x8(_mm256_sub_ps(s[g], vm)) : _mm256_setzero_ps();
-        _mm256_storeu_ps(pj + 8 * g, e[g]);
-      }
-      const float sum = hsum(_mm256_add_ps(_mm256_add_ps(e[0], e[1]), _mm256_add_ps(e[2], e[3])));
-      l = __builtin_fmaf(l, a, sum);
-      m = m_new;
-      scratch_[lay_.a + j] = a;
+      for (int g = 0; g < kGroups; ++g) s[g] = g < n_groups ? _mm256_loadu_ps(pj + 8 * g) : _mm256_setzero_ps();
+      scratch_[lay_.a + j] = softmax_chunk(s, n_groups, scratch_[lay_.m + j], scratch_[lay_.l + j], pj);
     }
     for (size_t j0 = 0; j0 < nq; j0 += kVQueries) {
       float* aj = acc + j0 * hp;

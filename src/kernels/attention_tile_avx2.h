@@ -182,6 +182,27 @@ inline __m256 score_group(const float* q, const float* kbuf, size_t hp, int g, i
   return _mm256_blendv_ps(_mm256_set1_ps(-__builtin_inff()), s, valid);
 }
 
+// One query's online-softmax step over a chunk: s = the chunk's scores in kGroups groups of 8 (-inf where masked;
+// groups from n_groups on are ignored). Updates the running max m and sum l, writes the chunk's weights
+// p[0 .. kAttnChunk) (zeros past the groups scored) and returns the rescale factor a = exp(m_old - m_new).
+inline float softmax_chunk(const __m256 (&s)[kGroups], int n_groups, float& m, float& l, float* p) {
+  __m256 sv[kGroups];
+  for (int g = 0; g < kGroups; ++g) sv[g] = g < n_groups ? s[g] : _mm256_set1_ps(-__builtin_inff());
+  const float chunk_max = hmax(_mm256_max_ps(_mm256_max_ps(sv[0], sv[1]), _mm256_max_ps(sv[2], sv[3])));
+  const float m_new = chunk_max > m ? chunk_max : m;
+  const float a = m == m_new ? 1.0f : _mm256_cvtss_f32(exp_x8(_mm256_set1_ps(m - m_new)));
+  const __m256 vm = _mm256_set1_ps(m_new);
+  __m256 e[kGroups];
+  for (int g = 0; g < kGroups; ++g) {
+    e[g] = g < n_groups ? exp_x8(_mm256_sub_ps(sv[g], vm)) : _mm256_setzero_ps();
+    _mm256_storeu_ps(p + 8 * g, e[g]);
+  }
+  const float sum = hsum(_mm256_add_ps(_mm256_add_ps(e[0], e[1]), _mm256_add_ps(e[2], e[3])));
+  l = __builtin_fmaf(l, a, sum);
+  m = m_new;
+  return a;
+}
+
 constexpr size_t kMaxActive = 16;  // queries whose weights are formed before their V accumulation
 
 // The V accumulation of the chunk for the listed queries, in pairs.
@@ -242,21 +263,7 @@ void attention_tile_impl(const AttnTile& tile, float* scratch) {
         s[g] = g < n_groups ? score_group<Ops>(q, kbuf, hp, g, n_valid, tile.scale)
                             : _mm256_set1_ps(-__builtin_inff());
       }
-      const float chunk_max = hmax(_mm256_max_ps(_mm256_max_ps(s[0], s[1]), _mm256_max_ps(s[2], s[3])));
-      float& m = scratch[lay.m + j];
-      float& l = scratch[lay.l + j];
-      const float m_new = chunk_max > m ? chunk_max : m;
-      const float a = m == m_new ? 1.0f : _mm256_cvtss_f32(exp_x8(_mm256_set1_ps(m - m_new)));
-      const __m256 vm = _mm256_set1_ps(m_new);
-      __m256 e[kGroups];
-      for (int g = 0; g < kGroups; ++g) {
-        e[g] = g < n_groups ? exp_x8(_mm256_sub_ps(s[g], vm)) : _mm256_setzero_ps();
-        _mm256_storeu_ps(p + 8 * g, e[g]);
-      }
-      const float sum = hsum(_mm256_add_ps(_mm256_add_ps(e[0], e[1]), _mm256_add_ps(e[2], e[3])));
-      l = __builtin_fmaf(l, a, sum);
-      m = m_new;
-      scratch[lay.a + j] = a;
+      scratch[lay.a + j] = softmax_chunk(s, n_groups, scratch[lay.m + j], scratch[lay.l + j], p);
       if (n_active == kMaxActive) {
         accumulate_active<Ops>(scratch, lay, c0, tile, vbuf, hp, active, n_active);
         n_active = 0;
