@@ -39,6 +39,8 @@ namespace {
 using avx2::hsum_8x8;
 using avx2::kGroups;
 using avx2::min32;
+using avx2::next_row;
+using avx2::prefetch_row;
 using avx2::round_query;
 using avx2::row_offset;
 using avx2::softmax_chunk;
@@ -196,24 +198,13 @@ class SharedTile {
       const size_t offset = row_offset(kv, table_index_, slot_);
       k_rows_[i] = kv.k_base + offset;
       v_rows_[i] = kv.v_base + offset;
-      if (++slot_ == kv.block_size) {
-        slot_ = 0;
-        ++table_index_;
-      }
+      next_row(kv, table_index_, slot_);
     }
     for (int32_t i = n_valid; i < 8 * n_groups; ++i) k_rows_[i] = zero_row_;
     // The next chunk's rows stream in from memory while this one is computed.
     int32_t ahead_index = table_index_, ahead_slot = slot_;
     for (int32_t i = c0 + kAttnChunk; i < min32(c0 + 2 * kAttnChunk, n_pos_); ++i) {
-      const size_t ahead = row_offset(kv, ahead_index, ahead_slot);
-      for (size_t b = 0; b < head_bytes; b += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(kv.k_base + ahead + b), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(kv.v_base + ahead + b), _MM_HINT_T0);
-      }
-      if (++ahead_slot == kv.block_size) {
-        ahead_slot = 0;
-        ++ahead_index;
-      }
+      prefetch_row(kv, head_bytes, ahead_index, ahead_slot);
     }
 
     for (size_t j0 = 0; j0 < nq; j0 += kScoreQueries) {

@@ -31,6 +31,24 @@ inline size_t row_offset(const KvPages& kv, int32_t table_index, int32_t slot) {
          kv.head_offset_bytes;
 }
 
+// (table index, slot) of the next position.
+inline void next_row(const KvPages& kv, int32_t& table_index, int32_t& slot) {
+  if (++slot == kv.block_size) {
+    slot = 0;
+    ++table_index;
+  }
+}
+
+// Prefetches into L1 the K and V bytes [0, head_bytes) of the row at (table_index, slot), then steps to the next.
+inline void prefetch_row(const KvPages& kv, size_t head_bytes, int32_t& table_index, int32_t& slot) {
+  const size_t offset = row_offset(kv, table_index, slot);
+  for (size_t b = 0; b < head_bytes; b += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(kv.k_base + offset + b), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(kv.v_base + offset + b), _MM_HINT_T0);
+  }
+  next_row(kv, table_index, slot);
+}
+
 // 8 values of kElem at p as f32.
 template <KvElem kElem>
 inline __m256 widen8(const uint8_t* p) {
@@ -101,22 +119,9 @@ void widen_chunk(const KvPages& kv, int32_t c0, int32_t n_rows, int32_t n_pos_ma
   int32_t ahead_index = next / kv.block_size, ahead_slot = next % kv.block_size;
   size_t offset[kAttnChunk];  // [n_rows] byte offset of each row from the layer bases
   for (int32_t i = 0; i < n_rows; ++i) {
-    if (next + i < n_pos_max) {
-      const size_t ahead = row_offset(kv, ahead_index, ahead_slot);
-      for (size_t b = 0; b < head_bytes; b += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(kv.k_base + ahead + b), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(kv.v_base + ahead + b), _MM_HINT_T0);
-      }
-      if (++ahead_slot == kv.block_size) {
-        ahead_slot = 0;
-        ++ahead_index;
-      }
-    }
+    if (next + i < n_pos_max) prefetch_row(kv, head_bytes, ahead_index, ahead_slot);
     offset[i] = row_offset(kv, table_index, slot);
-    if (++slot == kv.block_size) {
-      slot = 0;
-      ++table_index;
-    }
+    next_row(kv, table_index, slot);
   }
   int32_t i = 0;
   if constexpr (kElem == KvElem::F16 && Ops::kPairsF16) {
