@@ -23,8 +23,9 @@ void store_kv(const ForwardBatch& batch, const KvView& kv, int layer, const floa
 // kernels::attention_tile (an online softmax over fixed chunks of positions; for F16/BF16 storage the query head
 // is rounded to that type before it meets a K row, as ggml does; Q8_0 rows are dequantized exactly to f32 and
 // the query stays f32). Queries that read the same rows — the heads of one KV head for up to kTileTokens
-// consecutive batch tokens of one sequence — share a tile, but each query's arithmetic is its own, so the result
-// does not depend on the batch, the tiling or the pool's thread count.
+// consecutive batch tokens of one sequence — share a tile, and a run's tiles for all its KV heads go to
+// kernels::attention_tiles together (split over threads only when runs are fewer than threads); but each query's
+// arithmetic is its own, so the result does not depend on the batch, the tiling or the pool's thread count.
 // q, out: [n][n_heads][head_dim]. scratch: the tiles' working memory, grown here when too small (so it is
 // allocated once, by the first call that needs that much).
 void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch, const KvView& kv, int layer,
