@@ -41,6 +41,26 @@ TEST(Sampler, GreedyPicksArgmaxLowestIdOnTies) {
   EXPECT_EQ(s.sample(tied.data(), 4, {}), 1);
 }
 
+// Greedy without penalties takes the argmax straight from the logits; with a penalty that touches nothing (empty
+// history) it goes through the (logit, id) pairs. Both pick the same id, ties and NaNs included.
+TEST(Sampler, GreedyFastPathEqualsPairPath) {
+  SamplingParams penalised;
+  penalised.repeat_penalty = 1.5f;
+  Sampler fast(SamplingParams{}), pairs(penalised);
+  std::vector<float> logits(1000);
+  for (int round = 0; round < 50; ++round) {
+    for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>((i * 7919 + round * 104729) % 97);
+    if (round % 3 == 1) logits[(round * 31) % logits.size() + 1 - (round % 2)] = NAN;
+    if (round % 5 == 2) logits[0] = NAN;
+    const int32_t n = static_cast<int32_t>(logits.size()) - round;
+    EXPECT_EQ(fast.sample(logits.data(), n, {}), pairs.sample(logits.data(), n, {})) << "round " << round;
+  }
+  const std::vector<float> nan_first = {NAN, 3.0f, 5.0f, 5.0f};
+  EXPECT_EQ(fast.sample(nan_first.data(), 4, {}), pairs.sample(nan_first.data(), 4, {}));
+  const std::vector<float> nan_later = {1.0f, NAN, 5.0f, 2.0f, 5.0f};
+  EXPECT_EQ(fast.sample(nan_later.data(), 5, {}), 2);
+}
+
 TEST(Sampler, Temperature1DrawsEveryToken) { EXPECT_EQ(drawn(at_temperature(1.0f)).size(), 5u); }
 
 TEST(Sampler, TopK) {
