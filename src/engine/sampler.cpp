@@ -30,9 +30,7 @@ Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.se
 
 int32_t Sampler::sample(const float* logits, int32_t n_vocab, std::span<const int32_t> history) {
   if (n_vocab < 1) throw Error("sample: empty vocabulary");
-  const bool repeat = params_.repeat_penalty != 1.0f && params_.repeat_last_n > 0;
-  const bool openai = params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
-  if (params_.temperature <= 0.0f && !repeat && !openai) {
+  if (params_.temperature <= 0.0f && !repeat_penalty_on() && !openai_penalties_on()) {
     // Greedy without penalties: the argmax straight from the logits, the lowest id on ties (as `better` orders
     // them; a NaN never wins, as there). Copying and comparing (logit, id) pairs cost ~0.1 ms per token at a
     // 32,000-token vocabulary, ~10% of a decode step.
@@ -103,8 +101,8 @@ int32_t Sampler::sample(const float* logits, int32_t n_vocab, std::span<const in
 // a negative one multiplied), then OpenAI presence/frequency penalties over the whole history:
 //   logit -= count * frequency_penalty + (count > 0) * presence_penalty.
 void Sampler::apply_penalties(std::span<const int32_t> history) {
-  const bool repeat = params_.repeat_penalty != 1.0f && params_.repeat_last_n > 0;
-  const bool openai = params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
+  const bool repeat = repeat_penalty_on();
+  const bool openai = openai_penalties_on();
   if (!repeat && !openai) return;
   const int32_t n_vocab = static_cast<int32_t>(candidates_.size());
   counts_.assign(candidates_.size(), 0);

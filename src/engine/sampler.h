@@ -30,6 +30,8 @@ class Sampler {
 
  private:
   void apply_penalties(std::span<const int32_t> history);  // adjusts candidates_[id].first in place
+  bool repeat_penalty_on() const { return params_.repeat_penalty != 1.0f && params_.repeat_last_n > 0; }
+  bool openai_penalties_on() const { return params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f; }
 
   SamplingParams params_;
   std::mt19937_64 rng_;
