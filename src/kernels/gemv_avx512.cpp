@@ -20,9 +20,9 @@
 // gemm_amx.cpp).
 //
 // Packed Q4_0 and Q8_0 (repack.h; args.row_groups) have their own kernel, group_tile: 16 rows per register, one
-// vpdpbusd per 4 values and no horizontal reduction (the layout's point). Up to 8 tokens (decode) it takes one
-// 16-row group at a time over all tokens; larger batches (prefill on CPUs without AMX) take two groups at a time
-// over slices of 4 tokens, so that each activation broadcast feeds two vpdpbusd (see group_block), and the pair's
+// vpdpbusd per 4 values and no horizontal reduction (the layout's point). Small decode batches (Q8_0 up to 8
+// tokens, Q4_0 up to 4; see kSingleGroupTokens) take one 16-row group at a time over all tokens; larger batches
+// take two groups at a time over slices of 4 tokens, so that each activation broadcast feeds two vpdpbusd (see group_block), and the pair's
 // weights are read from memory once and from cache for every further slice. Rows outside whole groups, and calls
 // without x_sums, go through repack.h's split_row_groups to avx512::gemm_vnni.
 //
@@ -459,19 +459,24 @@ void groups_tile(const GemmArgs& a, int64_t r, const uint8_t* prefetch) {
   }
 }
 
-// Up to kMaxGroupTokens tokens (decode), groups are taken one at a time over every token at once, prefetching the
-// next group: weight reads bound these batches, and in pairs they ran no faster from memory (Q8_0 2048 x 2048,
-// 8 tokens: 176 us one group at a time, 212 us in pairs, whose second slice reads the pair back from L2). Larger
-// batches take pairs of groups over slices of kPairTokens tokens (see group_block), and a leftover single group
-// over slices of kMaxGroupTokens.
+// Small batches take groups one at a time over every token at once, prefetching the next group: weight reads bound
+// them. Q8_0 does so up to kMaxGroupTokens tokens (decode): in pairs it ran no faster from memory (2048 x 2048,
+// 8 tokens: 176 us one group at a time, 212 us in pairs, whose second slice reads the pair back from L2). Q4_0
+// has half the bytes per value, so from 5 tokens its single-group kernel is bound by loads instead (one broadcast
+// per vpdpbusd, next to the epilogue's float ops on the same pipes): pairs, whose broadcasts each feed two
+// vpdpbusd, were 10 - 17% faster at 5 - 8 tokens with the weights streamed from memory (2048 x 768, 768 x 2048,
+// 32000 x 768), and 1.6x slower at 2 - 4 tokens. Larger batches take pairs of groups over slices of kPairTokens
+// tokens (see group_block), and a leftover single group over slices of kMaxGroupTokens.
 constexpr int kPairTokens = 4;
+template <typename Block>
+constexpr int64_t kSingleGroupTokens = sizeof(Block) == sizeof(BlockQ4_0) ? kPairTokens : kMaxGroupTokens;
 
 // Whole packed groups [row_begin, row_end) (multiples of 16) x any number of tokens, x_sums given. Each group (or
 // pair)'s weights are read from memory once, and from cache for further token slices.
 template <typename Block>
 void groups_typed(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
   constexpr int64_t kPairRows = 2 * kRowGroupRows;
-  if (a.n_tokens <= kMaxGroupTokens) {
+  if (a.n_tokens <= kSingleGroupTokens<Block>) {
     for (int64_t r = row_begin; r < row_end; r += kRowGroupRows) {
       const uint8_t* ahead =
           r + 2 * kRowGroupRows <= row_end ? a.w + static_cast<size_t>(r + kRowGroupRows) * a.w_row_bytes : nullptr;

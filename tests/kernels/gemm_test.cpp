@@ -261,7 +261,7 @@ TEST(Gemm, PackedMatchesReferenceOnEveryRange) {
   const std::pair<int64_t, int64_t> ranges[] = {{0, 35}, {0, 16}, {16, 35}, {3, 29}, {16, 32}, {32, 35}, {5, 9}};
   for (TensorType type : {TensorType::Q4_0, TensorType::Q8_0}) {
     for (int64_t n_blocks : {1, 3, 4, 5, 8, 17, 64}) {
-      for (int64_t n_tokens : {1, 2, 3, 5, 8, 9, 11, 17, 70}) {
+      for (int64_t n_tokens : {1, 2, 3, 4, 5, 6, 8, 9, 11, 17, 70}) {
         const int64_t n_rows = 35;  // two whole groups and 3 GGUF rows
         const Problem p(type, n_rows, n_blocks * 32, n_tokens, static_cast<uint32_t>(90 + n_blocks + n_tokens));
         std::vector<uint8_t> storage;
