@@ -22,9 +22,9 @@
 // Packed Q4_0 and Q8_0 (repack.h; args.row_groups) have their own kernel, group_tile: 16 rows per register, one
 // vpdpbusd per 4 values and no horizontal reduction (the layout's point). Small decode batches (Q8_0 up to 8
 // tokens, Q4_0 up to 4; see kSingleGroupTokens) take one 16-row group at a time over all tokens; larger batches
-// take two groups at a time over slices of 4 tokens, so that each activation broadcast feeds two vpdpbusd (see group_block), and the pair's
-// weights are read from memory once and from cache for every further slice. Rows outside whole groups, and calls
-// without x_sums, go through repack.h's split_row_groups to avx512::gemm_vnni.
+// take two groups at a time over slices of 4 tokens, so that each activation broadcast feeds two vpdpbusd (see
+// group_block), and the pair's weights are read from memory once and from cache for every further slice. Rows
+// outside whole groups, and calls without x_sums, go through repack.h's split_row_groups to avx512::gemm_vnni.
 //
 // Standard headers come before the target pragma, and nothing here instantiates library templates, so no code
 // compiled for AVX-512 is shared with other translation units.
@@ -464,9 +464,10 @@ void groups_tile(const GemmArgs& a, int64_t r, const uint8_t* prefetch) {
 // 8 tokens: 176 us one group at a time, 212 us in pairs, whose second slice reads the pair back from L2). Q4_0
 // has half the bytes per value, so from 5 tokens its single-group kernel is bound by loads instead (one broadcast
 // per vpdpbusd, next to the epilogue's float ops on the same pipes): pairs, whose broadcasts each feed two
-// vpdpbusd, were 10 - 17% faster at 5 - 8 tokens with the weights streamed from memory (2048 x 768, 768 x 2048,
-// 32000 x 768), and 1.6x slower at 2 - 4 tokens. Larger batches take pairs of groups over slices of kPairTokens
-// tokens (see group_block), and a leftover single group over slices of kMaxGroupTokens.
+// vpdpbusd, were 3 - 13% faster at 6 - 8 tokens with the weights streamed from memory (768 x 2048 least, the
+// 32000 x 768 output head most), and 1.6x slower at 2 - 4 tokens, where their one slice prefetches half the next
+// pair. Larger batches take pairs of groups over slices of kPairTokens tokens (see group_block), and a leftover
+// single group over slices of kMaxGroupTokens.
 constexpr int kPairTokens = 4;
 template <typename Block>
 constexpr int64_t kSingleGroupTokens = sizeof(Block) == sizeof(BlockQ4_0) ? kPairTokens : kMaxGroupTokens;
