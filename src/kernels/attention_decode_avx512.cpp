@@ -39,10 +39,9 @@ namespace {
 using avx2::hsum_8x8;
 using avx2::kGroups;
 using avx2::min32;
-using avx2::next_row;
-using avx2::prefetch_row;
+using avx2::prefetch_rows;
+using avx2::for_rows;
 using avx2::round_query;
-using avx2::row_offset;
 using avx2::softmax_chunk;
 
 constexpr int kScoreQueries = 4;  // queries scored together: 4 accumulators + 1 query register each
@@ -194,18 +193,14 @@ class SharedTile {
     float* p = scratch_ + lay_.p;      // [nq][kAttnChunk]
     const int32_t n_valid = min32(kAttnChunk, n_pos_ - c0);
     const int n_groups = (n_valid + 7) / 8;
-    for (int32_t i = 0; i < n_valid; ++i) {
-      const size_t offset = row_offset(kv, table_index_, slot_);
+    for_rows(kv, n_valid, table_index_, slot_, [&](int32_t i, size_t offset) {
       k_rows_[i] = kv.k_base + offset;
       v_rows_[i] = kv.v_base + offset;
-      next_row(kv, table_index_, slot_);
-    }
+    });
     for (int32_t i = n_valid; i < 8 * n_groups; ++i) k_rows_[i] = zero_row_;
     // The next chunk's rows stream in from memory while this one is computed.
     int32_t ahead_index = table_index_, ahead_slot = slot_;
-    for (int32_t i = c0 + kAttnChunk; i < min32(c0 + 2 * kAttnChunk, n_pos_); ++i) {
-      prefetch_row(kv, head_bytes, ahead_index, ahead_slot);
-    }
+    prefetch_rows(kv, head_bytes, min32(kAttnChunk, n_pos_ - c0 - kAttnChunk), ahead_index, ahead_slot);
 
     for (size_t j0 = 0; j0 < nq; j0 += kScoreQueries) {
       const float* qj = q + j0 * hp;
@@ -256,7 +251,7 @@ class SharedTile {
   float* scratch_ = nullptr;
   AttnLayout lay_{0, 0};
   int32_t n_pos_ = 0;
-  int32_t table_index_ = 0, slot_ = 0;  // of the next chunk's first position, walked rather than divided per row
+  int32_t table_index_ = 0, slot_ = 0;  // of the next chunk's first position
   uint8_t* zero_row_ = nullptr;  // zeros standing in for a last 8-row group's rows past n_pos
   const uint8_t* k_rows_[kAttnChunk] = {};  // the current chunk's rows of this tile's head
   const uint8_t* v_rows_[kAttnChunk] = {};

@@ -31,22 +31,32 @@ inline size_t row_offset(const KvPages& kv, int32_t table_index, int32_t slot) {
          kv.head_offset_bytes;
 }
 
-// (table index, slot) of the next position.
-inline void next_row(const KvPages& kv, int32_t& table_index, int32_t& slot) {
-  if (++slot == kv.block_size) {
-    slot = 0;
-    ++table_index;
+// Calls fn(i, offset) for rows i = 0..n-1 from (table_index, slot) on, offset = that row's row_offset, then leaves
+// (table_index, slot) at the row after them. A block's rows lie row_bytes apart, so a block costs one table lookup.
+template <typename Fn>
+inline void for_rows(const KvPages& kv, int32_t n, int32_t& table_index, int32_t& slot, Fn&& fn) {
+  for (int32_t i = 0; i < n;) {
+    const int32_t run = min32(kv.block_size - slot, n - i);
+    size_t offset = row_offset(kv, table_index, slot);
+    for (int32_t r = 0; r < run; ++r, offset += kv.row_bytes) fn(i + r, offset);
+    i += run;
+    slot += run;
+    if (slot == kv.block_size) {
+      slot = 0;
+      ++table_index;
+    }
   }
 }
 
-// Prefetches into L1 the K and V bytes [0, head_bytes) of the row at (table_index, slot), then steps to the next.
-inline void prefetch_row(const KvPages& kv, size_t head_bytes, int32_t& table_index, int32_t& slot) {
-  const size_t offset = row_offset(kv, table_index, slot);
-  for (size_t b = 0; b < head_bytes; b += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(kv.k_base + offset + b), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(kv.v_base + offset + b), _MM_HINT_T0);
-  }
-  next_row(kv, table_index, slot);
+// Prefetches into L1 the K and V bytes [0, head_bytes) of n rows from (table_index, slot) on, advancing past them
+// (n <= 0: none).
+inline void prefetch_rows(const KvPages& kv, size_t head_bytes, int32_t n, int32_t& table_index, int32_t& slot) {
+  for_rows(kv, n, table_index, slot, [&kv, head_bytes](int32_t, size_t offset) {
+    for (size_t b = 0; b < head_bytes; b += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(kv.k_base + offset + b), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(kv.v_base + offset + b), _MM_HINT_T0);
+    }
+  });
 }
 
 // 8 values of kElem at p as f32.
@@ -113,16 +123,13 @@ template <typename Ops, KvElem kElem>
 void widen_chunk(const KvPages& kv, int32_t c0, int32_t n_rows, int32_t n_pos_max, size_t hd, size_t hp,
                  float* kbuf, float* vbuf) {
   const size_t head_bytes = head_row_bytes<kElem>(hd);
-  // (table index, slot) of the row being widened and of the one prefetched, walked rather than divided per row.
+  // (table index, slot) of the first row widened and of the first one prefetched.
   int32_t table_index = c0 / kv.block_size, slot = c0 % kv.block_size;
   const int32_t next = c0 + kAttnChunk;
   int32_t ahead_index = next / kv.block_size, ahead_slot = next % kv.block_size;
+  prefetch_rows(kv, head_bytes, min32(n_rows, n_pos_max - next), ahead_index, ahead_slot);
   size_t offset[kAttnChunk];  // [n_rows] byte offset of each row from the layer bases
-  for (int32_t i = 0; i < n_rows; ++i) {
-    if (next + i < n_pos_max) prefetch_row(kv, head_bytes, ahead_index, ahead_slot);
-    offset[i] = row_offset(kv, table_index, slot);
-    next_row(kv, table_index, slot);
-  }
+  for_rows(kv, n_rows, table_index, slot, [&offset](int32_t i, size_t row) { offset[i] = row; });
   int32_t i = 0;
   if constexpr (kElem == KvElem::F16 && Ops::kPairsF16) {
     if (hd % 16 == 0) {

@@ -311,24 +311,28 @@ TEST(AttentionTile, Avx512SharedTileBitIdenticalToAvx2) {
     std::vector<float> scratch(attention_scratch_floats(head_dim, queries.size()));
     return avx512::attention_tiles_shared(&tile, 1, scratch.data(), 0);
   };
+  // Block sizes: rows one block apart (1), runs of a block crossing 8-row groups and chunks (7), whole blocks (16).
   for (KvElem elem : {KvElem::F32, KvElem::F16, KvElem::BF16}) {
     for (size_t head_dim : {16u, 64u, 80u, 128u}) {
-      PagedKv kv(elem, head_dim, 2, 7, 100, 91);
-      for (int32_t n_pos : {96, 65, 64, 33, 32, 9, 8, 7, 1}) {  // descending: positions >= n_pos are poisoned
-        for (int32_t p = n_pos; p < 100; ++p) kv.poison(p);
-        for (size_t n_q : {1u, 2u, 3u, 4u, 5u, 8u}) {
-          SCOPED_TRACE(std::string("elem ") + elem_name(elem) + " head_dim " + std::to_string(head_dim) + " n_pos " +
-                       std::to_string(n_pos) + " queries " + std::to_string(n_q));
-          const auto q = test::random_floats(head_dim * n_q, 92 + static_cast<uint32_t>(n_q), 3.0f);
-          std::vector<float> a(head_dim * n_q), z(head_dim * n_q);
-          std::vector<AttnQuery> qa, qz;
-          for (size_t j = 0; j < n_q; ++j) {
-            qa.push_back({q.data() + j * head_dim, a.data() + j * head_dim, n_pos});
-            qz.push_back({q.data() + j * head_dim, z.data() + j * head_dim, n_pos});
+      for (int32_t block_size : {1, 7, 16}) {
+        PagedKv kv(elem, head_dim, 2, block_size, 100, 91);
+        for (int32_t n_pos : {96, 65, 64, 33, 32, 9, 8, 7, 1}) {  // descending: positions >= n_pos are poisoned
+          for (int32_t p = n_pos; p < 100; ++p) kv.poison(p);
+          for (size_t n_q : {1u, 2u, 3u, 4u, 5u, 8u}) {
+            SCOPED_TRACE(std::string("elem ") + elem_name(elem) + " head_dim " + std::to_string(head_dim) +
+                         " block " + std::to_string(block_size) + " n_pos " + std::to_string(n_pos) + " queries " +
+                         std::to_string(n_q));
+            const auto q = test::random_floats(head_dim * n_q, 92 + static_cast<uint32_t>(n_q), 3.0f);
+            std::vector<float> a(head_dim * n_q), z(head_dim * n_q);
+            std::vector<AttnQuery> qa, qz;
+            for (size_t j = 0; j < n_q; ++j) {
+              qa.push_back({q.data() + j * head_dim, a.data() + j * head_dim, n_pos});
+              qz.push_back({q.data() + j * head_dim, z.data() + j * head_dim, n_pos});
+            }
+            run_tile(avx2::attention_tile, kv.pages(1), head_dim, 0.2f, qa);
+            ASSERT_TRUE(shared(kv.pages(1), head_dim, qz));
+            EXPECT_TRUE(same_bits(a, z));
           }
-          run_tile(avx2::attention_tile, kv.pages(1), head_dim, 0.2f, qa);
-          ASSERT_TRUE(shared(kv.pages(1), head_dim, qz));
-          EXPECT_TRUE(same_bits(a, z));
         }
       }
     }
