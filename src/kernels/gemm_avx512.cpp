@@ -258,9 +258,6 @@ void gemm_rows(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
     for (int64_t r = row_begin; r + kRows <= row_end; r += kRows) {
       const uint8_t* w = a.w + static_cast<size_t>(r) * a.w_row_bytes;
       // The first tile of a row tile prefetches the rows two tiles ahead.
-      // The first token block prefetches each chunk's columns of the rows two tiles ahead while staging it: without
-      // it the staged path read its weights from memory at a fraction of the direct tiles' rate (125M F16 model,
-      // batch 16: 18.4 - 18.6 against 16.5 - 16.8 ms per step with it).
       const uint8_t* ahead = tb == 0 && r + 3 * kRows <= row_end ? w + 2 * kRows * a.w_row_bytes : nullptr;
       for (int64_t t = tb; t < te; t += kTokens) {
         const int64_t nt = te - t < kTokens ? te - t : kTokens;
