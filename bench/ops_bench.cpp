@@ -1,8 +1,10 @@
-// Micro-benchmarks: attention over paged F16 blocks (a decode tile and a prefill tile), RMSNorm, RoPE and
-// SwiGLU at the 125M model's sizes. items_per_second: multiply-adds (attention) or values (others) per second.
+// Micro-benchmarks: attention over paged F16 blocks (a decode tile, a prefill tile, one decode token's KV heads
+// together), RMSNorm, RoPE and SwiGLU at the 125M model's sizes. items_per_second: multiply-adds (attention) or
+// values (others) per second.
 // The dispatched kernels run (PREFACE_KERNELS=scalar|avx2|vnni selects a narrower path).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -66,6 +68,67 @@ void BM_AttentionTile(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(2 * n_queries * kHeadDim) * n_pos);
 }
 BENCHMARK(BM_AttentionTile)->ArgNames({"positions", "tokens"})->Args({1024, 1})->Args({4096, 1})->Args({512, 8});
+
+// One decode token's attention as the 125M model runs it: attention_tiles over its 4 KV heads (3 query heads each)
+// at `positions` context, in blocks of 16 in shuffled order, cycling through `sequences` separate K/V stores so
+// that, with many, the rows come from L3 or memory as they do for a batch of sequences across layers.
+void BM_AttentionDecode(benchmark::State& state) {
+  const int32_t n_pos = static_cast<int32_t>(state.range(0));
+  const size_t n_seqs = static_cast<size_t>(state.range(1));
+  constexpr size_t kHeadDim = 64, kKvHeads = 4, kGroup = 3;
+  constexpr int32_t kBlock = 16;
+  const int32_t n_blocks = (n_pos + kBlock - 1) / kBlock;
+  const size_t row_bytes = kKvHeads * kHeadDim * 2;
+  const size_t store_values = static_cast<size_t>(n_blocks) * kBlock * row_bytes / 2;
+  std::vector<std::vector<uint16_t>> k(n_seqs), v(n_seqs);  // per sequence [n_blocks][kBlock][kKvHeads][kHeadDim]
+  for (size_t s = 0; s < n_seqs; ++s) {
+    const auto values = random_values(2 * store_values, static_cast<uint32_t>(10 + s));
+    k[s].resize(store_values);
+    v[s].resize(store_values);
+    for (size_t i = 0; i < store_values; ++i) {
+      k[s][i] = f32_to_f16(values[i]);
+      v[s][i] = f32_to_f16(values[store_values + i]);
+    }
+  }
+  std::vector<int32_t> table(static_cast<size_t>(n_blocks));  // [n_blocks]
+  for (int32_t b = 0; b < n_blocks; ++b) table[static_cast<size_t>(b)] = b;
+  std::shuffle(table.begin(), table.end(), std::mt19937(3));
+  const auto q = random_values(kKvHeads * kGroup * kHeadDim, 4);
+  std::vector<float> out(q.size());  // [kKvHeads * kGroup][kHeadDim]
+  std::vector<AttnQuery> queries;
+  for (size_t j = 0; j < kKvHeads * kGroup; ++j) {
+    queries.push_back({q.data() + j * kHeadDim, out.data() + j * kHeadDim, n_pos});
+  }
+  const size_t stride = attention_scratch_floats(kHeadDim, kGroup);
+  std::vector<float> scratch(kKvHeads * stride);
+  std::vector<AttnTile> tiles(kKvHeads);
+  size_t seq = 0;
+  for (auto _ : state) {
+    for (size_t h = 0; h < kKvHeads; ++h) {
+      AttnTile& tile = tiles[h];
+      tile.kv.elem = KvElem::F16;
+      tile.kv.k_base = reinterpret_cast<const uint8_t*>(k[seq].data());
+      tile.kv.v_base = reinterpret_cast<const uint8_t*>(v[seq].data());
+      tile.kv.block_table = table.data();
+      tile.kv.block_size = kBlock;
+      tile.kv.row_bytes = row_bytes;
+      tile.kv.head_offset_bytes = h * kHeadDim * 2;
+      tile.head_dim = kHeadDim;
+      tile.scale = 0.125f;
+      tile.queries = queries.data() + h * kGroup;
+      tile.n_queries = kGroup;
+    }
+    attention_tiles(tiles.data(), kKvHeads, scratch.data(), stride);
+    benchmark::DoNotOptimize(out.data());
+    seq = (seq + 1) % n_seqs;
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(2 * kKvHeads * kGroup * kHeadDim) * n_pos);
+}
+BENCHMARK(BM_AttentionDecode)
+    ->ArgNames({"positions", "sequences"})
+    ->Args({80, 1})
+    ->Args({80, 96})
+    ->Args({1024, 96});
 
 void BM_RmsNorm(benchmark::State& state) {
   const size_t n = static_cast<size_t>(state.range(0));
