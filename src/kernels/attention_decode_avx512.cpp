@@ -7,6 +7,7 @@
 //   - scores: each 16-lane load holds 8 values of two rows (as ZmmOps stores them), converted once and used by
 //     up to kScoreQueries queries, each with its own 4 registers of two rows' 8-lane accumulators;
 //   - V: each 16 values of a row, converted once, feed the accumulators of up to kVQueries queries.
+// Q8_0 rows are dequantized the same way on the fly (f32(d) * f32(q), exact), 8 or 16 values at a time.
 // Per output the steps are the shared tile's: the same 8-lane accumulators over the head in order, hsum_8x8, the
 // same chunk max, exp_x8 and chunk sum, acc * a and then fma(p_i, V_i, acc) over the chunk's positions in order.
 // Rows past the last position are never read; a group's missing rows are scored against zeros and masked, as
@@ -48,44 +49,67 @@ constexpr int kScoreQueries = 4;  // queries scored together: 4 accumulators + 1
 constexpr int kVQueries = 4;      // queries whose V accumulators (kVRegs each) are live together
 constexpr int kVRegs = 4;         // 16-value registers of a head accumulated per pass over the rows
 
-// Stored values of one element type as f32 (exact widening).
+// Stored values of one element type as f32 (exact widening). pair(a, b, s): segment s (values 8s..8s+7) of rows a
+// and b as [a | b]; load16(row, i): values i..i+15 (i % 16 == 0).
 template <KvElem kElem>
 struct Rows;
 
 template <>
 struct Rows<KvElem::F16> {
-  static constexpr size_t kBytes = 2;
-  // Lanes 0..7: the 8 values at a; lanes 8..15: the 8 values at b.
-  static __m512 pair(const uint8_t* a, const uint8_t* b) {
-    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a));
-    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
+  static __m512 pair(const uint8_t* a, const uint8_t* b, size_t s) {
+    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 16 * s));
+    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 16 * s));
     return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
   }
-  static __m512 load16(const uint8_t* p) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  static __m512 load16(const uint8_t* row, size_t i) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * i)));
   }
 };
 
 template <>
 struct Rows<KvElem::BF16> {
-  static constexpr size_t kBytes = 2;
   static __m512 widen(__m256i bits) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16)); }
-  static __m512 pair(const uint8_t* a, const uint8_t* b) {
-    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a));
-    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
+  static __m512 pair(const uint8_t* a, const uint8_t* b, size_t s) {
+    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 16 * s));
+    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 16 * s));
     return widen(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
   }
-  static __m512 load16(const uint8_t* p) { return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static __m512 load16(const uint8_t* row, size_t i) {
+    return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * i)));
+  }
 };
 
 template <>
 struct Rows<KvElem::F32> {
-  static constexpr size_t kBytes = 4;
-  static __m512 pair(const uint8_t* a, const uint8_t* b) {
-    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(reinterpret_cast<const float*>(a))),
-                              _mm256_loadu_ps(reinterpret_cast<const float*>(b)), 1);
+  static __m512 pair(const uint8_t* a, const uint8_t* b, size_t s) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(reinterpret_cast<const float*>(a) + 8 * s)),
+                              _mm256_loadu_ps(reinterpret_cast<const float*>(b) + 8 * s), 1);
   }
-  static __m512 load16(const uint8_t* p) { return _mm512_loadu_ps(reinterpret_cast<const float*>(p)); }
+  static __m512 load16(const uint8_t* row, size_t i) { return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + i); }
+};
+
+// Q8_0 rows: blocks of 32 values {f16 d; int8 q[32]}; a value is f32(d) * f32(q), exact (an 11-bit by 8-bit
+// significand product), as widen_q8_0 gives it.
+template <>
+struct Rows<KvElem::Q8_0> {
+  static constexpr size_t kBlockBytes = 34;
+  static float scale(const uint8_t* block) {
+    uint16_t bits;
+    std::memcpy(&bits, block, sizeof(bits));
+    return _cvtsh_ss(bits);
+  }
+  static __m512 pair(const uint8_t* a, const uint8_t* b, size_t s) {
+    const size_t block = s / 4 * kBlockBytes, at = block + 2 + s % 4 * 8;
+    const __m128i q = _mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a + at)),
+                                         _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + at)));
+    const __m512 d = _mm512_insertf32x8(_mm512_set1_ps(scale(a + block)), _mm256_set1_ps(scale(b + block)), 1);
+    return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
+  }
+  static __m512 load16(const uint8_t* row, size_t i) {
+    const uint8_t* block = row + i / 32 * kBlockBytes;
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2 + i % 32));
+    return _mm512_mul_ps(_mm512_set1_ps(scale(block)), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
+  }
 };
 
 // Scores of rows 8g..8g+7 (row pointers rows[8g..8g+7]) for NQ queries q[j * hp ...]: p[j * kAttnChunk + 8g + r]
@@ -93,7 +117,6 @@ struct Rows<KvElem::F32> {
 template <KvElem kElem, int NQ>
 void score_group(const uint8_t* const* rows, const float* q, size_t hp, int g, int32_t n_valid, float scale,
                  float* p) {
-  constexpr size_t kSeg = 8 * Rows<kElem>::kBytes;  // bytes of 8 values
   __m512 acc[NQ][4];
   for (auto& query : acc) {
     for (__m512& v : query) v = _mm512_setzero_ps();
@@ -101,7 +124,7 @@ void score_group(const uint8_t* const* rows, const float* q, size_t hp, int g, i
   const uint8_t* const* r = rows + 8 * g;
   for (size_t s = 0; s < hp / 8; ++s) {
     __m512 k[4];
-    for (int pr = 0; pr < 4; ++pr) k[pr] = Rows<kElem>::pair(r[2 * pr] + s * kSeg, r[2 * pr + 1] + s * kSeg);
+    for (int pr = 0; pr < 4; ++pr) k[pr] = Rows<kElem>::pair(r[2 * pr], r[2 * pr + 1], s);
     for (int j = 0; j < NQ; ++j) {
       const __m512 q2 = _mm512_broadcast_f32x8(_mm256_loadu_ps(q + static_cast<size_t>(j) * hp + 8 * s));
       for (int pr = 0; pr < 4; ++pr) acc[j][pr] = _mm512_fmadd_ps(k[pr], q2, acc[j][pr]);
@@ -132,11 +155,10 @@ void accumulate(float* acc, const float* a, const float* p, const uint8_t* const
     for (int k = 0; k < NZ; ++k) r[j][k] = _mm512_mul_ps(_mm512_loadu_ps(acc + j * hp + d0 + 16 * k), va);
   }
   for (int32_t i = 0; i < n_valid; ++i) {
-    const uint8_t* v = rows[i] + d0 * Rows<kElem>::kBytes;
     __m512 w[NQ];
     for (int j = 0; j < NQ; ++j) w[j] = _mm512_set1_ps(p[j * kAttnChunk + i]);
     for (int k = 0; k < NZ; ++k) {
-      const __m512 vk = Rows<kElem>::load16(v + 16 * k * Rows<kElem>::kBytes);
+      const __m512 vk = Rows<kElem>::load16(rows[i], d0 + 16 * static_cast<size_t>(k));
       for (int j = 0; j < NQ; ++j) r[j][k] = _mm512_fmadd_ps(w[j], vk, r[j][k]);
     }
   }
@@ -171,7 +193,7 @@ class SharedTile {
     table_index_ = slot_ = 0;
     const size_t hd = tile.head_dim, hp = lay_.hd_pad;  // hp == hd (a multiple of 16)
     zero_row_ = reinterpret_cast<uint8_t*>(scratch + lay_.k);  // the widened copy's space, unused here
-    std::memset(zero_row_, 0, hd * Rows<kElem>::kBytes);
+    std::memset(zero_row_, 0, avx2::head_row_bytes<kElem>(hd));  // Q8_0: d = 0 and q = 0, values 0
     for (size_t j = 0; j < tile.n_queries; ++j) {
       round_query(tile.kv.elem, tile.queries[j].q, hd, hp, scratch + lay_.q + j * hp);
       std::memset(scratch + lay_.acc + j * hp, 0, hp * sizeof(float));
@@ -187,7 +209,7 @@ class SharedTile {
     const AttnTile& tile = *tile_;
     const KvPages& kv = tile.kv;
     const size_t hp = lay_.hd_pad, nq = tile.n_queries;
-    const size_t head_bytes = tile.head_dim * Rows<kElem>::kBytes;
+    const size_t head_bytes = avx2::head_row_bytes<kElem>(tile.head_dim);
     float* q = scratch_ + lay_.q;      // [nq][hp]
     float* acc = scratch_ + lay_.acc;  // [nq][hp]
     float* p = scratch_ + lay_.p;      // [nq][kAttnChunk]
@@ -286,7 +308,10 @@ bool attention_tiles_shared(const AttnTile* tiles, size_t n_tiles, float* scratc
   const KvElem elem = tiles[0].kv.elem;
   for (size_t i = 0; i < n_tiles; ++i) {
     const AttnTile& tile = tiles[i];
-    if (tile.kv.elem != elem || tile.n_queries == 0 || tile.head_dim == 0 || tile.head_dim % 16 != 0) return false;
+    const size_t head_multiple = elem == KvElem::Q8_0 ? 32 : 16;  // Q8_0: whole blocks
+    if (tile.kv.elem != elem || tile.n_queries == 0 || tile.head_dim == 0 || tile.head_dim % head_multiple != 0) {
+      return false;
+    }
     for (size_t j = 1; j < tile.n_queries; ++j) {
       if (tile.queries[j].n_pos != tile.queries[0].n_pos) return false;
     }
@@ -295,7 +320,7 @@ bool attention_tiles_shared(const AttnTile* tiles, size_t n_tiles, float* scratc
     case KvElem::F16: shared_tiles<KvElem::F16>(tiles, n_tiles, scratch, scratch_stride); return true;
     case KvElem::BF16: shared_tiles<KvElem::BF16>(tiles, n_tiles, scratch, scratch_stride); return true;
     case KvElem::F32: shared_tiles<KvElem::F32>(tiles, n_tiles, scratch, scratch_stride); return true;
-    case KvElem::Q8_0: return false;
+    case KvElem::Q8_0: shared_tiles<KvElem::Q8_0>(tiles, n_tiles, scratch, scratch_stride); return true;
   }
   return false;
 }

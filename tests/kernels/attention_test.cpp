@@ -297,8 +297,8 @@ TEST(AttentionTile, Avx512BitIdenticalToAvx2) {
 
 // Tiles whose queries share n_pos (decode: one token's query heads) take AVX-512's direct path, which reads the
 // rows from the pages without the f32 copy: the same bits as the AVX2 tile for any number of queries (scored and
-// accumulated four at a time) and any last chunk; positions from n_pos on are poisoned, so a read of one would
-// show as NaN. Other tiles are refused.
+// accumulated four at a time) and any last chunk, Q8_0 rows included; positions from n_pos on are poisoned, so a
+// read of one would show as NaN. Other tiles are refused.
 TEST(AttentionTile, Avx512SharedTileBitIdenticalToAvx2) {
   if (!avx512::available()) GTEST_SKIP() << "CPU lacks AVX-512";
   const auto shared = [](const KvPages& pages, size_t head_dim, std::vector<AttnQuery>& queries) {
@@ -312,8 +312,9 @@ TEST(AttentionTile, Avx512SharedTileBitIdenticalToAvx2) {
     return avx512::attention_tiles_shared(&tile, 1, scratch.data(), 0);
   };
   // Block sizes: rows one block apart (1), runs of a block crossing 8-row groups and chunks (7), whole blocks (16).
-  for (KvElem elem : {KvElem::F32, KvElem::F16, KvElem::BF16}) {
+  for (KvElem elem : {KvElem::F32, KvElem::F16, KvElem::BF16, KvElem::Q8_0}) {
     for (size_t head_dim : {16u, 64u, 80u, 128u}) {
+      if (elem == KvElem::Q8_0 && head_dim % 32 != 0) continue;  // refused, below
       for (int32_t block_size : {1, 7, 16}) {
         PagedKv kv(elem, head_dim, 2, block_size, 100, 91);
         for (int32_t n_pos : {96, 65, 64, 33, 32, 9, 8, 7, 1}) {  // descending: positions >= n_pos are poisoned
@@ -344,7 +345,7 @@ TEST(AttentionTile, Avx512SharedTileBitIdenticalToAvx2) {
   std::vector<float> out(64 * 2);
   std::vector<AttnQuery> one = {{q.data(), out.data(), 40}};
   std::vector<AttnQuery> uneven = {{q.data(), out.data(), 40}, {q.data() + 64, out.data() + 64, 39}};
-  EXPECT_FALSE(shared(q8.pages(0), 64, one));
+  EXPECT_FALSE(shared(q8.pages(0), 48, one));  // Q8_0 heads of whole 32-value blocks only
   EXPECT_FALSE(shared(f16_20.pages(0), 20, one));
   EXPECT_FALSE(shared(f16.pages(0), 64, uneven));
 }
