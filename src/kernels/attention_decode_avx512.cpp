@@ -85,7 +85,9 @@ struct Rows<KvElem::F32> {
     return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(reinterpret_cast<const float*>(a) + 8 * s)),
                               _mm256_loadu_ps(reinterpret_cast<const float*>(b) + 8 * s), 1);
   }
-  static __m512 load16(const uint8_t* row, size_t i) { return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + i); }
+  static __m512 load16(const uint8_t* row, size_t i) {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + i);
+  }
 };
 
 // Q8_0 rows: blocks of 32 values {f16 d; int8 q[32]}; a value is f32(d) * f32(q), exact (an 11-bit by 8-bit
