@@ -24,22 +24,46 @@ std::vector<float> random_values(size_t n, uint32_t seed) {
   return v;
 }
 
+// The 125M model's attention shape: 4 KV heads of 64 values, 3 query heads each, F16 rows in blocks of 16.
+constexpr size_t kHeadDim = 64, kKvHeads = 4, kGroup = 3;
+constexpr int32_t kBlock = 16;
+constexpr size_t kRowBytes = kKvHeads * kHeadDim * 2;
+
+// Random F16 K and V rows of n_pos positions, each [n_blocks][kBlock][kKvHeads][kHeadDim], and a block table.
+struct F16Pages {
+  F16Pages(int32_t n_pos, uint32_t seed) : n_blocks((n_pos + kBlock - 1) / kBlock) {
+    const size_t n = static_cast<size_t>(n_blocks) * kBlock * kRowBytes / 2;
+    const auto values = random_values(2 * n, seed);  // K then V
+    k.resize(n);
+    v.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      k[i] = f32_to_f16(values[i]);
+      v[i] = f32_to_f16(values[n + i]);
+    }
+  }
+  // KV head `head` of these rows, block b at table[b].
+  KvPages pages(const std::vector<int32_t>& table, size_t head) const {
+    KvPages p;
+    p.elem = KvElem::F16;
+    p.k_base = reinterpret_cast<const uint8_t*>(k.data());
+    p.v_base = reinterpret_cast<const uint8_t*>(v.data());
+    p.block_table = table.data();
+    p.block_size = kBlock;
+    p.row_bytes = kRowBytes;
+    p.head_offset_bytes = head * kHeadDim * 2;
+    return p;
+  }
+  int32_t n_blocks;
+  std::vector<uint16_t> k, v;
+};
+
 // args: context positions, tokens in the tile (x 3 query heads per KV head, as the 125M model's GQA).
 void BM_AttentionTile(benchmark::State& state) {
   const int32_t n_pos = static_cast<int32_t>(state.range(0));
   const size_t n_tokens = static_cast<size_t>(state.range(1));
-  constexpr size_t kHeadDim = 64, kKvHeads = 4, kGroup = 3;
-  constexpr int32_t kBlock = 16;
-  const int32_t n_blocks = (n_pos + kBlock - 1) / kBlock;
-  const size_t row_bytes = kKvHeads * kHeadDim * 2;
-  const auto values = random_values(static_cast<size_t>(n_blocks) * kBlock * row_bytes, 1);  // K then V
-  std::vector<uint16_t> k(values.size() / 2), v(values.size() / 2);  // [n_blocks][kBlock][kKvHeads][kHeadDim]
-  for (size_t i = 0; i < k.size(); ++i) {
-    k[i] = f32_to_f16(values[i]);
-    v[i] = f32_to_f16(values[k.size() + i]);
-  }
-  std::vector<int32_t> table(static_cast<size_t>(n_blocks));
-  for (int32_t b = 0; b < n_blocks; ++b) table[static_cast<size_t>(b)] = n_blocks - 1 - b;
+  const F16Pages kv(n_pos, 1);
+  std::vector<int32_t> table(static_cast<size_t>(kv.n_blocks));  // blocks in reverse order
+  for (int32_t b = 0; b < kv.n_blocks; ++b) table[static_cast<size_t>(b)] = kv.n_blocks - 1 - b;
   const size_t n_queries = n_tokens * kGroup;
   const auto q = random_values(n_queries * kHeadDim, 2);
   std::vector<float> out(n_queries * kHeadDim);  // [n_queries][kHeadDim]
@@ -49,13 +73,7 @@ void BM_AttentionTile(benchmark::State& state) {
                        n_pos - static_cast<int32_t>(n_tokens - 1 - j / kGroup)});
   }
   AttnTile tile;
-  tile.kv.elem = KvElem::F16;
-  tile.kv.k_base = reinterpret_cast<const uint8_t*>(k.data());
-  tile.kv.v_base = reinterpret_cast<const uint8_t*>(v.data());
-  tile.kv.block_table = table.data();
-  tile.kv.block_size = kBlock;
-  tile.kv.row_bytes = row_bytes;
-  tile.kv.head_offset_bytes = kHeadDim * 2;  // KV head 1
+  tile.kv = kv.pages(table, 1);
   tile.head_dim = kHeadDim;
   tile.scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
   tile.queries = queries.data();
@@ -70,28 +88,15 @@ void BM_AttentionTile(benchmark::State& state) {
 BENCHMARK(BM_AttentionTile)->ArgNames({"positions", "tokens"})->Args({1024, 1})->Args({4096, 1})->Args({512, 8});
 
 // One decode token's attention as the 125M model runs it: attention_tiles over its 4 KV heads (3 query heads each)
-// at `positions` context, in blocks of 16 in shuffled order, cycling through `sequences` separate K/V stores so
-// that, with many, the rows come from L3 or memory as they do for a batch of sequences across layers.
+// at `positions` context, blocks in shuffled order, cycling through `sequences` separate K/V stores so that, with
+// many, the rows come from L3 or memory as they do for a batch of sequences across layers.
 void BM_AttentionDecode(benchmark::State& state) {
   const int32_t n_pos = static_cast<int32_t>(state.range(0));
   const size_t n_seqs = static_cast<size_t>(state.range(1));
-  constexpr size_t kHeadDim = 64, kKvHeads = 4, kGroup = 3;
-  constexpr int32_t kBlock = 16;
-  const int32_t n_blocks = (n_pos + kBlock - 1) / kBlock;
-  const size_t row_bytes = kKvHeads * kHeadDim * 2;
-  const size_t store_values = static_cast<size_t>(n_blocks) * kBlock * row_bytes / 2;
-  std::vector<std::vector<uint16_t>> k(n_seqs), v(n_seqs);  // per sequence [n_blocks][kBlock][kKvHeads][kHeadDim]
-  for (size_t s = 0; s < n_seqs; ++s) {
-    const auto values = random_values(2 * store_values, static_cast<uint32_t>(10 + s));
-    k[s].resize(store_values);
-    v[s].resize(store_values);
-    for (size_t i = 0; i < store_values; ++i) {
-      k[s][i] = f32_to_f16(values[i]);
-      v[s][i] = f32_to_f16(values[store_values + i]);
-    }
-  }
-  std::vector<int32_t> table(static_cast<size_t>(n_blocks));  // [n_blocks]
-  for (int32_t b = 0; b < n_blocks; ++b) table[static_cast<size_t>(b)] = b;
+  std::vector<F16Pages> kv;
+  for (size_t s = 0; s < n_seqs; ++s) kv.emplace_back(n_pos, static_cast<uint32_t>(10 + s));
+  std::vector<int32_t> table(static_cast<size_t>(kv[0].n_blocks));  // [n_blocks]
+  for (int32_t b = 0; b < kv[0].n_blocks; ++b) table[static_cast<size_t>(b)] = b;
   std::shuffle(table.begin(), table.end(), std::mt19937(3));
   const auto q = random_values(kKvHeads * kGroup * kHeadDim, 4);
   std::vector<float> out(q.size());  // [kKvHeads * kGroup][kHeadDim]
@@ -105,18 +110,11 @@ void BM_AttentionDecode(benchmark::State& state) {
   size_t seq = 0;
   for (auto _ : state) {
     for (size_t h = 0; h < kKvHeads; ++h) {
-      AttnTile& tile = tiles[h];
-      tile.kv.elem = KvElem::F16;
-      tile.kv.k_base = reinterpret_cast<const uint8_t*>(k[seq].data());
-      tile.kv.v_base = reinterpret_cast<const uint8_t*>(v[seq].data());
-      tile.kv.block_table = table.data();
-      tile.kv.block_size = kBlock;
-      tile.kv.row_bytes = row_bytes;
-      tile.kv.head_offset_bytes = h * kHeadDim * 2;
-      tile.head_dim = kHeadDim;
-      tile.scale = 0.125f;
-      tile.queries = queries.data() + h * kGroup;
-      tile.n_queries = kGroup;
+      tiles[h].kv = kv[seq].pages(table, h);
+      tiles[h].head_dim = kHeadDim;
+      tiles[h].scale = 0.125f;
+      tiles[h].queries = queries.data() + h * kGroup;
+      tiles[h].n_queries = kGroup;
     }
     attention_tiles(tiles.data(), kKvHeads, scratch.data(), stride);
     benchmark::DoNotOptimize(out.data());
