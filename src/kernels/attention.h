@@ -84,8 +84,8 @@ void attention_tile(const AttnTile& tile, float* scratch);
 // Several tiles (each as attention_tile computes it) whose queries each share one n_pos (decode: one token's query
 // heads per KV head) over F32, F16 or BF16 rows with head_dim % 16 == 0 or Q8_0 rows (head_dim % 32 == 0), reading
 // K/V straight from the pages, up to 8 tiles chunk by chunk together (the KV heads of one token share their rows'
-// cache lines); returns false,
-// computing nothing, unless every tile qualifies. Tile i's scratch starts at scratch + i * scratch_stride.
+// cache lines); returns false, computing nothing, unless every tile qualifies. Tile i's scratch starts at
+// scratch + i * scratch_stride.
 bool attention_tiles_shared(const AttnTile* tiles, size_t n_tiles, float* scratch, size_t scratch_stride);
 }  // namespace avx512
 

@@ -37,11 +37,11 @@
 namespace preface::kernels::avx512 {
 namespace {
 
+using avx2::for_rows;
 using avx2::hsum_8x8;
 using avx2::kGroups;
 using avx2::min32;
 using avx2::prefetch_rows;
-using avx2::for_rows;
 using avx2::round_query;
 using avx2::softmax_chunk;
 
