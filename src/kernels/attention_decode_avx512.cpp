@@ -308,9 +308,9 @@ void shared_tiles(const AttnTile* tiles, size_t n_tiles, float* scratch, size_t 
 bool attention_tiles_shared(const AttnTile* tiles, size_t n_tiles, float* scratch, size_t scratch_stride) {
   if (n_tiles == 0) return true;
   const KvElem elem = tiles[0].kv.elem;
+  const size_t head_multiple = elem == KvElem::Q8_0 ? 32 : 16;  // Q8_0: whole blocks
   for (size_t i = 0; i < n_tiles; ++i) {
     const AttnTile& tile = tiles[i];
-    const size_t head_multiple = elem == KvElem::Q8_0 ? 32 : 16;  // Q8_0: whole blocks
     if (tile.kv.elem != elem || tile.n_queries == 0 || tile.head_dim == 0 || tile.head_dim % head_multiple != 0) {
       return false;
     }

@@ -32,7 +32,6 @@ using avx2::half_to_float;
 constexpr int kPairs = 4;   // row pairs per tile: 8 rows
 constexpr int kTokens = 4;  // tokens per tile
 constexpr int64_t kRows = 2 * kPairs;
-constexpr int64_t kTokenBlock = 48;  // tokens applied to a tile's rows while they stay in L1
 // Batches of up to this many tokens (decode) take the direct tiles, in tiles of kTokens over each row tile's weights
 // (read from memory once, then from L1); larger ones the staged path. At 8 tokens the direct tiles were faster both
 // in cache (`MatmulF16` 2048 x 768: 180 - 184 against 212 - 239 us) and streaming a model's weights from memory
@@ -148,6 +147,12 @@ void tile(const uint8_t* w, size_t w_row_bytes, const float* x, size_t x_stride,
   }
 }
 
+// The row tile two tiles after the one at w (row r), or nullptr when it would pass row_end: what a row tile's first
+// pass prefetches.
+inline const uint8_t* two_tiles_ahead(const uint8_t* w, int64_t r, int64_t row_end, size_t w_row_bytes) {
+  return r + 3 * kRows <= row_end ? w + 2 * kRows * w_row_bytes : nullptr;
+}
+
 using TileFn = void (*)(const uint8_t*, size_t, const float*, size_t, size_t, float*, size_t, const uint8_t*);
 template <typename Rows>
 constexpr TileFn kTiles[kTokens] = {tile<Rows, 1>, tile<Rows, 2>, tile<Rows, 3>, tile<Rows, 4>};
@@ -213,7 +218,7 @@ void gemm_rows_staged(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
       // The first token block prefetches each chunk's columns of the rows two tiles ahead while staging it: without
       // it the staged path read its weights from memory at a fraction of the direct tiles' rate (125M F16 model,
       // batch 16: 18.4 - 18.6 against 16.5 - 16.8 ms per step with it).
-      const uint8_t* ahead = tb == 0 && r + 3 * kRows <= row_end ? w + 2 * kRows * a.w_row_bytes : nullptr;
+      const uint8_t* ahead = tb == 0 ? two_tiles_ahead(w, r, row_end, a.w_row_bytes) : nullptr;
       for (size_t c = 0; c < n_steps; c += kChunkSteps) {
         const size_t cs = n_steps - c < kChunkSteps ? n_steps - c : kChunkSteps;
         if (ahead != nullptr) {
@@ -253,18 +258,15 @@ void gemm_rows(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
     return;
   }
   const auto* x = static_cast<const float*>(a.x);
-  for (int64_t tb = 0; tb < a.n_tokens; tb += kTokenBlock) {
-    const int64_t te = tb + kTokenBlock < a.n_tokens ? tb + kTokenBlock : a.n_tokens;
-    for (int64_t r = row_begin; r + kRows <= row_end; r += kRows) {
-      const uint8_t* w = a.w + static_cast<size_t>(r) * a.w_row_bytes;
-      // The first tile of a row tile prefetches the rows two tiles ahead.
-      const uint8_t* ahead = tb == 0 && r + 3 * kRows <= row_end ? w + 2 * kRows * a.w_row_bytes : nullptr;
-      for (int64_t t = tb; t < te; t += kTokens) {
-        const int64_t nt = te - t < kTokens ? te - t : kTokens;
-        kTiles<Rows>[nt - 1](w, a.w_row_bytes, x + static_cast<size_t>(t) * a.n_cols, a.n_cols, a.n_cols,
-                             a.y + static_cast<size_t>(t) * a.y_stride + static_cast<size_t>(r), a.y_stride,
-                             t == tb ? ahead : nullptr);
-      }
+  for (int64_t r = row_begin; r + kRows <= row_end; r += kRows) {
+    const uint8_t* w = a.w + static_cast<size_t>(r) * a.w_row_bytes;
+    // The first token tile of a row tile prefetches the rows two tiles ahead; the others read the rows from L1.
+    const uint8_t* ahead = two_tiles_ahead(w, r, row_end, a.w_row_bytes);
+    for (int64_t t = 0; t < a.n_tokens; t += kTokens) {
+      const int64_t nt = a.n_tokens - t < kTokens ? a.n_tokens - t : kTokens;
+      kTiles<Rows>[nt - 1](w, a.w_row_bytes, x + static_cast<size_t>(t) * a.n_cols, a.n_cols, a.n_cols,
+                           a.y + static_cast<size_t>(t) * a.y_stride + static_cast<size_t>(r), a.y_stride,
+                           t == 0 ? ahead : nullptr);
     }
   }
 }
