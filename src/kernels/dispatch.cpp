@@ -74,6 +74,7 @@ KernelTable choose_table() {
   if (avx2::vnni_available()) t.gemm_quant = avx2::gemm_vnni;
   if (is("vnni")) return t;
   if (avx512::available()) {
+    t.quantize_row_q8_0 = avx512::quantize_row_q8_0;
     t.attention_tile = avx512::attention_tile;
     t.attention_tiles = avx512::attention_tiles_shared;
     t.gemm_float = avx512::gemm_float;

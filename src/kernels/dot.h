@@ -20,8 +20,8 @@ using gguf::BlockQ8_0;
 using gguf::kQuantBlock;
 
 // Quantizes n values (n % 32 == 0) to n/32 Q8_0 blocks as ggml's quantize_row_q8_0_ref does: d = absmax/127
-// (stored as f16), id = d ? 1/d : 0, q = roundf(x * id) (ties away from zero), so |q| <= 127. The scalar and
-// AVX2 versions produce identical bytes.
+// (stored as f16), id = d ? 1/d : 0, q = roundf(x * id) (ties away from zero), so |q| <= 127. The scalar,
+// AVX2 and AVX-512 versions produce identical bytes.
 void quantize_row_q8_0(const float* x, BlockQ8_0* out, size_t n);
 
 // n = number of values (multiple of 32 for the quantized forms). For dot_q8_0/dot_q4_0 the activation blocks x
@@ -75,5 +75,11 @@ void axpy_bf16(float a, const uint16_t* v, float* y, size_t n);
 void f32_to_f16_row(const float* x, uint16_t* out, size_t n);
 void f32_to_bf16_row(const float* x, uint16_t* out, size_t n);
 }  // namespace avx2
+
+namespace avx512 {
+// The same bytes as scalar::quantize_row_q8_0, 16 blocks at a time; only where avx512::available()
+// (attention.h).
+void quantize_row_q8_0(const float* x, BlockQ8_0* out, size_t n);
+}  // namespace avx512
 
 }  // namespace preface::kernels

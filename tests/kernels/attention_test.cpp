@@ -448,6 +448,7 @@ TEST(KvQuantizer, Q8_0BytesEqualGgufCodec) {
   std::vector<void (*)(const float*, BlockQ8_0*, size_t)> quantizers = {quantize_row_q8_0,
                                                                        scalar::quantize_row_q8_0};
   if (avx2::available()) quantizers.push_back(avx2::quantize_row_q8_0);
+  if (avx512::available()) quantizers.push_back(avx512::quantize_row_q8_0);
   for (uint32_t seed = 0; seed < 40; ++seed) {
     const size_t n = 32 * (1 + seed % 5);
     std::vector<float> x = test::random_floats(n, 900 + seed, seed % 3 == 0 ? 1e-3f : 7.0f);

@@ -1,10 +1,13 @@
-// Q8_0 quantization and the Q8_0 / Q4_0 x Q8_0 dots: scalar and AVX2 agree, integer block sums are exact.
+// Q8_0 quantization and the Q8_0 / Q4_0 x Q8_0 dots: scalar, AVX2 and AVX-512 agree, integer block sums are exact.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
+#include <vector>
 
+#include "kernels/attention.h"
 #include "kernels/dot.h"
 #include "kernels/kernel_test_util.h"
 
@@ -45,32 +48,52 @@ TEST(QuantizeQ8_0, ScalarMatchesGgmlDefinition) {
   for (int8_t q : b.qs) EXPECT_EQ(q, 0);
 }
 
-TEST(QuantizeQ8_0, Avx2BytesEqualScalar) {
-  if (!avx2::available()) GTEST_SKIP() << "CPU lacks AVX2";
-  for (size_t n : kQuantSizes) {
-    for (uint32_t seed = 0; seed < 4; ++seed) {
-      auto x = varied_row(n, seed * 100 + static_cast<uint32_t>(n));
-      if (seed == 3) {  // non-finite inputs must not break agreement
-        x[1] = std::numeric_limits<float>::quiet_NaN();
-        x[40 % n] = std::numeric_limits<float>::infinity();
-        x[n - 1] = -std::numeric_limits<float>::infinity();
+// The SIMD quantizers this CPU can run, by name.
+std::vector<std::pair<const char*, void (*)(const float*, BlockQ8_0*, size_t)>> simd_quantizers() {
+  std::vector<std::pair<const char*, void (*)(const float*, BlockQ8_0*, size_t)>> q;
+  if (avx2::available()) q.emplace_back("avx2", avx2::quantize_row_q8_0);
+  if (avx512::available()) q.emplace_back("avx512", avx512::quantize_row_q8_0);
+  return q;
+}
+
+TEST(QuantizeQ8_0, SimdBytesEqualScalar) {
+  const auto quantizers = simd_quantizers();
+  if (quantizers.empty()) GTEST_SKIP() << "CPU lacks AVX2";
+  // 1..128 blocks, then 15 - 17 and 31 - 33 (whole and partial steps of 16 blocks).
+  std::vector<size_t> sizes(std::begin(kQuantSizes), std::end(kQuantSizes));
+  for (size_t n_blocks : {15, 17, 31, 33}) sizes.push_back(32 * n_blocks);
+  for (const auto& [name, quantize] : quantizers) {
+    for (size_t n : sizes) {
+      for (uint32_t seed = 0; seed < 5; ++seed) {
+        auto x = varied_row(n, seed * 100 + static_cast<uint32_t>(n));
+        if (seed == 3) {  // non-finite inputs must not break agreement
+          x[1] = std::numeric_limits<float>::quiet_NaN();
+          x[40 % n] = std::numeric_limits<float>::infinity();
+          x[n - 1] = -std::numeric_limits<float>::infinity();
+        }
+        if (seed == 4) {  // NaN in either half of a block, and a block of NaNs only
+          x[n - 17] = std::numeric_limits<float>::quiet_NaN();
+          x[n - 3] = -std::numeric_limits<float>::quiet_NaN();
+          for (size_t j = 0; j < 32; ++j) x[j] = std::numeric_limits<float>::quiet_NaN();
+        }
+        std::vector<BlockQ8_0> s(n / 32), a(n / 32);
+        scalar::quantize_row_q8_0(x.data(), s.data(), n);
+        quantize(x.data(), a.data(), n);
+        ASSERT_EQ(std::memcmp(s.data(), a.data(), s.size() * sizeof(BlockQ8_0)), 0)
+            << name << " n " << n << " seed " << seed;
       }
-      std::vector<BlockQ8_0> s(n / 32), a(n / 32);
-      scalar::quantize_row_q8_0(x.data(), s.data(), n);
-      avx2::quantize_row_q8_0(x.data(), a.data(), n);
-      ASSERT_EQ(std::memcmp(s.data(), a.data(), s.size() * sizeof(BlockQ8_0)), 0) << "n " << n << " seed " << seed;
     }
+    // Exact halfway products x * id = k + 0.5 (d = 1) across the whole range.
+    std::vector<float> x(32 * 8);
+    for (size_t i = 0; i < x.size(); ++i) {
+      x[i] = i % 32 == 0 ? 127.0f : (static_cast<float>(i % 254) - 127.0f) + 0.5f * (i % 2 ? 1.0f : -1.0f);
+      x[i] = std::fmin(127.0f, std::fmax(-127.0f, x[i]));
+    }
+    std::vector<BlockQ8_0> s(8), a(8);
+    scalar::quantize_row_q8_0(x.data(), s.data(), x.size());
+    quantize(x.data(), a.data(), x.size());
+    EXPECT_EQ(std::memcmp(s.data(), a.data(), s.size() * sizeof(BlockQ8_0)), 0) << name;
   }
-  // Exact halfway products x * id = k + 0.5 (d = 1) across the whole range.
-  std::vector<float> x(32 * 8);
-  for (size_t i = 0; i < x.size(); ++i) {
-    x[i] = i % 32 == 0 ? 127.0f : (static_cast<float>(i % 254) - 127.0f) + 0.5f * (i % 2 ? 1.0f : -1.0f);
-    x[i] = std::fmin(127.0f, std::fmax(-127.0f, x[i]));
-  }
-  std::vector<BlockQ8_0> s(8), a(8);
-  scalar::quantize_row_q8_0(x.data(), s.data(), x.size());
-  avx2::quantize_row_q8_0(x.data(), a.data(), x.size());
-  EXPECT_EQ(std::memcmp(s.data(), a.data(), s.size() * sizeof(BlockQ8_0)), 0);
 }
 
 TEST(QuantizeQ8_0, RoundTripWithinHalfStep) {
