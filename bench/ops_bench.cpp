@@ -89,7 +89,8 @@ BENCHMARK(BM_AttentionTile)->ArgNames({"positions", "tokens"})->Args({1024, 1})-
 
 // One decode token's attention as the 125M model runs it: attention_tiles over its 4 KV heads (3 query heads each)
 // at `positions` context, blocks in shuffled order, cycling through `sequences` separate K/V stores so that, with
-// many, the rows come from L3 or memory as they do for a batch of sequences across layers.
+// many, the rows come from L3 or memory as they do for a batch of sequences across layers. One position shows the
+// fixed cost of a call (query rounding, online-softmax bookkeeping, the final division).
 void BM_AttentionDecode(benchmark::State& state) {
   const int32_t n_pos = static_cast<int32_t>(state.range(0));
   const size_t n_seqs = static_cast<size_t>(state.range(1));
@@ -124,6 +125,8 @@ void BM_AttentionDecode(benchmark::State& state) {
 }
 BENCHMARK(BM_AttentionDecode)
     ->ArgNames({"positions", "sequences"})
+    ->Args({1, 1})
+    ->Args({16, 1})
     ->Args({80, 1})
     ->Args({80, 96})
     ->Args({1024, 96});
