@@ -475,23 +475,23 @@ constexpr int kPairTokens = 4;
 template <typename Block>
 constexpr int64_t kSingleGroupTokens = sizeof(Block) == sizeof(BlockQ4_0) ? kPairTokens : kMaxGroupTokens;
 
-// Asks for the cache lines of y[t][r0 .. r1) of every token, for writing. Each pass after a GEMM reads whole
-// output rows, so most of these lines were last read by another thread (on another core, whose copy a store must
-// invalidate first); without this, each tile's stores wait for those round trips (Q4_0, batch 8, 2 threads: 8%
-// of a decode step).
-inline void prefetch_outputs(const GemmArgs& a, int64_t r0, int64_t r1) {
-  if (r0 >= r1) return;
+// Asks for the cache lines of y[t][r .. r + 32) of every token (a pair's outputs), for writing. Each pass after a
+// GEMM reads whole output rows, so most of these lines were last read by another thread, on another core, whose
+// copy a store must invalidate first; without this, a pair's stores wait for those round trips (Q4_0, batch 8, 2
+// threads: 8 - 15% of a decode step with the two vCPUs on different L3s, 0 - 4% with them on one). Single groups
+// (Q4_0 up to 4 tokens, Q8_0 up to 8) showed no gain from it. Straight-line on purpose: GCC 12 deleted a loop over
+// the lines whose body held only prefetches.
+inline void prefetch_pair_outputs(const GemmArgs& a, int64_t r) {
   for (int64_t t = 0; t < a.n_tokens; ++t) {
-    const float* row = a.y + static_cast<size_t>(t) * a.y_stride;
-    for (int64_t r = r0; r < r1; r += 16) __builtin_prefetch(row + r, 1, 3);
-    __builtin_prefetch(row + r1 - 1, 1, 3);  // the last line, when y's rows do not start on a line
+    const float* y = a.y + static_cast<size_t>(t) * a.y_stride + static_cast<size_t>(r);
+    __builtin_prefetch(y, 1, 3);
+    __builtin_prefetch(y + 16, 1, 3);
   }
 }
 
 // Whole packed groups [row_begin, row_end) (multiples of 16) x any number of tokens, x_sums given. Each group (or
-// pair)'s weights are read from memory once, and from cache for further token slices. Pairs ask for their outputs
-// one pair ahead (prefetch_outputs); single groups do not (Q8_0, 1 - 8 tokens: 4 - 6% slower with it, its weight
-// stream competing with the requests).
+// pair)'s weights are read from memory once, and from cache for further token slices. In decode batches each pair
+// asks for the next pair's outputs (prefetch_pair_outputs; a prefill's would fill L1).
 template <typename Block>
 void groups_typed(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
   constexpr int64_t kPairRows = 2 * kRowGroupRows;
@@ -503,11 +503,10 @@ void groups_typed(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
     }
     return;
   }
-  const bool ask_outputs = a.n_tokens <= kMaxGroupTokens;  // decode batches (a prefill's outputs would fill L1)
-  if (ask_outputs) prefetch_outputs(a, row_begin, std::min(row_end, row_begin + kPairRows));
+  const bool ask_outputs = a.n_tokens <= kMaxGroupTokens;
   int64_t r = row_begin;
   for (; r + kPairRows <= row_end; r += kPairRows) {
-    if (ask_outputs) prefetch_outputs(a, r + kPairRows, std::min(row_end, r + 2 * kPairRows));
+    if (ask_outputs && r + 2 * kPairRows <= row_end) prefetch_pair_outputs(a, r + kPairRows);
     const uint8_t* ahead =
         r + 2 * kPairRows <= row_end ? a.w + static_cast<size_t>(r + kPairRows) * a.w_row_bytes : nullptr;
     // The next pair is prefetched over the first two slices (of at least three), one group each.
