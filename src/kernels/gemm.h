@@ -57,11 +57,14 @@ namespace avx512 {
 // avx512::available() (attention.h).
 void gemm_float(const GemmArgs& args, int64_t row_begin, int64_t row_end);
 // The same results for Q8_0/Q4_0 weights; decode batches (1-2 tokens) with x_sums and x_pairs run 4-row AVX-512
-// VNNI tiles, packed Q4_0 and Q8_0 (row_groups) with x_sums 16-row tiles (one group at a time over small decode
-// batches, pairs of groups over 4-token slices above; gemv_avx512.cpp), the rest goes to gemm_vnni. Only where
-// quant_available() (AVX-512 VNNI and VBMI).
+// VNNI tiles (gemv_avx512.cpp), packed Q4_0 and Q8_0 (row_groups) with x_sums gemm_groups, the rest goes to
+// gemm_vnni. Only where quant_available() (AVX-512 VNNI and VBMI).
 bool quant_available();
 void gemm_quant(const GemmArgs& args, int64_t row_begin, int64_t row_end);
+// Packed (row_groups) Q8_0/Q4_0 weights with x_sums, whole 16-row groups [row_begin, row_end) (multiples of 16),
+// any number of tokens: 16-row tiles, one group at a time over small decode batches and pairs of groups over
+// 4-token slices above (gemm_groups_avx512.cpp). The same results. Only where quant_available().
+void gemm_groups(const GemmArgs& args, int64_t row_begin, int64_t row_end);
 // avx2::gemm_vnni's tiles with the EVEX encoding of vpdpbusd (AVX512-VNNI + VL), for CPUs without the VEX-encoded
 // AVX-VNNI; the same results. Only where quant_available().
 void gemm_vnni(const GemmArgs& args, int64_t row_begin, int64_t row_end);
