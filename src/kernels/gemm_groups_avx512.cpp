@@ -40,6 +40,13 @@ using gguf::kQuantBlock;
 
 constexpr int64_t kMaxGroupTokens = 8;  // larger batches take row groups in pairs (groups_typed)
 
+// The first value of a block's vpdpbusd chain: minus 2^kShift x the activation block's sum (x_sum), which the
+// biased unsigned weights add back (see group_block), so the chain ends on the exact block sum.
+template <int kShift>
+inline __m512i chain_start(int32_t x_sum) {
+  return _mm512_set1_epi32(-(x_sum * (1 << kShift)));
+}
+
 // group_block for one group: all 8 u_k unpacked first, then the tokens one after another, two chains each (the
 // order that streams best when the weights come from memory).
 template <typename Block, int T>
@@ -69,8 +76,7 @@ inline void group_block_one(const GemmArgs& a, const uint8_t* unit, size_t b, si
       std::memcpy(&v, x + at, sizeof(v));
       return _mm512_set1_epi32(v);
     };
-    // s_lo starts from the bias correction (minus 2^shift x the activation block's sum).
-    __m512i s_lo = _mm512_set1_epi32(-(a.x_sums[xb] * (1 << kShift))), s_hi = _mm512_setzero_si512();
+    __m512i s_lo = chain_start<kShift>(a.x_sums[xb]), s_hi = _mm512_setzero_si512();
     for (int k = 0; k < 4; ++k) {
       s_lo = _mm512_dpbusd_epi32(s_lo, u[k], piece(4 * k));
       s_hi = _mm512_dpbusd_epi32(s_hi, u[4 + k], piece(16 + 4 * k));
@@ -101,13 +107,11 @@ inline void group_block(const GemmArgs& a, const uint8_t* const* unit, size_t b,
   // Independent vpdpbusd chains per (group, token): enough chains in all to cover the instruction's latency.
   constexpr int kChains = G * T >= 8 ? 1 : 2;
   const auto* xq = static_cast<const BlockQ8_0*>(a.x);
-  // Chain 0 starts from minus 2^shift x the activation block's sum (the bias correction), other chains from 0.
-  __m512i s[kChains][G][T];
+  __m512i s[kChains][G][T];  // chain 0 from chain_start, the other (if any) from 0
   for (int t = 0; t < T; ++t) {
-    const __m512i correction =
-        _mm512_set1_epi32(-(a.x_sums[static_cast<size_t>(t) * n_blocks + b] * (1 << kShift)));
+    const __m512i start = chain_start<kShift>(a.x_sums[static_cast<size_t>(t) * n_blocks + b]);
     for (int g = 0; g < G; ++g) {
-      s[0][g][t] = correction;
+      s[0][g][t] = start;
       if constexpr (kChains == 2) s[1][g][t] = _mm512_setzero_si512();
     }
   }
@@ -274,9 +278,9 @@ void groups_typed(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
   const bool ask_outputs = a.n_tokens <= kMaxGroupTokens;
   int64_t r = row_begin;
   for (; r + kPairRows <= row_end; r += kPairRows) {
-    if (ask_outputs && r + 2 * kPairRows <= row_end) prefetch_pair_outputs(a, r + kPairRows);
-    const uint8_t* ahead =
-        r + 2 * kPairRows <= row_end ? a.w + static_cast<size_t>(r + kPairRows) * a.w_row_bytes : nullptr;
+    const bool next_pair = r + 2 * kPairRows <= row_end;
+    if (ask_outputs && next_pair) prefetch_pair_outputs(a, r + kPairRows);
+    const uint8_t* ahead = next_pair ? a.w + static_cast<size_t>(r + kPairRows) * a.w_row_bytes : nullptr;
     // The next pair is prefetched over the first two slices (of at least three), one group each.
     for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kPairTokens) {
       const GemmArgs s = token_slice(a, t0, std::min<int64_t>(kPairTokens, a.n_tokens - t0));

@@ -132,8 +132,8 @@ const TensorType kAllTypes[] = {TensorType::F32, TensorType::F16, TensorType::BF
                                 TensorType::Q4_0};
 
 // Shapes that end tiles (4 x 3 quantized, 3 x 3 float), row blocks (16), token blocks (48; 144 in the AVX-512
-// float path's staged tiles) and the AVX-512 float path's 256-column chunks part-way; 5 - 8 tokens take the AVX-512 float path's
-// direct tiles in more than one token tile, 53 and 150 its staged path.
+// float path's staged tiles) and the AVX-512 float path's 256-column chunks part-way; 5 - 8 tokens take the AVX-512
+// float path's direct tiles in more than one token tile, 53 and 150 its staged path.
 TEST(Gemm, EveryOutputIsTheRowDotOfItsPath) {
   for (TensorType type : kAllTypes) {
     const std::vector<int64_t> cols = is_quantized(type) ? std::vector<int64_t>{32, 96, 256}
