@@ -2,8 +2,14 @@
 // given context, best of several repetitions (the minimum is the least disturbed by other load on the machine);
 // several --decode specs take their repetitions in turn.
 //   forward_timing MODEL THREADS [--prefill N ...] [--decode BATCH CONTEXT ...] [--reps R]
-// Prints wall ms, tok/s and the process CPU ms of the best repetition.
+// Prints wall ms, tok/s and the process CPU ms of the best repetition; with 2+ threads, first the round trip of a
+// cache line between the first two CPUs the process may run on (see core_round_trip_ns).
+#include <pthread.h>
+#include <sched.h>
 #include <sys/resource.h>
+
+#include <atomic>
+#include <thread>
 
 #include <algorithm>
 #include <chrono>
@@ -53,6 +59,48 @@ struct Kv {
   KvView view;
   std::vector<std::vector<int32_t>> tables;  // [n_seqs][blocks]
 };
+
+// Two threads pinned to the first two allowed CPUs pass one cache line back and forth; returns the mean ns per
+// round trip, or a negative value when fewer than two CPUs are allowed. On a VM whose host moves the vCPUs between
+// cores sharing an L3 and cores on different L3s it tells the two apart (~100 - 200 ns against ~450 - 600 ns on
+// the Zen 5 guest of docs/performance.md), and 2-thread decode batches run measurably slower in the second case.
+double core_round_trip_ns() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return -1;
+  int cpus[2], n_found = 0;
+  for (int cpu = 0; cpu < CPU_SETSIZE && n_found < 2; ++cpu) {
+    if (CPU_ISSET(cpu, &allowed)) cpus[n_found++] = cpu;
+  }
+  if (n_found < 2) return -1;
+  const auto pin = [](int cpu) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
+  };
+  constexpr int kRounds = 100000;
+  alignas(64) std::atomic<int> line{0};  // 2i + 1: round i's message to the second thread; 2i + 2: its answer
+  std::thread other([&] {
+    pin(cpus[1]);
+    for (int i = 0; i < kRounds; ++i) {
+      while (line.load(std::memory_order_acquire) != 2 * i + 1) {
+      }
+      line.store(2 * i + 2, std::memory_order_release);
+    }
+  });
+  pin(cpus[0]);
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < kRounds; ++i) {
+    line.store(2 * i + 1, std::memory_order_release);
+    while (line.load(std::memory_order_acquire) != 2 * i + 2) {
+    }
+  }
+  const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+  other.join();
+  sched_setaffinity(0, sizeof(allowed), &allowed);  // unpin the main thread before the pool's workers start
+  return ns / kRounds;
+}
 
 struct Timing {
   double wall_ms = 1e300, cpu_ms = 0;
@@ -110,8 +158,13 @@ int main(int argc, char** argv) {
       reps = std::atoi(argv[++i]);
     }
   }
+  const int n_threads = std::atoi(argv[2]);
+  if (n_threads >= 2) {
+    const double round_trip_ns = core_round_trip_ns();
+    if (round_trip_ns > 0) std::printf("core round trip  : %9.0f ns\n", round_trip_ns);
+  }
   auto m = Model::load(argv[1], 512);
-  ThreadPool pool(std::atoi(argv[2]));
+  ThreadPool pool(n_threads);
   const auto& c = m->config();
   std::vector<float> logits(static_cast<size_t>(c.n_vocab) * 512);
   for (int32_t n : prefills) {
