@@ -8,16 +8,15 @@
 #include <sched.h>
 #include <sys/resource.h>
 
-#include <atomic>
-#include <thread>
-
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "model/model.h"
