@@ -144,5 +144,34 @@ TEST(Swiglu, MatchesReference) {
   }
 }
 
+// exp(-g) underflows to 0 for g > 87.34 and overflows for g < -88.73: silu(g) * u is then exactly g * u, or zero.
+// The vectorized exp computes such lanes from a stand-in value and masks them: a lane leaking through would not
+// be exact here.
+TEST(Swiglu, SaturatesExactly) {
+  std::vector<const char*> paths = {"scalar"};
+  if (avx2::available()) paths.push_back("avx2");
+  for (const char* path : paths) {
+    for (const float sign : {1.0f, -1.0f}) {
+      std::vector<float> gate = {89.0f, 90.0f, 95.0f, 100.0f, 200.0f, 1e3f, 1e4f, 3e38f};  // one 8-lane step
+      if (sign > 0) gate[0] = 87.5f;
+      for (float& g : gate) g *= sign;
+      const std::vector<float> up(gate.size(), -1.5f);
+      auto out = gate;
+      if (std::strcmp(path, "avx2") == 0) {
+        avx2::swiglu(out.data(), up.data(), out.size());
+      } else {
+        scalar::swiglu(out.data(), up.data(), out.size());
+      }
+      for (size_t i = 0; i < gate.size(); ++i) {
+        if (sign > 0) {
+          EXPECT_EQ(out[i], gate[i] * up[i]) << path << " g=" << gate[i];
+        } else {
+          EXPECT_EQ(out[i], 0.0f) << path << " g=" << gate[i];
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace preface::kernels
