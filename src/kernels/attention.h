@@ -69,6 +69,12 @@ void attention_tile(const AttnTile& tile, float* scratch);
 // is what attention_tile gives.
 void attention_tiles(const AttnTile* tiles, size_t n_tiles, float* scratch, size_t scratch_stride);
 
+// Asks the cache for what an attention_tiles call over these tiles reads first (each tile's queries and the K/V
+// rows of its first chunk), to be issued while other work runs; a hint, computing nothing. At short contexts a decode
+// call's time is mostly these misses (125M model, batch 8, context 0 - 40: 6.0k -> 4.4k cycles per token's call
+// at 1 thread, 8 - 10k -> 4.6k at 2).
+void attention_prefetch(const AttnTile* tiles, size_t n_tiles);
+
 namespace scalar {
 void attention_tile(const AttnTile& tile, float* scratch);
 }  // namespace scalar

@@ -84,33 +84,48 @@ void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch
   const size_t slot_floats = heads_per_item * stride;
   if (scratch.size() < static_cast<size_t>(n_slots) * slot_floats) scratch.resize(n_slots * slot_floats);
   pool.parallel_for(n_slots, [&](int64_t slot_begin, int64_t slot_end) {
-    std::vector<kernels::AttnQuery> queries(heads_per_item * tile_queries);  // [heads_per_item][tile_queries]
-    std::vector<kernels::AttnTile> tiles(heads_per_item);
+    // Two items' tiles: the next item's are built and its first rows asked for before the current one runs.
+    std::vector<kernels::AttnQuery> queries(2 * heads_per_item * tile_queries);  // [2][heads_per_item][tile_queries]
+    std::vector<kernels::AttnTile> tiles(2 * heads_per_item);                    // [2][heads_per_item]
+    // Fills buffer `buf` with item's tiles; returns their count.
+    const auto build = [&](int64_t item, size_t buf) {
+      const auto [t0, t1] = runs[static_cast<size_t>(item) / items_per_run];
+      const size_t h0 = static_cast<size_t>(item) % items_per_run * heads_per_item;
+      const size_t h1 = std::min(h0 + heads_per_item, n_kv_heads);
+      for (size_t kv_head = h0; kv_head < h1; ++kv_head) {
+        kernels::AttnQuery* tq = queries.data() + (buf * heads_per_item + kv_head - h0) * tile_queries;
+        size_t n_q = 0;
+        for (size_t t = t0; t < t1; ++t) {
+          for (size_t h = kv_head * group; h < (kv_head + 1) * group; ++h) {
+            const size_t offset = (t * n_heads + h) * head_dim;
+            tq[n_q++] = {q + offset, out + offset, batch.pos[t] + 1};
+          }
+        }
+        kernels::AttnTile& tile = tiles[buf * heads_per_item + kv_head - h0];
+        tile.kv = pages;
+        tile.kv.block_table = batch.block_tables[static_cast<size_t>(batch.seq[t0])]->data();
+        tile.kv.head_offset_bytes = kv_row_bytes(kv.type, kv_head * head_dim);
+        tile.head_dim = head_dim;
+        tile.scale = scale;
+        tile.queries = tq;
+        tile.n_queries = n_q;
+      }
+      return h1 - h0;
+    };
     for (int64_t slot = slot_begin; slot < slot_end; ++slot) {
       float* slot_scratch = scratch.data() + static_cast<size_t>(slot) * slot_floats;  // [heads_per_item][stride]
+      size_t cur = 0;
+      size_t n_tiles = build(slot, cur);
       for (int64_t item = slot; item < n_items; item += n_slots) {
-        const auto [t0, t1] = runs[static_cast<size_t>(item) / items_per_run];
-        const size_t h0 = static_cast<size_t>(item) % items_per_run * heads_per_item;
-        const size_t h1 = std::min(h0 + heads_per_item, n_kv_heads);
-        for (size_t kv_head = h0; kv_head < h1; ++kv_head) {
-          kernels::AttnQuery* tq = queries.data() + (kv_head - h0) * tile_queries;
-          size_t n_q = 0;
-          for (size_t t = t0; t < t1; ++t) {
-            for (size_t h = kv_head * group; h < (kv_head + 1) * group; ++h) {
-              const size_t offset = (t * n_heads + h) * head_dim;
-              tq[n_q++] = {q + offset, out + offset, batch.pos[t] + 1};
-            }
-          }
-          kernels::AttnTile& tile = tiles[kv_head - h0];
-          tile.kv = pages;
-          tile.kv.block_table = batch.block_tables[static_cast<size_t>(batch.seq[t0])]->data();
-          tile.kv.head_offset_bytes = kv_row_bytes(kv.type, kv_head * head_dim);
-          tile.head_dim = head_dim;
-          tile.scale = scale;
-          tile.queries = tq;
-          tile.n_queries = n_q;
+        const int64_t next = item + n_slots;
+        size_t n_next = 0;
+        if (next < n_items) {
+          n_next = build(next, 1 - cur);
+          kernels::attention_prefetch(tiles.data() + (1 - cur) * heads_per_item, n_next);
         }
-        kernels::attention_tiles(tiles.data(), h1 - h0, slot_scratch, stride);
+        kernels::attention_tiles(tiles.data() + cur * heads_per_item, n_tiles, slot_scratch, stride);
+        cur = 1 - cur;
+        n_tiles = n_next;
       }
     }
   });
