@@ -41,9 +41,19 @@ ApiFlavor flavor_for_path(std::string_view path) {
 std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 json parse_json_object(const std::string& body) {
+  // nlohmann's parser is iterative, but copying, comparing and dumping a value recurse once per level, so a
+  // body nested 100k deep would overflow the stack wherever it is touched; refuse it while parsing instead. The
+  // callback sees the depth of every value before it is added to the DOM.
+  const json::parser_callback_t depth_check = [](int depth, json::parse_event_t event, json&) {
+    const bool opens = event == json::parse_event_t::object_start || event == json::parse_event_t::array_start;
+    if (opens && depth >= kMaxJsonDepth) {  // depth: the containers around this one
+      throw ApiError(400, "the request body nests JSON deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    }
+    return true;
+  };
   json j;
   try {
-    j = json::parse(body);
+    j = json::parse(body, depth_check);
   } catch (const json::exception& e) {
     // parse_error, and out_of_range for numbers beyond double's range (1e309).
     throw ApiError(400, std::string("the request body is not valid JSON: ") + e.what());

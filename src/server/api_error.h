@@ -45,7 +45,11 @@ ApiFlavor flavor_for_path(std::string_view path);
 // throwing.
 std::string dump_json(const nlohmann::json& j);
 
-// Parses a request body that must be a JSON object; throws ApiError 400 otherwise.
+// Deepest nesting of objects and arrays accepted in a request body (the top-level object counts as one).
+inline constexpr int kMaxJsonDepth = 64;
+
+// Parses a request body that must be a JSON object of at most kMaxJsonDepth levels; throws ApiError 400
+// otherwise, before any deeper level is built.
 nlohmann::json parse_json_object(const std::string& body);
 
 // Typed, range-checked access to the fields of one JSON object. A missing field or JSON null gives nullopt;

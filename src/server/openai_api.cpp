@@ -119,8 +119,9 @@ std::vector<ChatMessage> chat_messages(const JsonFields& f, int32_t max_messages
     if (role != "system" && role != "user" && role != "assistant") {
       mf.fail("role", "must be system, developer, user or assistant, got '" + role + "'");
     }
+    static const json kNoContent;  // null; a reference either way, never a copy of client JSON
     const auto it = m.find("content");
-    out.push_back({role, content_text(it == m.end() ? json(nullptr) : *it, mf, "content")});
+    out.push_back({role, content_text(it == m.end() ? kNoContent : *it, mf, "content")});
   }
   return out;
 }
