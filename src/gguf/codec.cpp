@@ -93,6 +93,9 @@ std::vector<uint8_t> encode_values(TensorType type, const float* values, size_t 
         std::memcpy(dst + b * sizeof(BlockQ4_0), &blk, sizeof(BlockQ4_0));
       }
       break;
+    default:
+      throw Error("encode_values: cannot encode " + std::string(tensor_type_name(type)) + " (encodes " +
+                  computed_type_names() + ")");
   }
   return out;
 }
@@ -131,6 +134,9 @@ void decode_values(TensorType type, const uint8_t* data, size_t n_values, float*
         }
       }
       break;
+    default:
+      throw Error("decode_values: cannot decode " + std::string(tensor_type_name(type)) + " (decodes " +
+                  computed_type_names() + ")");
   }
 }
 

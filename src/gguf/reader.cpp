@@ -185,8 +185,7 @@ std::pair<TensorInfo, uint64_t> read_tensor_info(Cursor& c, uint64_t index, uint
   const uint32_t raw_type = c.read<uint32_t>(what + " (type)");
   const auto type = tensor_type_from_raw(raw_type);
   if (!type) {
-    c.fail(what + ": unsupported tensor type " + std::to_string(raw_type) +
-           " (supported: F32=0, F16=1, Q4_0=2, Q8_0=8, BF16=30)");
+    c.fail(what + ": unknown tensor type " + std::to_string(raw_type) + " (not a ggml type id)");
   }
   t.type = *type;
   const uint64_t block = type_block_values(t.type);

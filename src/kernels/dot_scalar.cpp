@@ -115,7 +115,7 @@ void gemm(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
     case gguf::TensorType::F16: gemm_rows<uint16_t, float>(a, row_begin, row_end, a.n_cols, dot_f16); return;
     case gguf::TensorType::BF16: gemm_rows<uint16_t, float>(a, row_begin, row_end, a.n_cols, dot_bf16); return;
     case gguf::TensorType::Q8_0: gemm_rows<BlockQ8_0, BlockQ8_0>(a, row_begin, row_end, n_blocks, dot_q8_0); return;
-    case gguf::TensorType::Q4_0: gemm_rows<BlockQ4_0, BlockQ8_0>(a, row_begin, row_end, n_blocks, dot_q4_0); return;
+    case gguf::TensorType::Q4_0: gemm_rows<BlockQ4_0, BlockQ8_0>(a, row_begin, row_end, n_blocks, dot_q4_0); return;    default: return;  // matmul refuses every other type before dispatching (kernels/matmul.cpp)
   }
 }
 

@@ -279,8 +279,7 @@ void gemm_float(const GemmArgs& args, int64_t row_begin, int64_t row_end) {
     case gguf::TensorType::F32: gemm_rows<F32Rows>(args, row_begin, tiled_end); break;
     case gguf::TensorType::F16: gemm_rows<F16Rows>(args, row_begin, tiled_end); break;
     case gguf::TensorType::BF16: gemm_rows<BF16Rows>(args, row_begin, tiled_end); break;
-    case gguf::TensorType::Q8_0:
-    case gguf::TensorType::Q4_0: avx2::gemm(args, row_begin, row_end); return;
+    default: avx2::gemm(args, row_begin, row_end); return;  // quantized rows
   }
   if (tiled_end < row_end) avx2::gemm(args, tiled_end, row_end);
 }

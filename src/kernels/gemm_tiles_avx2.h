@@ -15,7 +15,7 @@ void gemm_any_type(const GemmArgs& args, int64_t row_begin, int64_t row_end) {
     case gguf::TensorType::F16: gemm_float<F16Row>(args, row_begin, row_end); return;
     case gguf::TensorType::BF16: gemm_float<BF16Row>(args, row_begin, row_end); return;
     case gguf::TensorType::Q8_0: gemm_quant<BlockQ8_0, QuantIsa>(args, row_begin, row_end); return;
-    case gguf::TensorType::Q4_0: gemm_quant<BlockQ4_0, QuantIsa>(args, row_begin, row_end); return;
+    case gguf::TensorType::Q4_0: gemm_quant<BlockQ4_0, QuantIsa>(args, row_begin, row_end); return;    default: return;  // matmul refuses every other type before dispatching (kernels/matmul.cpp)
   }
 }
 

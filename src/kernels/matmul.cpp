@@ -104,8 +104,8 @@ void check_matrix(const Matrix& w) {
   if (w.n_rows < 0 || w.n_cols < 0) {
     throw Error("matrix has a negative shape: " + std::to_string(w.n_rows) + " x " + std::to_string(w.n_cols));
   }
-  if (!gguf::tensor_type_from_raw(static_cast<uint32_t>(w.type))) {
-    throw Error("matrix has unsupported tensor type " + std::to_string(static_cast<uint32_t>(w.type)));
+  if (!gguf::tensor_type_from_raw(static_cast<uint32_t>(w.type)) || !gguf::type_is_computed(w.type)) {
+    throw Error("matrix has tensor type " + std::string(gguf::tensor_type_name(w.type)) + ", which has no kernel");
   }
   if (w.data == nullptr && w.n_rows > 0 && w.n_cols > 0) throw Error("matrix has no data");
   if (w.row_groups && ((w.type != gguf::TensorType::Q4_0 && w.type != gguf::TensorType::Q8_0) ||
@@ -213,6 +213,7 @@ void get_row(const Matrix& w, int64_t row, float* out) {
     case gguf::TensorType::Q4_0:
       dequantize_row_q4_0(reinterpret_cast<const BlockQ4_0*>(src), out, n_cols);
       return;
+    default: return;  // check_matrix refused it above
   }
 }
 

@@ -25,6 +25,10 @@ const gguf::TensorInfo& expect_tensor(const gguf::File& file, const std::string&
                                       const std::vector<uint64_t>& dims) {
   const gguf::TensorInfo* t = file.find_tensor(name);
   if (t == nullptr) throw Error("model tensor missing: " + name);
+  if (!gguf::type_is_computed(t->type)) {
+    throw Error("tensor " + name + " is " + std::string(gguf::tensor_type_name(t->type)) +
+                ", which preface cannot compute yet (it computes " + gguf::computed_type_names() + ")");
+  }
   if (t->dims != dims) {
     throw Error("tensor " + name + " has shape " + dims_str(t->dims) + ", expected " + dims_str(dims));
   }

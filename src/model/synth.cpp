@@ -54,8 +54,8 @@ uint32_t file_type_of(TensorType t) {  // llama.cpp's llama_ftype
     case TensorType::Q4_0: return 2;
     case TensorType::Q8_0: return 7;
     case TensorType::BF16: return 32;
+    default: return 0;  // synth writes only the computed types (check_spec)
   }
-  return 0;
 }
 
 void check_spec(const SynthSpec& s, int32_t ffn) {

@@ -25,8 +25,20 @@ std::vector<float> ramp() {
 TEST(Types, NamesSizesAndRawValues) {
   EXPECT_EQ(tensor_type_from_raw(8), TensorType::Q8_0);
   EXPECT_EQ(tensor_type_from_raw(30), TensorType::BF16);
-  EXPECT_FALSE(tensor_type_from_raw(3).has_value());  // Q4_1
-  EXPECT_FALSE(tensor_type_from_raw(12).has_value());  // Q4_K
+  EXPECT_EQ(tensor_type_from_raw(3), TensorType::Q4_1);  // parsed (its layout is known), not computed
+  EXPECT_EQ(tensor_type_from_raw(12), TensorType::Q4_K);
+  EXPECT_FALSE(tensor_type_from_raw(4).has_value());  // an id ggml retired
+  EXPECT_FALSE(tensor_type_from_raw(31).has_value());
+  EXPECT_TRUE(type_is_computed(TensorType::Q4_0));
+  EXPECT_FALSE(type_is_computed(TensorType::Q4_K));
+  EXPECT_EQ(computed_type_names(), "F32, F16, Q4_0, Q8_0, BF16");
+  EXPECT_EQ(tensor_type_name(TensorType::IQ4_XS), "IQ4_XS");
+  EXPECT_EQ(tensor_type_from_name("q6_k"), TensorType::Q6_K);
+  // ggml's block layouts: 256-value super-blocks for the K-quants.
+  EXPECT_EQ(row_bytes(TensorType::Q4_K, 512), 288u);
+  EXPECT_EQ(row_bytes(TensorType::Q6_K, 256), 210u);
+  EXPECT_EQ(row_bytes(TensorType::Q5_0, 64), 44u);
+  EXPECT_THROW(row_bytes(TensorType::Q4_K, 32), Error);
   EXPECT_EQ(tensor_type_from_name("q4_0"), TensorType::Q4_0);
   EXPECT_EQ(tensor_type_from_name("Bf16"), TensorType::BF16);
   EXPECT_FALSE(tensor_type_from_name("q8").has_value());

@@ -199,9 +199,13 @@ TEST(Corrupt, BadTensorInfos) {
   Bytes size_overflow;  // 2^62 values fit, but 2^62 * 4 bytes does not
   size_overflow.header(1, 0).tensor("w", {uint64_t{1} << 31, uint64_t{1} << 31}, 0, 0).pad().zeros(32);
   EXPECT_TRUE(contains(open_error(size_overflow.b), "tensor 'w': data size overflows"));
-  Bytes q4k;
-  q4k.header(1, 0).tensor("blk.0.attn_q.weight", {256}, 12, 0).pad().zeros(256);
-  EXPECT_TRUE(contains(open_error(q4k.b), "tensor 'blk.0.attn_q.weight': unsupported tensor type 12"));
+  Bytes retired;  // ggml type ids 4 and 5 (Q4_2, Q4_3) were removed
+  retired.header(1, 0).tensor("blk.0.attn_q.weight", {256}, 4, 0).pad().zeros(256);
+  EXPECT_TRUE(contains(open_error(retired.b), "tensor 'blk.0.attn_q.weight': unknown tensor type 4"));
+  Bytes q4k_short;  // a known layout is checked: one Q4_K super-block is 144 bytes
+  q4k_short.header(1, 0).tensor("w", {200}, 12, 0).pad().zeros(256);
+  EXPECT_TRUE(contains(open_error(q4k_short.b),
+                       "tensor 'w': row length 200 is not a multiple of the Q4_K block size 256"));
   Bytes partial_block;
   partial_block.header(1, 0).tensor("w", {48}, 8, 0).pad().zeros(64);
   EXPECT_TRUE(contains(open_error(partial_block.b), "tensor 'w': row length 48 is not a multiple"));

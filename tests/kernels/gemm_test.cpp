@@ -48,6 +48,7 @@ struct Problem {
         std::memcpy(w.data(), blocks.data(), w.size());
         break;
       }
+      default: ADD_FAILURE() << "no case for " << gguf::tensor_type_name(type); break;
     }
     xf = test::random_floats(static_cast<size_t>(n_tokens * n_cols), seed + 1, 3.0f);
     if (is_quantized(type)) {
@@ -113,6 +114,7 @@ struct Problem {
         return (avx2_path ? avx2::dot_q8_0 : scalar::dot_q8_0)(reinterpret_cast<const BlockQ8_0*>(row), xt, nc);
       case TensorType::Q4_0:
         return (avx2_path ? avx2::dot_q4_0 : scalar::dot_q4_0)(reinterpret_cast<const BlockQ4_0*>(row), xt, nc);
+      default: ADD_FAILURE() << "no case for " << gguf::tensor_type_name(type); break;
     }
     return 0;
   }

@@ -44,6 +44,7 @@ OwnedMatrix random_matrix(TensorType type, int64_t n_rows, int64_t n_cols, uint3
       std::memcpy(o.bytes.data(), blocks.data(), o.bytes.size());
       break;
     }
+    default: ADD_FAILURE() << "no case for " << gguf::tensor_type_name(type); break;
   }
   o.m = Matrix{type, o.bytes.data(), n_rows, n_cols};
   return o;
@@ -125,6 +126,7 @@ TEST(Matmul, AgreesWithRowDotsAndReference) {
           case TensorType::Q4_0:
             expected = dot_q4_0(reinterpret_cast<const BlockQ4_0*>(row), xq.data(), n_cols);
             break;
+          default: ADD_FAILURE() << "no case for " << gguf::tensor_type_name(type); break;
         }
         const float got = y[t * n_rows + r];
         ASSERT_EQ(got, expected) << "token " << t << " row " << r;
@@ -205,6 +207,7 @@ TEST(GetRow, DecodesEveryType) {
           expected = f16_to_f32(b->d) * static_cast<float>(test::q4_value(*b, i % 32));
           break;
         }
+        default: ADD_FAILURE() << "no case for " << gguf::tensor_type_name(type); break;
       }
       ASSERT_EQ(out[i], expected) << gguf::tensor_type_name(type) << " col " << i;
     }

@@ -116,6 +116,17 @@ TEST(ModelLoad, UnsupportedArchitectureIsAClearError) {
   EXPECT_NE(load_error(path).find("unsupported architecture 'gptneox'"), std::string::npos) << load_error(path);
 }
 
+// A file of types preface parses but cannot compute yet (Q4_K_M holds Q4_K, Q6_K and F32 tensors) is refused at
+// load with the type's name and the tensor, never with a bare type id.
+TEST(ModelLoad, UncomputedTypeIsNamed) {
+  const auto path = shared_file("models/synth-llama-d256-q4_k_m.gguf");
+  if (path.empty()) GTEST_FAIL() << "needs ../shared/models/synth-llama-d256-q4_k_m.gguf";
+  const std::string e = load_error(path.string());
+  EXPECT_NE(e.find("which preface cannot compute yet (it computes F32, F16, Q4_0, Q8_0, BF16)"), std::string::npos)
+      << e;
+  EXPECT_TRUE(e.find(" is Q4_K,") != std::string::npos || e.find(" is Q6_K,") != std::string::npos) << e;
+}
+
 TEST(ModelLoad, MissingTensorIsNamed) {
   const auto path = (temp_dir("model-missing") / "missing.gguf").string();
   write_tiny_llama(path, "llama", "blk.0.ffn_up.weight");
