@@ -29,7 +29,7 @@ ApiFixture::ApiFixture() {
     config.kv_cache_bytes = 4u << 20;
     config.max_batch_tokens = 64;
     config.n_threads = 1;
-    engine_ = std::make_unique<engine::Engine>(*model_, *tokenizer_, config);
+    engine_ = std::make_unique<engine::Engine>(*model_, engine::with_eog(config, *tokenizer_));
     for (int t = 0; t < kNumChatTemplates; ++t) {
       contexts_[static_cast<size_t>(t)] = std::make_unique<server::ServerContext>(
           *engine_, *tokenizer_, static_cast<server::ChatTemplate>(t), "stories260K",

@@ -15,6 +15,7 @@
 #include "cli/options.h"
 #include "engine/engine.h"
 #include "kv/capacity.h"
+#include "tokenizer/tokenizer.h"
 
 namespace preface::cli {
 namespace {
@@ -101,7 +102,7 @@ void bench_engine(const BenchOptions& opts) {
     if (n >= ctx) continue;
     auto c = cfg;
     c.prefix_cache = false;
-    engine::Engine eng(*model, *tokenizer, c);
+    engine::Engine eng(*model, engine::with_eog(c, *tokenizer));
     auto s = eng.submit(Bench::request(b.random_prompt(n), 1));
     eng.run_until_idle();
     const auto st = Bench::drain(*s);
@@ -115,7 +116,7 @@ void bench_engine(const BenchOptions& opts) {
     if (n_ctx + 2 + opts.n_decode >= ctx) continue;
     const auto shared = b.random_prompt(n_ctx);
     for (int32_t batch : opts.decode_batches) {
-      engine::Engine eng(*model, *tokenizer, cfg);
+      engine::Engine eng(*model, engine::with_eog(cfg, *tokenizer));
       std::vector<std::shared_ptr<engine::RequestStream>> streams;
       if (n_ctx > 0) {  // warm the shared context
         auto w = eng.submit(Bench::request(shared, 1));
@@ -144,7 +145,7 @@ void bench_engine(const BenchOptions& opts) {
   }
   // Prefix cache: TTFT of a 2,000-token prompt cold vs with its first 1,980 tokens cached.
   if (2000 < ctx) {
-    engine::Engine eng(*model, *tokenizer, cfg);
+    engine::Engine eng(*model, engine::with_eog(cfg, *tokenizer));
     const auto prompt = b.random_prompt(2000);
     auto cold = eng.submit(Bench::request(prompt, 1));
     eng.run_until_idle();
@@ -178,7 +179,7 @@ void bench_engine(const BenchOptions& opts) {
     for (bool cache : {true, false}) {
       auto c = cfg;
       c.prefix_cache = cache;
-      engine::Engine eng(*model, *tokenizer, c);
+      engine::Engine eng(*model, engine::with_eog(c, *tokenizer));
       std::vector<engine::RequestStats> stats;
       const double secs = Bench::run_all(eng, prompts, 16, 4, &stats);
       double ttft = 0;

@@ -27,7 +27,7 @@ namespace {
 struct ServeOptions {
   ModelOptions model;
   server::ServerOptions server;
-  std::string kv_cache_mem;        // parse_bytes syntax; empty: engine::default_kv_cache_bytes()
+  std::string kv_cache_mem;        // parse_bytes syntax; empty: sized from the model (engine::default_kv_cache_bytes)
   std::string max_body = "16MiB";  // parse_bytes syntax
   int32_t max_batch_tokens = 512;
   int32_t max_running = 64;
@@ -65,8 +65,7 @@ void serve(ServeOptions& opts) {
   engine::EngineConfig config;
   config.kv_type = parse_kv_type(opts.model.kv_type);
   config.block_size = opts.model.block_size;
-  config.kv_cache_bytes = opts.kv_cache_mem.empty() ? engine::default_kv_cache_bytes()
-                                                    : kv::parse_bytes(opts.kv_cache_mem);
+  config.kv_cache_bytes = opts.kv_cache_mem.empty() ? 0 : kv::parse_bytes(opts.kv_cache_mem);
   config.max_batch_tokens = opts.max_batch_tokens;
   config.max_running = opts.max_running;
   config.n_threads = resolve_threads(opts.model.threads);
@@ -92,17 +91,18 @@ void serve(ServeOptions& opts) {
 
   model = model::Model::load(identity.path, opts.max_batch_tokens);
   tokenizer = Tokenizer::from_gguf(model->file());
-  engine = std::make_unique<engine::Engine>(*model, *tokenizer, config);
+  engine = std::make_unique<engine::Engine>(*model, engine::with_eog(config, *tokenizer));
   engine->start();
-  const kv::KvStorage& kv_store = engine->storage();
-  const auto n_tokens = static_cast<uint64_t>(kv_store.n_blocks()) * static_cast<uint64_t>(kv_store.block_size());
+  const engine::EngineDescription kv = engine->describe();
+  const auto n_tokens = static_cast<uint64_t>(kv.n_kv_blocks) * static_cast<uint64_t>(kv.block_size);
   std::fprintf(stderr,
-               "preface: KV cache budget %s (%s): %zu bytes per token, %d blocks of %d tokens = %llu tokens "
-               "(%s allocated); prefix cache %s; %d threads\n",
-               kv::format_bytes(config.kv_cache_bytes).c_str(), opts.model.kv_type.c_str(),
-               kv_store.bytes_per_token(), kv_store.n_blocks(), kv_store.block_size(),
-               static_cast<unsigned long long>(n_tokens), kv::format_bytes(kv_store.size_bytes()).c_str(),
+               "preface: KV cache (%s): %zu bytes per token, %d blocks of %d tokens = %llu tokens (%s allocated%s); "
+               "prefix cache %s; %d threads\n",
+               opts.model.kv_type.c_str(), kv.kv_bytes / std::max<uint64_t>(n_tokens, 1), kv.n_kv_blocks,
+               kv.block_size, static_cast<unsigned long long>(n_tokens), kv::format_bytes(kv.kv_bytes).c_str(),
+               config.kv_cache_bytes ? "" : ", sized from the context and --max-running",
                config.prefix_cache ? "on" : "off", config.n_threads);
+  identity.chat_template_source = model->file().try_string("tokenizer.chat_template").value_or("");
   http.attach(*engine, *tokenizer, identity);
   const server::ServerContext* ctx = http.context();
   std::fprintf(stderr, "preface: serving model '%s' (context %d tokens, chat template %s)\n", ctx->model_id.c_str(),
@@ -129,7 +129,8 @@ void register_serve(CLI::App& app) {
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
   cmd->add_option("--kv-cache-mem", opts->kv_cache_mem,
-                  "KV cache budget, e.g. 2GiB or 512MB (default: 25% of available memory, 64 MiB..8 GiB)");
+                  "KV cache budget, e.g. 2GiB or 512MB (default: --max-running sequences of the full context, at most "
+                  "25% of available memory and 8 GiB)");
   cmd->add_option("--max-batch-tokens", opts->max_batch_tokens, "Tokens per engine step")
       ->check(CLI::Range(1, 1 << 16))
       ->capture_default_str();
@@ -195,6 +196,9 @@ void register_serve(CLI::App& app) {
       ->check(CLI::Range(0.0, 1e9))
       ->capture_default_str();
   cmd->add_flag("--quiet", opts->quiet, "No per-request log lines");
+  cmd->add_flag("--debug-invariants", s.debug_invariants,
+                "Check the KV cache's invariants at every /metrics scrape (preface_kv_invariants_ok; slow: takes "
+                "the engine's step lock)");
   cmd->callback([opts] { serve(*opts); });
 }
 

@@ -6,6 +6,7 @@
 #include <system_error>
 #include <vector>
 
+#include "model/fingerprint.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
 
@@ -37,6 +38,9 @@ void add_model_path_option(CLI::App& cmd, ModelOptions& opts) {
   cmd.add_option("-m,--model", opts.model_path,
                  "GGUF model file (default: $PREFACE_MODEL, then the first .gguf in models/, then "
                  "../shared/models/stories260K.gguf)");
+  cmd.add_option("--cache-dir", "preface's cache directory (model fingerprints; default: $XDG_CACHE_HOME/preface or "
+                                "~/.cache/preface)")
+      ->each([](const std::string& dir) { model::set_cache_dir(dir); });
 }
 
 void add_model_options(CLI::App& cmd, ModelOptions& opts) {

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "engine/cpu_backend.h"
 #include "kv/capacity.h"
 #include "util/error.h"
 
@@ -14,17 +15,12 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-int32_t n_blocks_for_budget(const model::Config& cfg, model::KvType type, int32_t block_size, uint64_t budget) {
-  model::check_kv_type_fits(type, cfg.head_dim);  // before sizing: a refused type's row size means nothing
-  const uint64_t per_block =
-      2ull * cfg.n_layers * model::kv_row_bytes(type, static_cast<size_t>(cfg.kv_row_values())) *
-      static_cast<uint64_t>(block_size);
-  const uint64_t n = budget / per_block;
-  if (n < 1) {
-    throw Error("KV cache budget of " + std::to_string(budget) + " bytes holds no block (one block of " +
-                std::to_string(block_size) + " tokens needs " + std::to_string(per_block) + " bytes)");
-  }
-  return static_cast<int32_t>(std::min<uint64_t>(n, 1u << 24));
+std::unique_ptr<Backend> cpu_backend(model::Model& model, const EngineConfig& c) {
+  const uint64_t budget =
+      c.kv_cache_bytes ? c.kv_cache_bytes : default_kv_cache_bytes(model.config(), c.kv_type, c.max_running);
+  return std::make_unique<CpuBackend>(model, c.kv_type, c.block_size,
+                                      kv_blocks_for_budget(model.config(), c.kv_type, c.block_size, budget),
+                                      c.n_threads);
 }
 
 }  // namespace
@@ -34,6 +30,14 @@ uint64_t default_kv_cache_bytes() {
   return std::clamp<uint64_t>(quarter, 64ull << 20, 8ull << 30);
 }
 
+uint64_t default_kv_cache_bytes(const model::Config& cfg, model::KvType type, int32_t max_running) {
+  model::check_kv_type_fits(type, cfg.head_dim);
+  const uint64_t per_token = 2ull * cfg.n_layers * model::kv_row_bytes(type, static_cast<size_t>(cfg.kv_row_values()));
+  const uint64_t wanted = per_token * static_cast<uint64_t>(std::max(cfg.ctx_len, 1)) *
+                          static_cast<uint64_t>(std::max(max_running, 1));
+  return std::min(wanted, default_kv_cache_bytes());
+}
+
 std::optional<model::KvType> kv_type_from_name(std::string_view name) {
   for (model::KvType t : {model::KvType::F32, model::KvType::F16, model::KvType::BF16, model::KvType::Q8_0}) {
     if (name == model::kv_type_name(t)) return t;
@@ -41,30 +45,36 @@ std::optional<model::KvType> kv_type_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-Engine::Engine(model::Model& model, const Tokenizer& tokenizer, const EngineConfig& config)
-    : model_(model),
-      tokenizer_(tokenizer),
+Engine::Engine(model::Model& model, const EngineConfig& config) : Engine(cpu_backend(model, config), config) {}
+
+Engine::Engine(std::unique_ptr<Backend> backend, const EngineConfig& config)
+    : backend_(std::move(backend)),
       config_(config),
-      fingerprint_(model.fingerprint()),
-      threads_(config.n_threads > 0 ? config.n_threads : ThreadPool::hardware_threads()),
-      storage_(model.config(), config.kv_type, config.block_size,
-               n_blocks_for_budget(model.config(), config.kv_type, config.block_size,
-                                   config.kv_cache_bytes ? config.kv_cache_bytes : default_kv_cache_bytes())),
-      pool_(storage_.n_blocks(), config.block_size),
+      fingerprint_(backend_->fingerprint()),
+      pool_(backend_->n_kv_blocks(), backend_->block_size()),
       index_(pool_),
-      scheduler_(pool_, index_, storage_, config.prefix_cache, config.max_running),
-      pins_(std::max(1, storage_.n_blocks() / 2)) {
-  if (config_.max_batch_tokens < 1 || config_.max_batch_tokens > model.max_batch_tokens()) {
-    throw Error("max batch tokens must be in [1, " + std::to_string(model.max_batch_tokens()) + "], got " +
+      scheduler_(pool_, index_, *backend_, config.prefix_cache, config.max_running),
+      runner_(*backend_, std::max(config.max_running, 1)),
+      pins_(std::max(1, backend_->n_kv_blocks() / 2)) {
+  config_.kv_type = backend_->kv_type();
+  config_.block_size = backend_->block_size();
+  std::sort(config_.end_of_generation.begin(), config_.end_of_generation.end());
+  if (config_.max_batch_tokens < 1 || config_.max_batch_tokens > backend_->max_batch_tokens()) {
+    throw Error("max batch tokens must be in [1, " + std::to_string(backend_->max_batch_tokens()) + "], got " +
                 std::to_string(config_.max_batch_tokens));
   }
   if (config_.max_running < 1) throw Error("max running sequences must be >= 1");
-  const auto& cfg = model.config();
+  const auto& cfg = backend_->config();
   std::ostringstream rope;
   rope << "base=" << cfg.rope_base << ";n_rot=" << cfg.n_rot << ";neox=" << cfg.rope_neox;
   rope_desc_ = rope.str();
-  logits_.resize(static_cast<size_t>(config_.max_running) * static_cast<size_t>(cfg.n_vocab));
   publish_counters();
+}
+
+EngineDescription Engine::describe() const {
+  const auto& cfg = backend_->config();
+  return {cfg.ctx_len, cfg.n_vocab, backend_->block_size(), backend_->n_kv_blocks(), backend_->kv_bytes(),
+          backend_->kv_type()};
 }
 
 Engine::~Engine() { stop(); }
@@ -75,7 +85,7 @@ kv::Digest Engine::cache_namespace(const std::string& salt) const {
 }
 
 std::shared_ptr<RequestStream> Engine::submit(RequestParams params) {
-  const auto& cfg = model_.config();
+  const auto& cfg = backend_->config();
   const auto n_prompt = static_cast<int64_t>(params.prompt.size());
   if (n_prompt == 0) throw Error("the prompt is empty");
   for (int32_t t : params.prompt) {
@@ -137,19 +147,29 @@ void Engine::drain_inbox() {
   }
 }
 
-bool Engine::step() {
-  std::lock_guard step_lock(step_mu_);
-  drain_inbox();
+void Engine::cancel_requested() {
   for (Sequence* seq : scheduler_.all()) {
     if (seq->stream->cancel_requested()) finish(*seq, FinishReason::Cancelled);
   }
+}
+
+bool Engine::step() {
+  std::lock_guard step_lock(step_mu_);
+  drain_inbox();
+  cancel_requested();
   pins_.expire(pool_, now());
   expire_namespaces();
   if (scheduler_.idle()) {
     publish_counters();
     return false;
   }
-  const std::vector<ScheduledChunk> plan = scheduler_.schedule(config_.max_batch_tokens);
+  std::vector<ScheduledChunk> plan;
+  try {
+    plan = scheduler_.schedule(config_.max_batch_tokens);
+  } catch (const std::exception& e) {  // the scheduler's state is suspect: fail everything it holds
+    fail(nullptr, e);
+    return true;
+  }
   if (plan.empty()) {
     // Nothing could run although requests wait: the oldest one cannot fit beside the pinned blocks.
     if (scheduler_.n_running() == 0) {
@@ -158,23 +178,31 @@ bool Engine::step() {
     publish_counters();
     return true;
   }
-  batch_.clear();
-  batch_.block_tables.clear();
-  for (size_t s = 0; s < plan.size(); ++s) {
-    const Sequence& seq = *plan[s].seq;
-    batch_.block_tables.push_back(&seq.block_table);
-    for (int32_t i = 0; i < plan[s].n_tokens; ++i) {
-      const int32_t pos = seq.n_computed + i;
-      const bool last = pos == seq.n_tokens() - 1;
-      batch_.add(seq.tokens[static_cast<size_t>(pos)], pos, static_cast<int32_t>(s), last);
-    }
+  std::vector<SampledToken> sampled;
+  try {
+    sampled = runner_.run(plan);
+  } catch (const std::exception& e) {  // nothing advanced: the plan's sequences end, the others go on
+    fail(&plan, e);
+    return true;
   }
-  model_.forward(batch_, storage_.view(), threads_, logits_.data());
   ++n_steps_;
   update_pins(plan);
-  after_forward(plan);
+  postprocess(plan, sampled);
   publish_counters();
   return true;
+}
+
+void Engine::fail(const std::vector<ScheduledChunk>* plan, const std::exception& e) {
+  ++n_failed_steps_;
+  const std::string error = std::string("the engine step failed: ") + e.what();
+  std::vector<Sequence*> victims;
+  if (plan != nullptr) {
+    for (const ScheduledChunk& chunk : *plan) victims.push_back(chunk.seq);
+  } else {
+    victims = scheduler_.all();
+  }
+  for (Sequence* seq : victims) finish(*seq, FinishReason::Error, error);
+  publish_counters();
 }
 
 std::chrono::steady_clock::time_point Engine::now() const {
@@ -205,23 +233,32 @@ void Engine::pin_requested(const Sequence& seq, std::chrono::steady_clock::time_
   }
 }
 
-void Engine::after_forward(const std::vector<ScheduledChunk>& plan) {
-  const int32_t n_vocab = model_.config().n_vocab;
-  size_t logits_row = 0;
+void Engine::postprocess(const std::vector<ScheduledChunk>& plan, std::vector<SampledToken>& sampled) {
+  const int32_t n_vocab = backend_->config().n_vocab;
   std::vector<Sequence*> finished;
-  for (const ScheduledChunk& chunk : plan) {
-    Sequence& seq = *chunk.seq;
-    scheduler_.on_computed(chunk);
-    if (seq.n_computed != seq.n_tokens()) continue;  // a prefill chunk short of the end: no logits
-    const float* logits = logits_.data() + logits_row++ * static_cast<size_t>(n_vocab);
-    const int32_t token = seq.sampler.sample(logits, n_vocab, seq.tokens);
+  std::vector<std::pair<Sequence*, std::string>> failed;
+  size_t next = 0;  // sampled is in plan order
+  for (size_t c = 0; c < plan.size(); ++c) {
+    Sequence& seq = *plan[c].seq;
+    SampledToken* s = next < sampled.size() && sampled[next].chunk == c ? &sampled[next++] : nullptr;
+    try {
+      scheduler_.on_computed(plan[c]);
+    } catch (const std::exception& e) {
+      ++n_failed_steps_;
+      failed.emplace_back(&seq, std::string("the engine step failed: ") + e.what());
+      continue;
+    }
+    if (s == nullptr) continue;  // a prefill chunk short of the end
+    const int32_t token = s->token;
     const auto now = Clock::now();
     if (seq.stats.n_generated_tokens == 0) seq.t_first_token = now;
     seq.stats.n_generated_tokens++;
     ++n_generated_tokens_;
-    const bool is_stop = (!seq.params.ignore_eos && tokenizer_.is_end_of_generation(token)) ||
-                         std::find(seq.params.stop_token_ids.begin(), seq.params.stop_token_ids.end(), token) !=
-                             seq.params.stop_token_ids.end();
+    const bool is_stop =
+        (!seq.params.ignore_eos &&
+         std::binary_search(config_.end_of_generation.begin(), config_.end_of_generation.end(), token)) ||
+        std::find(seq.params.stop_token_ids.begin(), seq.params.stop_token_ids.end(), token) !=
+            seq.params.stop_token_ids.end();
     if (is_stop) {
       seq.stats.finish = FinishReason::Stop;
       finished.push_back(&seq);
@@ -230,7 +267,9 @@ void Engine::after_forward(const std::vector<ScheduledChunk>& plan) {
     seq.tokens.push_back(token);
     TokenEvent ev;
     ev.token = token;
-    if (seq.params.keep_logits) ev.logits.assign(logits, logits + n_vocab);
+    ev.has_logprob = s->has_logprob;
+    ev.logprob = std::move(s->logprob);
+    if (seq.params.keep_logits) ev.logits.assign(s->logits, s->logits + n_vocab);
     seq.stream->push(std::move(ev));
     if (seq.stats.n_generated_tokens >= seq.params.max_new_tokens || seq.n_tokens() >= seq.max_total_tokens) {
       seq.stats.finish = FinishReason::Length;
@@ -238,6 +277,7 @@ void Engine::after_forward(const std::vector<ScheduledChunk>& plan) {
     }
   }
   for (Sequence* seq : finished) finish(*seq, seq->stats.finish);
+  for (auto& [seq, error] : failed) finish(*seq, FinishReason::Error, error);
 }
 
 void Engine::finish(Sequence& seq, FinishReason reason, const std::string& error) {
@@ -313,6 +353,7 @@ void Engine::publish_counters() {
   c.n_waiting = scheduler_.n_waiting();
   c.n_running = scheduler_.n_running();
   c.n_steps = n_steps_;
+  c.n_failed_steps = n_failed_steps_;
   c.n_pinned_blocks = pins_.n_pinned();
   std::lock_guard lock(inbox_mu_);
   c.n_requests = n_requests_;

@@ -2,6 +2,12 @@
 // batching. Callers submit token ids and read a RequestStream; a loop (background thread, or step() driven by the
 // caller) packs decode tokens of running sequences and prefill chunks of waiting ones into one batch per step.
 //
+// Each step reads schedule -> run -> postprocess: the Scheduler plans the chunks and their blocks, the
+// ModelRunner runs them on the Backend and samples, and the engine applies stop rules, streams tokens and counts.
+// The engine owns the lifecycle around that: the inbox, the thread, cancellation, pins and TTLs. A step that
+// throws (a backend failure, a broken invariant) finishes the requests it touched with FinishReason::Error and
+// the engine keeps serving the others.
+//
 // Exactness: a token's logits depend only on its sequence's tokens and the weights (see model/model.h), and cache
 // hits copy K/V bytes verbatim, so outputs are bit-identical whether a prefix was cached, how prompts were
 // chunked, which requests shared a batch, and how many threads ran.
@@ -17,15 +23,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/backend.h"
+#include "engine/model_runner.h"
 #include "engine/pins.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "kv/block_pool.h"
-#include "kv/kv_storage.h"
 #include "kv/prefix_index.h"
 #include "model/model.h"
-#include "tokenizer/tokenizer.h"
-#include "util/thread_pool.h"
 
 namespace preface::engine {
 
@@ -41,10 +46,16 @@ struct EngineConfig {
   // > 0: a cached block unreferenced and unpinned for this long (since its last release or unpin; a hit refreshes
   // it) loses its hash at the next step (kv::BlockPool::expire_idle). 0 = cached blocks live until evicted.
   std::chrono::steady_clock::duration cache_ttl{0};
+  // Token ids that end a generation (FinishReason::Stop) unless the request sets ignore_eos: the tokenizer's
+  // end-of-generation ids (Tokenizer::end_of_generation_ids).
+  std::vector<int32_t> end_of_generation;
 };
 
 // A sensible KV budget: 25% of MemAvailable, at most 8 GiB, at least 64 MiB.
 uint64_t default_kv_cache_bytes();
+// The KV budget when none is configured: the memory for max_running sequences of the model's whole context
+// (never more than default_kv_cache_bytes()).
+uint64_t default_kv_cache_bytes(const model::Config& config, model::KvType type, int32_t max_running);
 std::optional<model::KvType> kv_type_from_name(std::string_view name);
 
 // Snapshot of the engine's counters (for metrics and logs).
@@ -58,13 +69,36 @@ struct EngineCounters {
   int32_t n_waiting = 0, n_running = 0;
   int32_t n_pinned_blocks = 0;
   int64_t n_steps = 0;
+  int64_t n_failed_steps = 0;  // steps that threw; their requests finished with FinishReason::Error
+};
+
+// `config` with the end-of-generation ids of `tokenizer` (anything with end_of_generation_ids(); a template so
+// that the engine does not depend on the tokenizer module).
+template <typename TokenizerT>
+EngineConfig with_eog(EngineConfig config, const TokenizerT& tokenizer) {
+  config.end_of_generation = tokenizer.end_of_generation_ids();
+  return config;
+}
+
+// What the layers above need to know of the model and pool, as values (the server copies them at attach time).
+struct EngineDescription {
+  int32_t ctx_len = 0;
+  int32_t n_vocab = 0;
+  int32_t block_size = 0;
+  int32_t n_kv_blocks = 0;
+  size_t kv_bytes = 0;                  // the KV storage allocated
+  model::KvType kv_type = model::KvType::F16;
 };
 
 class Engine {
  public:
-  // The model and tokenizer must outlive the engine. Allocates the KV pool now. Throws preface::Error on a bad
-  // config (e.g. a budget too small for one block, max_batch_tokens above the model's).
-  Engine(model::Model& model, const Tokenizer& tokenizer, const EngineConfig& config);
+  // Runs on a CpuBackend over `model` (which must outlive the engine), with a KV pool sized by
+  // config.kv_cache_bytes, allocated now. Throws preface::Error on a bad config (e.g. a budget too small for one
+  // block, max_batch_tokens above the model's).
+  Engine(model::Model& model, const EngineConfig& config);
+  // Runs on `backend`, whose KV storage sets the pool (config.kv_type, block_size and kv_cache_bytes are
+  // ignored; the backend's count).
+  Engine(std::unique_ptr<Backend> backend, const EngineConfig& config);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -86,8 +120,7 @@ class Engine {
   void check_invariants() const;
 
   const EngineConfig& config() const { return config_; }
-  const model::Model& model() const { return model_; }
-  const kv::KvStorage& storage() const { return storage_; }
+  EngineDescription describe() const;
   const std::string& model_fingerprint() const { return fingerprint_; }
   kv::Digest cache_namespace(const std::string& salt) const;
 
@@ -100,8 +133,12 @@ class Engine {
 
  private:
   void drain_inbox();
+  void cancel_requested();
+  // postprocess: advances the plan's sequences, appends sampled tokens, applies stop rules, streams.
+  void postprocess(const std::vector<ScheduledChunk>& plan, std::vector<SampledToken>& sampled);
+  // The exception boundary: finishes `seqs` (or, when null, every sequence) with FinishReason::Error.
+  void fail(const std::vector<ScheduledChunk>* plan, const std::exception& e);
   void finish(Sequence& seq, FinishReason reason, const std::string& error = {});
-  void after_forward(const std::vector<ScheduledChunk>& plan);
   void publish_counters();
   void update_pins(const std::vector<ScheduledChunk>& plan);
   void pin_requested(const Sequence& seq, std::chrono::steady_clock::time_point t);
@@ -110,20 +147,17 @@ class Engine {
   int32_t purge_root_locked(const kv::Digest& root);  // step_mu_ held
   void expire_namespaces();                            // step_mu_ held: cache TTL, salts_ bound
 
-  model::Model& model_;
-  const Tokenizer& tokenizer_;
+  std::unique_ptr<Backend> backend_;
   EngineConfig config_;
   std::string fingerprint_;
   std::string rope_desc_;
-  ThreadPool threads_;
-  kv::KvStorage storage_;
   kv::BlockPool pool_;
   kv::PrefixIndex index_;
   Scheduler scheduler_;
+  ModelRunner runner_;
   PinTable pins_;                       // at most half the pool pinned
-  model::ForwardBatch batch_;
-  std::vector<float> logits_;           // [max_running][n_vocab]
   int64_t n_requests_finished_ = 0, n_prompt_tokens_ = 0, n_generated_tokens_ = 0, n_steps_ = 0;
+  int64_t n_failed_steps_ = 0;
 
   // Shared with submitters (under inbox_mu_).
   mutable std::mutex inbox_mu_;

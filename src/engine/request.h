@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/logprobs.h"
 #include "engine/sampler.h"
 
 namespace preface::engine {
@@ -30,6 +31,8 @@ struct RequestParams {
   bool ignore_eos = false;            // when false, end-of-generation tokens finish with Stop
   std::vector<int32_t> stop_token_ids;
   std::string cache_salt;             // tenant/salt: part of the cache namespace (empty = shared)
+  int32_t n_logprobs = -1;            // >= 0: each TokenEvent carries the token's log-probability and this many
+                                      // most likely alternatives (computed on the engine thread)
   bool keep_logits = false;           // record the logits of every sampled position (tests, `eval`)
   std::vector<CachePin> cache_pins;   // explicit caching breakpoints (Anthropic cache_control)
 };
@@ -48,9 +51,12 @@ struct RequestStats {
   double decode_ms = 0;               // from the first token to the end
 };
 
-// One generated token. logits: [n_vocab] when RequestParams::keep_logits, else empty.
+// One generated token. logprob: set (has_logprob) when RequestParams::n_logprobs >= 0. logits: [n_vocab] when
+// RequestParams::keep_logits, else empty.
 struct TokenEvent {
   int32_t token = -1;
+  bool has_logprob = false;
+  TokenLogprob logprob;
   std::vector<float> logits;
 };
 

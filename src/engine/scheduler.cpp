@@ -15,9 +15,9 @@ int32_t blocks_for(int32_t n_positions, int32_t block_size) {
 
 }  // namespace
 
-Scheduler::Scheduler(kv::BlockPool& pool, kv::PrefixIndex& index, kv::KvStorage& storage, bool prefix_cache,
+Scheduler::Scheduler(kv::BlockPool& pool, kv::PrefixIndex& index, Backend& backend, bool prefix_cache,
                      int32_t max_running)
-    : pool_(pool), index_(index), storage_(storage), prefix_cache_(prefix_cache), max_running_(max_running) {}
+    : pool_(pool), index_(index), backend_(backend), prefix_cache_(prefix_cache), max_running_(max_running) {}
 
 void Scheduler::add(std::unique_ptr<Sequence> seq) {
   seq->last_hash = seq->ns;
@@ -94,8 +94,13 @@ Scheduler::Admit Scheduler::try_admit(Sequence& seq, int32_t budget, std::vector
   seq.block_table = match.block_ids;
   seq.block_table.insert(seq.block_table.end(), fresh->begin(), fresh->end());
   if (match.partial_src_block >= 0) {  // copy-on-write: the shared rows go into our own fresh block
-    storage_.copy_rows(match.partial_src_block, fresh->front(), match.n_partial_tokens);
     const int32_t src = match.partial_src_block;
+    try {
+      backend_.copy_block_rows(src, fresh->front(), match.n_partial_tokens);
+    } catch (...) {  // the lookup's reference on src is ours alone to drop; the table's blocks go with seq
+      pool_.release(std::span<const int32_t>(&src, 1));
+      throw;
+    }
     pool_.release(std::span<const int32_t>(&src, 1));
   }
   seq.n_computed = n_start;

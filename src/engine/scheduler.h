@@ -1,5 +1,6 @@
 // Decides what runs each step: which sequences, how many tokens each, and which blocks they hold. Owns the
-// sequences; uses the block pool, prefix index and KV storage (for copy-on-write of partial hits).
+// sequences; uses the block pool, prefix index and the backend (block row copies, for copy-on-write of partial
+// hits).
 //
 // Each step, under a token budget:
 //   1. running sequences with one token left (decode), oldest first;
@@ -17,9 +18,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/backend.h"
 #include "engine/sequence.h"
 #include "kv/block_pool.h"
-#include "kv/kv_storage.h"
 #include "kv/prefix_index.h"
 
 namespace preface::engine {
@@ -31,8 +32,7 @@ struct ScheduledChunk {
 
 class Scheduler {
  public:
-  Scheduler(kv::BlockPool& pool, kv::PrefixIndex& index, kv::KvStorage& storage, bool prefix_cache,
-            int32_t max_running);
+  Scheduler(kv::BlockPool& pool, kv::PrefixIndex& index, Backend& backend, bool prefix_cache, int32_t max_running);
 
   void add(std::unique_ptr<Sequence> seq);  // to the back of the waiting queue
   // Plans one step of at most `budget` tokens. The returned sequences hold blocks covering their chunks.
@@ -66,7 +66,7 @@ class Scheduler {
 
   kv::BlockPool& pool_;
   kv::PrefixIndex& index_;
-  kv::KvStorage& storage_;
+  Backend& backend_;
   bool prefix_cache_;
   int32_t max_running_;
   std::vector<std::unique_ptr<Sequence>> owned_;  // every live sequence

@@ -27,6 +27,7 @@ struct KernelTable {
   GemmFn gemm_quant;  // Q8_0 / Q4_0 weights
   GemmFn gemm_float;  // F32 / F16 / BF16 weights
   void (*swiglu)(float*, const float*, size_t);
+  LogitStats (*logit_stats)(const float*, size_t);
   // gemm_quant reads Q4_0 and Q8_0 packed into row groups (repack.h) fast: matmul accepts packed matrices.
   bool row_group_layouts = false;
   // Runs qualifying tiles together (avx512::attention_tiles_shared), or returns false; null: one at a time.

@@ -5,6 +5,7 @@
 // this AVX2-compiled copy for every caller. Tails therefore reuse the vector code on a padded copy.
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "kernels/dot.h"
@@ -111,6 +112,32 @@ void swiglu(float* gate, const float* up, size_t n) {
     _mm256_storeu_ps(g, swiglu_x8(_mm256_loadu_ps(g), _mm256_loadu_ps(u)));
     std::memcpy(gate + i, g, (n - i) * sizeof(float));
   }
+}
+
+LogitStats logit_stats(const float* x, size_t n) {
+  // The max: lanes reduced by max_ps(x, m), which keeps m when x is NaN, like the scalar x > m ? x : m.
+  __m256 vm = _mm256_set1_ps(-INFINITY);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) vm = _mm256_max_ps(_mm256_loadu_ps(x + i), vm);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, vm);
+  LogitStats st;
+  st.max = -INFINITY;
+  for (float v : lanes) st.max = v > st.max ? v : st.max;
+  for (; i < n; ++i) st.max = x[i] > st.max ? x[i] : st.max;
+  // Lane j accumulates the values i with i % 8 == j in index order; a tail is padded with -inf (exp gives 0).
+  const __m256 m = _mm256_set1_ps(st.max);
+  __m256 acc = _mm256_setzero_ps();
+  for (i = 0; i + 8 <= n; i += 8) acc = _mm256_add_ps(acc, exp_x8(_mm256_sub_ps(_mm256_loadu_ps(x + i), m)));
+  if (i < n) {
+    alignas(32) float tail[8];
+    for (float& v : tail) v = -INFINITY;
+    std::memcpy(tail, x + i, (n - i) * sizeof(float));
+    acc = _mm256_add_ps(acc, exp_x8(_mm256_sub_ps(_mm256_load_ps(tail), m)));
+  }
+  _mm256_store_ps(lanes, acc);
+  st.sum_exp = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+  return st;
 }
 
 }  // namespace preface::kernels::avx2

@@ -3,7 +3,9 @@
 // llama.cpp's closely. Every reduction runs left to right in a fixed order.
 #include "kernels/ops.h"
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -103,6 +105,36 @@ void softmax(float* x, size_t n) {
 }
 
 void swiglu(float* gate, const float* up, size_t n) { kernel_table().swiglu(gate, up, n); }
+
+LogitStats logit_stats(const float* x, size_t n) { return kernel_table().logit_stats(x, n); }
+
+float scalar::exp_poly(float x) {
+  if (std::isnan(x)) return x;
+  if (x > 88.0f) return INFINITY;
+  if (x < -87.33654475f) return 0.0f;
+  const float n = std::nearbyint(x * 1.44269504088896341f);  // [-126, 127], ties to even like _mm256_round_ps
+  float r = std::fma(-n, 0.693359375f, x);
+  r = std::fma(-n, -2.12194440e-4f, r);
+  float y = 1.9875691500e-4f;
+  y = std::fma(y, r, 1.3981999507e-3f);
+  y = std::fma(y, r, 8.3334519073e-3f);
+  y = std::fma(y, r, 4.1665795894e-2f);
+  y = std::fma(y, r, 1.6666665459e-1f);
+  y = std::fma(y, r, 5.0000001201e-1f);
+  y = std::fma(y, r * r, r) + 1.0f;
+  const auto bits = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;
+  return y * std::bit_cast<float>(bits);
+}
+
+LogitStats scalar::logit_stats(const float* x, size_t n) {
+  LogitStats st;
+  st.max = -INFINITY;
+  for (size_t i = 0; i < n; ++i) st.max = x[i] > st.max ? x[i] : st.max;
+  float lane[8] = {};
+  for (size_t i = 0; i < n; ++i) lane[i % 8] += exp_poly(x[i] - st.max);
+  st.sum_exp = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+  return st;
+}
 
 void scalar::swiglu(float* gate, const float* up, size_t n) {
   for (size_t i = 0; i < n; ++i) {

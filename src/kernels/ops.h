@@ -22,16 +22,31 @@ void rope_apply(float* x, size_t n_heads, size_t head_dim, size_t n_rot, const f
 // In place softmax over x[n].
 void softmax(float* x, size_t n);
 
+// The two numbers a log-softmax over x[n] needs: max = the largest non-NaN x (-inf when none), sum_exp =
+// sum_i exp(x[i] - max). Dispatched; every path gives the same bits: the exponential is exp_x8's Cephes
+// polynomial (simd_avx2.h; scalar::exp_poly lane by lane), summed into 8 float lanes (value i into lane i % 8, in
+// index order) and the lanes added by the fixed tree ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)).
+// log p(x[i]) = x[i] - (max + log(sum_exp)).
+struct LogitStats {
+  float max = 0;
+  float sum_exp = 0;
+};
+LogitStats logit_stats(const float* x, size_t n);
+
 // gate[i] = silu(gate[i]) * up[i]; silu(v) = v / (1 + exp(-v)). Dispatched: the AVX2 version uses a
 // vectorized exp (within a few ulps of std::exp), so the two paths may differ in the last bits.
 void swiglu(float* gate, const float* up, size_t n);
 
 namespace scalar {
 void swiglu(float* gate, const float* up, size_t n);
+LogitStats logit_stats(const float* x, size_t n);
+// One lane of avx2::exp_x8, bit for bit (std::fma for its fused steps).
+float exp_poly(float x);
 }  // namespace scalar
 
 namespace avx2 {
 void swiglu(float* gate, const float* up, size_t n);
+LogitStats logit_stats(const float* x, size_t n);
 }  // namespace avx2
 
 }  // namespace preface::kernels

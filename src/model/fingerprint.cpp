@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "util/error.h"
@@ -37,28 +38,47 @@ std::string hex(const unsigned char* bytes, unsigned n) {
   return out;
 }
 
-// Cache files tried in order: beside the model, then the user's cache directory (named by the model's path).
+std::mutex& dir_mu() {
+  static std::mutex mu;
+  return mu;
+}
+std::string& chosen_dir() {  // under dir_mu()
+  static std::string dir;
+  return dir;
+}
+
+// The cache file of a model, named by its absolute path.
 std::vector<std::filesystem::path> cache_paths(const std::string& model_path) {
-  std::vector<std::filesystem::path> paths{model_path + ".fingerprint"};
-  std::filesystem::path dir;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
-    dir = std::filesystem::path(xdg) / "preface";
-  } else if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
-    dir = std::filesystem::path(home) / ".cache" / "preface";
+  const std::string dir = cache_dir();
+  if (dir.empty()) return {};
+  std::error_code ec;
+  std::string flat = std::filesystem::absolute(model_path, ec).string();
+  for (char& c : flat) {
+    if (c == '/') c = '_';
   }
-  if (!dir.empty()) {
-    std::error_code ec;
-    const auto abs = std::filesystem::absolute(model_path, ec).string();
-    std::string flat = abs;
-    for (char& c : flat) {
-      if (c == '/') c = '_';
-    }
-    paths.push_back(dir / (flat + ".fingerprint"));
-  }
-  return paths;
+  return {std::filesystem::path(dir) / "fingerprints" / (flat + ".fingerprint")};
 }
 
 }  // namespace
+
+std::string cache_dir() {
+  {
+    std::lock_guard lock(dir_mu());
+    if (!chosen_dir().empty()) return chosen_dir();
+  }
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
+    return (std::filesystem::path(xdg) / "preface").string();
+  }
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+    return (std::filesystem::path(home) / ".cache" / "preface").string();
+  }
+  return {};
+}
+
+void set_cache_dir(std::string dir) {
+  std::lock_guard lock(dir_mu());
+  chosen_dir() = std::move(dir);
+}
 
 std::string sha256_hex(const MappedFile& file) {
   std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);

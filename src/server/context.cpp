@@ -11,6 +11,7 @@ ServerContext::ServerContext(engine::Engine& engine_, const Tokenizer& tokenizer
                              std::string model_id_, std::vector<std::string> accepted_names_, ServerLimits limits_,
                              Metrics& metrics_)
     : engine(engine_),
+      model(engine_.describe()),
       tokenizer(tokenizer_),
       chat_template(chat_template_),
       model_id(std::move(model_id_)),
@@ -21,7 +22,7 @@ ServerContext::ServerContext(engine::Engine& engine_, const Tokenizer& tokenizer
       rng_(std::random_device{}()),
       id_salt_(rng_()) {}
 
-int32_t ServerContext::ctx_len() const { return engine.model().config().ctx_len; }
+int32_t ServerContext::ctx_len() const { return model.ctx_len; }
 
 void ServerContext::check_model(const std::optional<std::string>& model) const {
   if (!model || *model == model_id) return;

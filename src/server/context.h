@@ -39,6 +39,7 @@ class ServerContext {
                 std::vector<std::string> accepted_names, ServerLimits limits, Metrics& metrics);
 
   engine::Engine& engine;
+  const engine::EngineDescription model;  // the model's and pool's sizes, as of attach
   const Tokenizer& tokenizer;
   const ChatTemplate chat_template;
   const std::string model_id;

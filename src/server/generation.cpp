@@ -56,32 +56,8 @@ const char* anthropic_stop_reason(StopKind kind) {
   }
 }
 
-TokenLogprob token_logprob(const float* logits, int32_t n_vocab, int32_t token, int32_t n_top) {
-  const float max_logit = *std::max_element(logits, logits + n_vocab);
-  double sum = 0;
-  for (int32_t i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - max_logit));
-  const double log_z = static_cast<double>(max_logit) + std::log(sum);
-  TokenLogprob out;
-  out.token = token;
-  out.logprob = static_cast<float>(logits[token] - log_z);
-  const int32_t n = std::clamp(n_top, 0, n_vocab);
-  if (n > 0) {
-    std::vector<int32_t> ids(static_cast<size_t>(n_vocab));  // [n_vocab] candidate ids
-    std::iota(ids.begin(), ids.end(), 0);
-    // Highest logit first, lowest id on ties (the greedy sampler's order).
-    auto better = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
-    std::partial_sort(ids.begin(), ids.begin() + n, ids.end(), better);
-    for (int32_t i = 0; i < n; ++i) {
-      const int32_t id = ids[static_cast<size_t>(i)];
-      out.top.push_back({id, static_cast<float>(logits[id] - log_z)});
-    }
-  }
-  return out;
-}
-
 Generation::Generation(engine::Engine& engine, const Tokenizer& tokenizer, GenerationRequest request)
-    : n_vocab_(tokenizer.n_vocab()),
-      n_prompt_(static_cast<int32_t>(request.prompt.size())),
+    : n_prompt_(static_cast<int32_t>(request.prompt.size())),
       n_top_logprobs_(request.n_top_logprobs),
       decoder_(tokenizer, request.text_start),
       stops_(std::move(request.stop)) {
@@ -91,7 +67,7 @@ Generation::Generation(engine::Engine& engine, const Tokenizer& tokenizer, Gener
   params.max_new_tokens = request.max_new_tokens;
   params.ignore_eos = request.ignore_eos;
   params.cache_salt = std::move(request.cache_salt);
-  params.keep_logits = request.n_top_logprobs >= 0;
+  params.n_logprobs = request.n_top_logprobs;
   for (const PrefixPin& pin : request.pins) params.cache_pins.push_back({pin.n_tokens, std::chrono::seconds(pin.ttl_s)});
   stream_ = engine.submit(std::move(params));
 }
@@ -135,9 +111,7 @@ std::optional<GenerationDelta> Generation::next() {
   }
   last_token_time_ = now;
   ++n_consumed_;
-  if (n_top_logprobs_ >= 0 && static_cast<int32_t>(ev->logits.size()) == n_vocab_) {
-    delta.logprobs.push_back(token_logprob(ev->logits.data(), n_vocab_, ev->token, n_top_logprobs_));
-  }
+  if (n_top_logprobs_ >= 0 && ev->has_logprob) delta.logprobs.push_back(std::move(ev->logprob));
   delta.text = stops_.push(decoder_.push(ev->token));
   if (stops_.matched()) {
     stream_->cancel();

@@ -53,16 +53,8 @@ struct GenerationRequest {
   std::vector<PrefixPin> pins;
 };
 
-struct TopLogprob {
-  int32_t token = -1;
-  float logprob = 0;                  // natural log of the probability under the unscaled model logits
-};
-
-struct TokenLogprob {
-  int32_t token = -1;
-  float logprob = 0;
-  std::vector<TopLogprob> top;        // [n_top_logprobs], most likely first
-};
+using TopLogprob = engine::TopLogprob;
+using TokenLogprob = engine::TokenLogprob;
 
 struct GenerationDelta {
   std::string text;                   // newly released UTF-8 text (may be empty)
@@ -82,9 +74,6 @@ struct GenerationSummary {
 
 const char* openai_finish_reason(StopKind kind);     // "stop" | "length"
 const char* anthropic_stop_reason(StopKind kind);    // "end_turn" | "stop_sequence" | "max_tokens"
-
-// Log-softmax of logits[n_vocab]: the token's log-probability and the top n alternatives.
-TokenLogprob token_logprob(const float* logits, int32_t n_vocab, int32_t token, int32_t n_top);
 
 class Generation {
  public:
@@ -107,7 +96,6 @@ class Generation {
  private:
   void finish(StopKind kind);
 
-  int32_t n_vocab_;
   int32_t n_prompt_;
   int32_t n_top_logprobs_;
   std::shared_ptr<engine::RequestStream> stream_;

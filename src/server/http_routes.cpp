@@ -136,7 +136,7 @@ void register_routes(httplib::Server& http, HttpState& state) {
     engine::EngineCounters counters;
     std::optional<bool> invariants_ok;
     if (ctx != nullptr) {
-      invariants_ok = Metrics::check_kv_invariants(ctx->engine);
+      if (state.options.debug_invariants) invariants_ok = Metrics::check_kv_invariants(ctx->engine);
       counters = ctx->engine.counters();
     }
     res.set_content(state.metrics.render(ctx != nullptr ? &counters : nullptr, state.in_flight.size(), invariants_ok),

@@ -162,7 +162,7 @@ json openai_usage(const GenerationSummary& s) {
 }
 
 json models_response(const ServerContext& ctx) {
-  const auto& cfg = ctx.engine.model().config();
+  const engine::EngineDescription& cfg = ctx.model;
   json model = {{"id", ctx.model_id},
                 {"object", "model"},
                 {"created", ctx.created_unix},
@@ -171,8 +171,8 @@ json models_response(const ServerContext& ctx) {
                  {{"n_ctx", cfg.ctx_len},
                   {"n_vocab", cfg.n_vocab},
                   {"chat_template", chat_template_name(ctx.chat_template)},
-                  {"kv_block_size", ctx.engine.config().block_size},
-                  {"kv_blocks", ctx.engine.storage().n_blocks()}}}};
+                  {"kv_block_size", cfg.block_size},
+                  {"kv_blocks", cfg.n_kv_blocks}}}};
   return {{"object", "list"}, {"data", json::array({model})}};
 }
 

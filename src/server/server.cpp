@@ -148,8 +148,7 @@ void Server::attach(engine::Engine& engine, const Tokenizer& tokenizer, const Mo
   const std::string file_name = std::filesystem::path(identity.path).filename().string();
   const std::string stem = std::filesystem::path(identity.path).stem().string();
   const std::string model_id = identity.alias.empty() ? file_name : identity.alias;
-  const ChatTemplate tmpl = identity.chat_template.value_or(
-      detect_chat_template(engine.model().file().try_string("tokenizer.chat_template").value_or("")));
+  const ChatTemplate tmpl = identity.chat_template.value_or(detect_chat_template(identity.chat_template_source));
   impl_->ctx = std::make_unique<ServerContext>(engine, tokenizer, tmpl, model_id,
                                                std::vector<std::string>{file_name, stem, identity.path},
                                                impl_->state.options.limits, impl_->state.metrics);

@@ -53,6 +53,9 @@ struct ServerOptions {
   int32_t write_timeout_s = 30;      // one write to a client that does not read
   int32_t keep_alive_timeout_s = 5;  // an idle keep-alive connection
   bool log_requests = true;          // one line per generation request on stderr
+  // --debug-invariants: each /metrics scrape also walks the KV pool's and scheduler's invariants under the
+  // engine's step lock (the preface_kv_invariants_ok gauge). Off: /metrics reads counters only.
+  bool debug_invariants = false;
   // Tenancy (server/auth.h): API key -> tenant name. Empty: no authentication, one shared tenant.
   std::unordered_map<std::string, std::string> api_keys;
   std::string admin_key;             // may call DELETE /v1/cache ("" = nobody)
@@ -62,7 +65,8 @@ struct ServerOptions {
 struct ModelIdentity {
   std::string path;                               // the GGUF path (its file name is an accepted model name)
   std::string alias;                              // --alias: the reported model id ("" = the file name)
-  std::optional<ChatTemplate> chat_template;      // --chat-template ("" = detect from tokenizer.chat_template)
+  std::optional<ChatTemplate> chat_template;      // --chat-template ("" = detect from chat_template_source)
+  std::string chat_template_source;               // the GGUF's tokenizer.chat_template ("" when it has none)
 };
 
 class Server {

@@ -57,6 +57,7 @@ class Tokenizer {
   bool adds_space_prefix() const { return add_space_prefix_; }
   // True for ids that end generation (EOS, EOT, and other end-of-generation control tokens).
   bool is_end_of_generation(int32_t id) const;
+  const std::vector<int32_t>& end_of_generation_ids() const { return eog_ids_; }  // sorted
 
  protected:
   std::vector<std::string> pieces_;   // [n_vocab] token text as stored in the GGUF

@@ -114,7 +114,7 @@ TEST(SoakClassify, ReferencesStatusesAndVanishedPrefixes) {
 // `preface serve` on stories260K (`model`) with the soak's limits and `kv_mem` of KV cache.
 std::vector<std::string> serve_args(const std::string& model, const std::string& kv_mem) {
   return {"-m", model, "--threads", "1", "--kv-cache-mem", kv_mem, "--max-body-bytes", "65536", "--max-tokens-limit",
-          "64", "--max-prompt-tokens", "512"};
+          "64", "--max-prompt-tokens", "512", "--debug-invariants"};
 }
 
 std::string metrics(const std::string& url) {
@@ -171,7 +171,8 @@ TEST(SoakServe, ClientsThatVanishMidStreamLeaveNoBlockInUse) {
   if (model.empty()) return;
   // Long generations (448 of the 512-token context), so none can finish before its client vanishes even when the
   // client threads are descheduled for a while on a busy machine.
-  ServeProcess srv({"-m", model.string(), "--threads", "1", "--kv-cache-mem", "8MiB", "--max-tokens-limit", "448"},
+  ServeProcess srv({"-m", model.string(), "--threads", "1", "--kv-cache-mem", "8MiB", "--max-tokens-limit", "448",
+                    "--debug-invariants"},
                    "soak");
   ASSERT_FALSE(srv.url().empty()) << srv.log();
   const cli::loadgen::Target target = cli::loadgen::parse_url(srv.url(), "");

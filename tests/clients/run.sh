@@ -27,6 +27,7 @@ if ! cmp -s "$here/package.json" "$work/.installed-package.json" || [ ! -d "$wor
 fi
 
 log="$work/server.log"
+: >"$log"  # exists before the backgrounded server opens it, so the polling below can read it at once
 "$binary" serve -m "$model" --port 0 --kv-cache-mem 32MiB --threads 2 --alias stories >"$log" 2>&1 &
 server_pid=$!
 stop_server() {

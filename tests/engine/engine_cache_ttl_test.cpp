@@ -33,7 +33,7 @@ struct TtlEngine {
     c.n_threads = 1;
     c.clock = [this] { return clock.now(); };
     c.cache_ttl = ttl;
-    eng = std::make_unique<engine::Engine>(*lm.model, *lm.tokenizer, c);
+    eng = std::make_unique<engine::Engine>(*lm.model, engine::with_eog(c, *lm.tokenizer));
   }
 
   // Cached prompt tokens of one request run to completion; invariants checked after.

@@ -58,7 +58,7 @@ void check_exactness(const LoadedModel& lm, const std::string& model_name, model
   {
     auto cfg = config_for(512, 1, kv_type);
     cfg.prefix_cache = false;
-    engine::Engine eng(*lm.model, *lm.tokenizer, cfg);
+    engine::Engine eng(*lm.model, engine::with_eog(cfg, *lm.tokenizer));
     for (const auto* prompt : {&p.a, &p.b, &p.c}) {
       auto s = eng.submit(greedy_request(*prompt, kNew));
       eng.run_until_idle();
@@ -70,7 +70,7 @@ void check_exactness(const LoadedModel& lm, const std::string& model_name, model
     for (int32_t chunk : {1, 7, 16, 64, 512}) {
       const std::string what = model_name + " kv=" + model::kv_type_name(kv_type) +
                                " threads=" + std::to_string(threads) + " chunk=" + std::to_string(chunk);
-      engine::Engine eng(*lm.model, *lm.tokenizer, config_for(chunk, threads, kv_type));
+      engine::Engine eng(*lm.model, engine::with_eog(config_for(chunk, threads, kv_type), *lm.tokenizer));
       // Cold, alone.
       auto sa = eng.submit(greedy_request(p.a, kNew));
       eng.run_until_idle();
@@ -130,7 +130,7 @@ TEST_P(EngineQ8_0Kv, CachedPartialBatchedChunkedThreadedOrRefused) {
     return;
   }
   try {
-    engine::Engine eng(*lm.model, *lm.tokenizer, config_for(16, 1, model::KvType::Q8_0));
+    engine::Engine eng(*lm.model, engine::with_eog(config_for(16, 1, model::KvType::Q8_0), *lm.tokenizer));
     FAIL() << "the engine accepted q8_0 KV for head_dim " << head_dim;
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("head_dim is " + std::to_string(head_dim)), std::string::npos) << e.what();

@@ -45,7 +45,7 @@ engine::EngineConfig small_config() {
 TEST(EnginePurge, PurgesExactlyTheNamespacesAsked) {
   LoadedModel lm = load_shared_model("stories260K.gguf");
   if (!lm.model) GTEST_SKIP() << "stories260K.gguf not available";
-  engine::Engine eng(*lm.model, *lm.tokenizer, small_config());
+  engine::Engine eng(*lm.model, engine::with_eog(small_config(), *lm.tokenizer));
   const auto prompt = prompt_of(64, 3);
   for (const char* salt : {"1:a", "1:ax", "1:b"}) EXPECT_EQ(run_cached(eng, prompt, salt), 0);
   EXPECT_EQ(eng.purge_namespace("1:ax"), 4);  // 64 tokens = 4 full blocks of 16
@@ -62,7 +62,7 @@ TEST(EnginePurge, PurgesExactlyTheNamespacesAsked) {
 TEST(EnginePurge, PurgeIsSafeBesideTheBackgroundLoop) {
   LoadedModel lm = load_shared_model("stories260K.gguf");
   if (!lm.model) GTEST_SKIP() << "stories260K.gguf not available";
-  engine::Engine eng(*lm.model, *lm.tokenizer, small_config());
+  engine::Engine eng(*lm.model, engine::with_eog(small_config(), *lm.tokenizer));
   eng.start();
   std::vector<std::shared_ptr<engine::RequestStream>> streams;
   for (int i = 0; i < 8; ++i) {
@@ -88,7 +88,7 @@ TEST(EngineCacheTtl, UnusedNamespacesExpireOnTheFakeClock) {
   engine::EngineConfig cfg = small_config();
   cfg.clock = [&clock] { return clock.now(); };
   cfg.cache_ttl = 60s;
-  engine::Engine eng(*lm.model, *lm.tokenizer, cfg);
+  engine::Engine eng(*lm.model, engine::with_eog(cfg, *lm.tokenizer));
   const auto prompt = prompt_of(64, 5);
   EXPECT_EQ(run_cached(eng, prompt, "old"), 0);
   clock.ms += 40'000;

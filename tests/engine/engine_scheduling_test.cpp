@@ -43,7 +43,7 @@ class EngineScheduling : public ::testing::Test {
     if (auto it = refs_.find(key); it != refs_.end()) return it->second;
     auto cfg = small_config(256, 512);
     cfg.prefix_cache = false;
-    engine::Engine eng(*lm_.model, *lm_.tokenizer, cfg);
+    engine::Engine eng(*lm_.model, engine::with_eog(cfg, *lm_.tokenizer));
     auto s = eng.submit(greedy_request(prompt, n_new));
     eng.run_until_idle();
     return refs_[key] = collect(*s);
@@ -55,7 +55,7 @@ class EngineScheduling : public ::testing::Test {
 TEST_F(EngineScheduling, SecondRequestWaitsForInFlightPrefix) {
   std::mt19937_64 rng(1);
   const auto prompt = random_tokens(rng, 200, lm_.model->config().n_vocab);
-  engine::Engine eng(*lm_.model, *lm_.tokenizer, small_config(64, 32));
+  engine::Engine eng(*lm_.model, engine::with_eog(small_config(64, 32), *lm_.tokenizer));
   auto s1 = eng.submit(greedy_request(prompt, 4));
   auto s2 = eng.submit(greedy_request(prompt, 4));
   while (eng.step()) eng.check_invariants();
@@ -72,7 +72,7 @@ TEST_F(EngineScheduling, SecondRequestWaitsForInFlightPrefix) {
 TEST_F(EngineScheduling, SaltsIsolateNamespaces) {
   std::mt19937_64 rng(2);
   const auto prompt = random_tokens(rng, 100, lm_.model->config().n_vocab);
-  engine::Engine eng(*lm_.model, *lm_.tokenizer, small_config(64, 512));
+  engine::Engine eng(*lm_.model, engine::with_eog(small_config(64, 512), *lm_.tokenizer));
   auto run = [&](const std::string& salt) {
     auto p = greedy_request(prompt, 2);
     p.cache_salt = salt;
@@ -89,13 +89,13 @@ TEST_F(EngineScheduling, SaltsIsolateNamespaces) {
 }
 
 TEST_F(EngineScheduling, RejectsWhatCannotFit) {
-  engine::Engine eng(*lm_.model, *lm_.tokenizer, small_config(4, 64));
+  engine::Engine eng(*lm_.model, engine::with_eog(small_config(4, 64), *lm_.tokenizer));
   std::mt19937_64 rng(3);
   EXPECT_THROW(eng.submit(greedy_request({}, 1)), Error);
   EXPECT_THROW(eng.submit(greedy_request(random_tokens(rng, 64, 512), 1)), Error);  // pool holds 64 tokens
   EXPECT_THROW(eng.submit(greedy_request({1, 999999}, 1)), Error);
   try {
-    engine::Engine big(*lm_.model, *lm_.tokenizer, small_config(1024, 64));
+    engine::Engine big(*lm_.model, engine::with_eog(small_config(1024, 64), *lm_.tokenizer));
     big.submit(greedy_request(random_tokens(rng, 5000, 512), 1));
     FAIL() << "a prompt longer than the context was accepted";
   } catch (const Error& e) {
@@ -115,7 +115,7 @@ TEST_F(EngineScheduling, RejectsWhatCannotFit) {
 TEST_F(EngineScheduling, PreemptionUnderPressureKeepsOutputsExact) {
   std::mt19937_64 rng(4);
   // Four requests of ~100 tokens + 40 generated each in a pool of 20 blocks (320 tokens).
-  engine::Engine eng(*lm_.model, *lm_.tokenizer, small_config(20, 64));
+  engine::Engine eng(*lm_.model, engine::with_eog(small_config(20, 64), *lm_.tokenizer));
   std::vector<std::vector<int32_t>> prompts;
   std::vector<std::shared_ptr<engine::RequestStream>> streams;
   for (int i = 0; i < 4; ++i) {
@@ -132,7 +132,7 @@ TEST_F(EngineScheduling, PreemptionUnderPressureKeepsOutputsExact) {
 
 TEST_F(EngineScheduling, CancellationFreesBlocksAtOnce) {
   std::mt19937_64 rng(5);
-  engine::Engine eng(*lm_.model, *lm_.tokenizer, small_config(64, 32));
+  engine::Engine eng(*lm_.model, engine::with_eog(small_config(64, 32), *lm_.tokenizer));
   auto s = eng.submit(greedy_request(random_tokens(rng, 150, 512), 50));
   eng.step();
   eng.step();
@@ -159,7 +159,7 @@ TEST_F(EngineScheduling, RandomizedTrafficMatchesColdReferences) {
     p.insert(p.end(), suffix.begin(), suffix.end());
     menu.push_back(p);
   }
-  engine::Engine eng(*lm_.model, *lm_.tokenizer, small_config(24, 48, 6));
+  engine::Engine eng(*lm_.model, engine::with_eog(small_config(24, 48, 6), *lm_.tokenizer));
   struct Live {
     size_t prompt;
     int32_t n_new;
@@ -224,7 +224,7 @@ TEST_F(EngineScheduling, PinnedPrefixSurvivesEvictionUntilTtl) {
   auto fake_now = std::chrono::steady_clock::time_point{};
   auto cfg = small_config(16, 64);
   cfg.clock = [&] { return fake_now; };
-  engine::Engine eng(*lm_.model, *lm_.tokenizer, cfg);
+  engine::Engine eng(*lm_.model, engine::with_eog(cfg, *lm_.tokenizer));
   const auto system = random_tokens(rng, 64, 512);
   auto pinned = greedy_request(system, 1);
   pinned.cache_pins.push_back({64, std::chrono::seconds(300)});

@@ -173,5 +173,44 @@ TEST(Swiglu, SaturatesExactly) {
   }
 }
 
+// Every path gives the same bits (lengths around the 8-lane step, -inf and huge gaps, a NaN), and the result is
+// a log-softmax's normaliser to float precision.
+TEST(LogitStats, PathsBitIdenticalAndAccurate) {
+  std::vector<std::vector<float>> inputs;
+  for (size_t n : {1u, 7u, 8u, 9u, 31u, 1000u, 32000u, 49153u}) inputs.push_back(random_floats(n, 1234 + n, 12.0f));
+  inputs.push_back({-INFINITY, 3.0f, -INFINITY, -200.0f, 1e30f, -1e30f, 0.0f, 88.5f, -90.0f});
+  inputs.push_back({-INFINITY, -INFINITY, -INFINITY});
+  inputs.push_back({1.0f, NAN, 2.0f, 0.5f, -1.0f, 4.0f, 3.0f, 2.0f, 1.0f, NAN});
+  for (const auto& x : inputs) {
+    const LogitStats s = scalar::logit_stats(x.data(), x.size());
+    if (avx2::available()) {
+      const LogitStats v = avx2::logit_stats(x.data(), x.size());
+      EXPECT_EQ(0, std::memcmp(&s.max, &v.max, sizeof(float))) << x.size() << ": " << s.max << " vs " << v.max;
+      EXPECT_EQ(0, std::memcmp(&s.sum_exp, &v.sum_exp, sizeof(float)))
+          << x.size() << ": " << s.sum_exp << " vs " << v.sum_exp;
+    }
+    double max = -INFINITY, sum = 0;
+    bool any_nan = false;
+    for (float v : x) max = v > max ? v : max;
+    for (float v : x) any_nan = any_nan || std::isnan(v);
+    for (float v : x) sum += std::isnan(v) ? 0.0 : std::exp(static_cast<double>(v) - max);
+    EXPECT_EQ(s.max, max) << x.size();  // NaN never wins the max
+    if (any_nan) {
+      EXPECT_TRUE(std::isnan(s.sum_exp)) << "a NaN logit makes every log-probability NaN";
+    } else if (std::isfinite(max)) {
+      EXPECT_NEAR(s.sum_exp, sum, 1e-5 * sum + 1e-30) << x.size();
+    }
+  }
+}
+
+TEST(LogitStats, ExpPolyMatchesStdExp) {
+  for (float x = -87.0f; x < 88.0f; x += 0.37f) {
+    EXPECT_NEAR(scalar::exp_poly(x), std::exp(x), 4e-7 * std::exp(x)) << x;
+  }
+  EXPECT_EQ(scalar::exp_poly(0.0f), 1.0f);
+  EXPECT_EQ(scalar::exp_poly(-INFINITY), 0.0f);
+  EXPECT_EQ(scalar::exp_poly(89.0f), INFINITY);
+}
+
 }  // namespace
 }  // namespace preface::kernels

@@ -2,6 +2,7 @@
 // server, expects a clear 4xx in the API's own shape, and then checks the server still answers a normal request.
 #include <string>
 
+#include "engine/fault_backend.h"
 #include "server/api_error.h"
 #include "server_harness.h"
 
@@ -56,6 +57,37 @@ TEST(ServerHardening, DeeplyNestedJsonIs400) {
            R"({"prompt":"Once","max_tokens":2,"x":)" + nested("[", "", "]", server::kMaxJsonDepth - 1) + "}");
   EXPECT_EQ(at_limit.body.find("deeper than"), std::string::npos) << at_limit.body.substr(0, 300);
   expect_serving(*c);
+}
+
+// A step that throws inside the engine (a backend failing on purpose) answers that request with a 500 in the API's
+// shape, streamed or not; the server keeps serving, exactly, and no KV block stays held (TestServer::stop checks).
+constexpr int32_t kFaultPos = 300;  // only the long prompts below reach it
+
+TEST(ServerHardening, FailedEngineStepAnswers500AndServesOn) {
+  TestServerConfig cfg;
+  cfg.backend = [](model::Model& m, const engine::EngineConfig& c) -> std::unique_ptr<engine::Backend> {
+    return std::make_unique<FaultBackend>(m, c, kFaultPos);
+  };
+  TestServer server(cfg);
+  if (!server.ok()) GTEST_FAIL() << "needs ../shared/models/stories260K.gguf";
+  auto c = server.client();
+  const json good = {{"prompt", "Once upon a time"}, {"max_tokens", 6}, {"temperature", 0}};
+  const HttpResult before = post(*c, "/v1/completions", good);
+  ASSERT_EQ(before.status, 200) << before.body;
+
+  const json long_prompt(std::vector<int32_t>(kFaultPos + 8, 200));
+  const HttpResult failed = post(*c, "/v1/completions", json{{"prompt", long_prompt}, {"max_tokens", 4}});
+  EXPECT_EQ(failed.status, 500) << failed.body;
+  EXPECT_NE(failed.body.find("injected fault"), std::string::npos) << failed.body;
+  const HttpResult streamed =
+      post(*c, "/v1/completions", json{{"prompt", long_prompt}, {"max_tokens", 4}, {"stream", true}});
+  EXPECT_EQ(streamed.status, 200);  // the headers went out before the failure; the stream says what happened
+  EXPECT_NE(streamed.body.find("injected fault"), std::string::npos) << streamed.body;
+
+  const HttpResult after = post(*c, "/v1/completions", good);
+  ASSERT_EQ(after.status, 200) << after.body;
+  EXPECT_EQ(after.body_json()["choices"][0]["text"], before.body_json()["choices"][0]["text"]);
+  EXPECT_EQ(server.engine().counters().n_failed_steps, 2);
 }
 
 }  // namespace

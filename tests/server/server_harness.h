@@ -5,6 +5,7 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -35,6 +36,8 @@ struct TestServerConfig {
     return o;
   }();
   std::string alias;
+  // When set, the engine runs on this backend instead of the CPU one (fault injection).
+  std::function<std::unique_ptr<engine::Backend>(model::Model&, const engine::EngineConfig&)> backend;
 };
 
 // One server with its own model (a Model's activation buffers are not shared between engines).
@@ -45,12 +48,16 @@ class TestServer {
     if (path_.empty()) return;
     model_ = model::Model::load(path_, 512);
     tokenizer_ = Tokenizer::from_gguf(model_->file());
-    engine_ = std::make_unique<engine::Engine>(*model_, *tokenizer_, config.engine);
+    const engine::EngineConfig ecfg = engine::with_eog(config.engine, *tokenizer_);
+    engine_ = config.backend ? std::make_unique<engine::Engine>(config.backend(*model_, ecfg), ecfg)
+                             : std::make_unique<engine::Engine>(*model_, ecfg);
     engine_->start();
     server_ = std::make_unique<server::Server>(config.server);
     port_ = server_->bind();
     server_->start();
-    server_->attach(*engine_, *tokenizer_, {path_, config.alias, std::nullopt});
+    server_->attach(*engine_, *tokenizer_,
+                    {path_, config.alias, std::nullopt,
+                     model_->file().try_string("tokenizer.chat_template").value_or("")});
   }
   ~TestServer() { stop(); }
 

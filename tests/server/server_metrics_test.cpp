@@ -22,7 +22,9 @@ double sample_value(const std::string& text, const std::string& series) {
 }
 
 TEST(ServerMetrics, FamiliesFollowTrafficAndPromtoolAccepts) {
-  TestServer srv;
+  TestServerConfig cfg;
+  cfg.server.debug_invariants = true;  // the preface_kv_invariants_ok gauge
+  TestServer srv(cfg);
   ASSERT_TRUE(srv.ok());
   auto c = srv.client();
   const json req = {{"prompt", std::string(200, 'a')}, {"max_tokens", 8}, {"temperature", 0}};

@@ -179,7 +179,7 @@ TEST(ServerTenancyTiming, AnotherTenantsPrefixIsAsSlowAsACold) {
   engine::EngineConfig ecfg;
   ecfg.kv_cache_bytes = 64ull << 20;
   ecfg.n_threads = 1;
-  engine::Engine eng(*mdl, *tok, ecfg);
+  engine::Engine eng(*mdl, engine::with_eog(ecfg, *tok));
   eng.start();
   server::ServerOptions sopts = keyed_config().server;
   sopts.port = 0;
@@ -187,7 +187,7 @@ TEST(ServerTenancyTiming, AnotherTenantsPrefixIsAsSlowAsACold) {
   server::Server srv(sopts);
   const int port = srv.bind();
   srv.start();
-  srv.attach(eng, *tok, {path, "", std::nullopt});
+  srv.attach(eng, *tok, {path, "", std::nullopt, ""});
   httplib::Client c("127.0.0.1", port);
   c.set_read_timeout(60, 0);
 

@@ -1,0 +1,37 @@
+#include "engine/cpu_backend.h"
+
+#include <algorithm>
+#include <string>
+
+#include "util/error.h"
+
+namespace preface::engine {
+
+int32_t kv_blocks_for_budget(const model::Config& cfg, model::KvType type, int32_t block_size, uint64_t budget) {
+  model::check_kv_type_fits(type, cfg.head_dim);  // before sizing: a refused type's row size means nothing
+  const uint64_t per_block =
+      2ull * cfg.n_layers * model::kv_row_bytes(type, static_cast<size_t>(cfg.kv_row_values())) *
+      static_cast<uint64_t>(block_size);
+  const uint64_t n = budget / per_block;
+  if (n < 1) {
+    throw Error("KV cache budget of " + std::to_string(budget) + " bytes holds no block (one block of " +
+                std::to_string(block_size) + " tokens needs " + std::to_string(per_block) + " bytes)");
+  }
+  return static_cast<int32_t>(std::min<uint64_t>(n, 1u << 24));
+}
+
+CpuBackend::CpuBackend(model::Model& model, model::KvType kv_type, int32_t block_size, int32_t n_blocks,
+                       int32_t n_threads)
+    : model_(model),
+      threads_(n_threads > 0 ? n_threads : ThreadPool::hardware_threads()),
+      storage_(model.config(), kv_type, block_size, n_blocks) {}
+
+void CpuBackend::forward(const model::ForwardBatch& batch, float* logits) {
+  model_.forward(batch, storage_.view(), threads_, logits);
+}
+
+void CpuBackend::copy_block_rows(int32_t src_block, int32_t dst_block, int32_t n_rows) {
+  storage_.copy_rows(src_block, dst_block, n_rows);
+}
+
+}  // namespace preface::engine

@@ -1,0 +1,39 @@
+// One step's model work: turns the scheduler's plan into a batch, runs the backend's forward pass, and samples
+// the next token of every sequence whose chunk reached the end of its known tokens (with log-probabilities when
+// the request asked). Knows nothing of streams, stop rules or counters (engine.h) nor of blocks beyond the block
+// tables it passes on (scheduler.h).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/logprobs.h"
+#include "engine/scheduler.h"
+
+namespace preface::engine {
+
+// What the step produced for one chunk of the plan that reached the end of its sequence's tokens.
+struct SampledToken {
+  size_t chunk = 0;                    // index into the plan
+  int32_t token = -1;
+  bool has_logprob = false;            // the request's n_logprobs >= 0
+  TokenLogprob logprob;
+  const float* logits = nullptr;       // [n_vocab], valid until the next run()
+};
+
+class ModelRunner {
+ public:
+  // Sizes the logits buffer for max_running sequences (one sampled row each per step).
+  ModelRunner(Backend& backend, int32_t max_running);
+
+  // Runs the plan's chunks (each seq->tokens[n_computed, n_computed + n_tokens)) in one forward pass. Does not
+  // advance the sequences (the scheduler's on_computed does). Throws whatever the backend or sampler throws.
+  std::vector<SampledToken> run(const std::vector<ScheduledChunk>& plan);
+
+ private:
+  Backend& backend_;
+  model::ForwardBatch batch_;
+  std::vector<float> logits_;  // [max_running][n_vocab]
+};
+
+}  // namespace preface::engine

@@ -1,0 +1,53 @@
+// A backend that fails on purpose: the CPU backend, except that a forward pass over a batch holding a token at
+// position `fault_pos` (only a prompt that long reaches it), or the block copy after copy_fault is set, throws. For the engine's and server's exception boundary tests.
+#pragma once
+#include <atomic>
+#include <memory>
+
+#include "engine/cpu_backend.h"
+#include "engine/engine.h"
+#include "util/error.h"
+
+namespace preface::test {
+
+class FaultBackend final : public engine::Backend {
+ public:
+  FaultBackend(model::Model& model, const engine::EngineConfig& c, int32_t fault_pos)
+      : inner_(model, c.kv_type, c.block_size,
+               engine::kv_blocks_for_budget(model.config(), c.kv_type, c.block_size, c.kv_cache_bytes), c.n_threads),
+        fault_pos_(fault_pos) {}
+
+  const model::Config& config() const override { return inner_.config(); }
+  const std::string& fingerprint() const override { return inner_.fingerprint(); }
+  int32_t max_batch_tokens() const override { return inner_.max_batch_tokens(); }
+  model::KvType kv_type() const override { return inner_.kv_type(); }
+  int32_t block_size() const override { return inner_.block_size(); }
+  int32_t n_kv_blocks() const override { return inner_.n_kv_blocks(); }
+  size_t kv_bytes() const override { return inner_.kv_bytes(); }
+
+  void forward(const model::ForwardBatch& batch, float* logits) override {
+    for (int32_t pos : batch.pos) {
+      if (pos == fault_pos_) {
+        ++n_faults;
+        throw Error("injected fault: position " + std::to_string(pos) + " in the batch");
+      }
+    }
+    inner_.forward(batch, logits);
+  }
+  void copy_block_rows(int32_t src, int32_t dst, int32_t n_rows) override {
+    if (copy_fault.exchange(false)) {
+      ++n_faults;
+      throw Error("injected fault: block copy");
+    }
+    inner_.copy_block_rows(src, dst, n_rows);
+  }
+
+  std::atomic<int> n_faults{0};
+  std::atomic<bool> copy_fault{false};  // the next block copy throws
+
+ private:
+  engine::CpuBackend inner_;
+  int32_t fault_pos_;
+};
+
+}  // namespace preface::test
