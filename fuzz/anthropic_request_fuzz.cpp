@@ -25,12 +25,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const nlohmann::json json = server::parse_json_object(body);
     const server::AnthropicRequest r = server::parse_messages_request(json, ctx, count_only);
     fuzz::check_generation(ctx, r.generation);
-    fuzz::check(r.generation.max_new_tokens >= 1, "max_tokens below 1 accepted");
-    fuzz::check(r.generation.sampling.temperature <= 1, "temperature above 1 accepted");
-    fuzz::check(!count_only || r.generation.pins.empty(), "count_tokens resolved cache breakpoints");
+    fuzz::check(r.generation.params.max_new_tokens >= 1, "max_tokens below 1 accepted");
+    fuzz::check(r.generation.params.sampling.temperature <= 1, "temperature above 1 accepted");
+    fuzz::check(!count_only || r.generation.params.cache_pins.empty(), "count_tokens resolved cache breakpoints");
     const auto format = server::make_messages_format(ctx, r);
-    const std::string text = fixture.tokenizer().decode(r.generation.prompt);
-    fuzz::exercise_format(*format, text, static_cast<int32_t>(r.generation.prompt.size()));
+    const std::string text = fixture.tokenizer().decode(r.generation.params.prompt);
+    fuzz::exercise_format(*format, text, static_cast<int32_t>(r.generation.params.prompt.size()));
   } catch (const server::ApiError& e) {
     fuzz::check_api_error(server::ApiFlavor::Anthropic, e);
   }

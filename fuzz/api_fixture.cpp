@@ -40,7 +40,8 @@ ApiFixture::ApiFixture() {
   }
 }
 
-void check_generation(const server::ServerContext& ctx, const server::GenerationRequest& g) {
+void check_generation(const server::ServerContext& ctx, const server::GenerationRequest& request) {
+  const engine::RequestParams& g = request.params;
   const int32_t n_vocab = ctx.tokenizer.n_vocab();
   for (const int32_t id : g.prompt) {
     check(id >= 0 && id < n_vocab, "prompt id " + std::to_string(id) + " outside the vocab");
@@ -53,14 +54,16 @@ void check_generation(const server::ServerContext& ctx, const server::Generation
   check(std::isfinite(s.min_p) && s.min_p >= 0 && s.min_p <= 1, "min_p out of range");
   check(std::isfinite(s.repeat_penalty) && s.repeat_penalty > 0, "repetition_penalty out of range");
   check(std::isfinite(s.presence_penalty) && std::isfinite(s.frequency_penalty), "penalty not finite");
-  check(g.stop.size() <= static_cast<size_t>(ctx.limits.max_stop_strings), "more stop strings than the limit");
-  for (const std::string& stop : g.stop) check(!stop.empty(), "empty stop string accepted");
-  check(g.n_top_logprobs <= ctx.limits.max_top_logprobs, "n_top_logprobs above the limit");
-  check(g.pins.size() <= 4, "more than 4 cache breakpoints");
-  for (const server::PrefixPin& pin : g.pins) {
+  check(request.stop.size() <= static_cast<size_t>(ctx.limits.max_stop_strings),
+        "more stop strings than the limit");
+  for (const std::string& stop : request.stop) check(!stop.empty(), "empty stop string accepted");
+  check(g.n_logprobs <= ctx.limits.max_top_logprobs, "n_logprobs above the limit");
+  check(g.cache_pins.size() <= 4, "more than 4 cache breakpoints");
+  for (const engine::CachePin& pin : g.cache_pins) {
     check(pin.n_tokens >= 0 && static_cast<size_t>(pin.n_tokens) <= g.prompt.size(),
           "cache breakpoint outside the prompt");
-    check(pin.ttl_s == 300 || pin.ttl_s == 3600, "cache breakpoint ttl " + std::to_string(pin.ttl_s));
+    check(pin.ttl.count() == 300 || pin.ttl.count() == 3600,
+          "cache breakpoint ttl " + std::to_string(pin.ttl.count()));
   }
 }
 

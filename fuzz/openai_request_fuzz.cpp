@@ -27,7 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         chat ? server::parse_chat_request(json, ctx) : server::parse_completion_request(json, ctx);
     fuzz::check_generation(ctx, r.generation);
     fuzz::check(r.generation.text_start == chat, "text_start does not match the endpoint");
-    fuzz::check(r.generation.n_top_logprobs < 0 || r.logprobs, "top logprobs without logprobs");
+    fuzz::check(r.generation.params.n_logprobs < 0 || r.logprobs, "top logprobs without logprobs");
     const auto format = chat ? server::make_chat_format(ctx, r) : server::make_completion_format(ctx, r);
     const std::string text = fixture.tokenizer().decode(r.generation.prompt);
     fuzz::exercise_format(*format, text, static_cast<int32_t>(r.generation.prompt.size()));

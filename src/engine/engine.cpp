@@ -94,13 +94,13 @@ std::shared_ptr<RequestStream> Engine::submit(RequestParams params) {
     }
   }
   if (n_prompt >= cfg.ctx_len) {
-    throw Error("the prompt is " + std::to_string(n_prompt) + " tokens; the model's context is " +
-                std::to_string(cfg.ctx_len) + " tokens");
+    throw PromptTooLong("the prompt is " + std::to_string(n_prompt) + " tokens; the model's context is " +
+                        std::to_string(cfg.ctx_len) + " tokens, including at least one generated token");
   }
   const int64_t pool_tokens = static_cast<int64_t>(pool_.n_blocks()) * config_.block_size;
   if (n_prompt + 1 > pool_tokens) {
-    throw Error("the prompt is " + std::to_string(n_prompt) + " tokens; the KV cache holds " +
-                std::to_string(pool_tokens) + " tokens");
+    throw PromptTooLong("the prompt is " + std::to_string(n_prompt) + " tokens; the KV cache holds " +
+                        std::to_string(pool_tokens) + " tokens");
   }
   if (params.max_new_tokens < 0) throw Error("max tokens must be >= 0");
 

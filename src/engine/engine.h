@@ -103,8 +103,10 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Validates and queues a request. Throws preface::Error for an empty prompt, a token id out of range, a prompt
-  // that does not fit the model's context or the whole KV pool (messages give both numbers).
+  // Validates and queues a request. Throws PromptTooLong for a prompt that does not fit the model's context
+  // (with at least one token to generate) or the whole KV pool (the message gives both numbers), preface::Error
+  // for an empty prompt or a token id out of range. The only prompt-length check of the project: the layers above
+  // map PromptTooLong to their API's error.
   std::shared_ptr<RequestStream> submit(RequestParams params);
 
   // Caller-driven mode (tests, CLI): one scheduling step; false when there was nothing to do.

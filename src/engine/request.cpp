@@ -2,17 +2,6 @@
 
 namespace preface::engine {
 
-const char* finish_reason_name(FinishReason r) {
-  switch (r) {
-    case FinishReason::None: return "none";
-    case FinishReason::Length: return "length";
-    case FinishReason::Stop: return "stop";
-    case FinishReason::Cancelled: return "cancelled";
-    case FinishReason::Error: return "error";
-  }
-  return "unknown";
-}
-
 std::optional<TokenEvent> RequestStream::next() {
   std::unique_lock lock(mu_);
   cv_.wait(lock, [&] { return !events_.empty() || finished_; });

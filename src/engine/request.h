@@ -12,13 +12,19 @@
 
 #include "engine/logprobs.h"
 #include "engine/sampler.h"
+#include "util/error.h"
 
 namespace preface::engine {
 
 enum class FinishReason { None, Length, Stop, Cancelled, Error };
-const char* finish_reason_name(FinishReason r);  // "length" | "stop" | "cancelled" | "error"
 
-// Keep the full blocks of the prompt prefix [0, n_tokens) cached (never evicted) for ttl after the last use.
+// Engine::submit's refusal of a prompt longer than the model's context or the KV pool.
+struct PromptTooLong : Error {
+  using Error::Error;
+};
+
+// Keep the full blocks of the prompt prefix [0, n_tokens) cached (never evicted) for ttl after the last use
+// (Anthropic's cache_control breakpoints; ttl 300 s for "5m", 3600 s for "1h").
 struct CachePin {
   int32_t n_tokens = 0;
   std::chrono::seconds ttl{300};

@@ -120,9 +120,9 @@ std::vector<int32_t> render_prompt(ServerContext& ctx, const std::vector<Turn>& 
   }
 }
 
-std::vector<PrefixPin> resolve_breakpoints(ServerContext& ctx, const std::vector<Turn>& turns,
+std::vector<engine::CachePin> resolve_breakpoints(ServerContext& ctx, const std::vector<Turn>& turns,
                                                  const std::vector<int32_t>& prompt) {
-  std::vector<PrefixPin> out;
+  std::vector<engine::CachePin> out;
   for (size_t t = 0; t < turns.size(); ++t) {
     for (size_t b = 0; b < turns[t].blocks.size(); ++b) {
       const int32_t ttl_s = turns[t].blocks[b].ttl_s;
@@ -131,7 +131,7 @@ std::vector<PrefixPin> resolve_breakpoints(ServerContext& ctx, const std::vector
         throw ApiError(400, "a maximum of " + std::to_string(kMaxBreakpoints) +
                                 " blocks with cache_control may be provided");
       }
-      if (!out.empty() && ttl_s > out.back().ttl_s) {
+      if (!out.empty() && std::chrono::seconds(ttl_s) > out.back().ttl) {
         throw ApiError(400, "a cache_control breakpoint with ttl '1h' cannot follow one with ttl '5m'");
       }
       std::vector<ChatMessage> partial = to_messages(turns, t);
@@ -143,7 +143,7 @@ std::vector<PrefixPin> resolve_breakpoints(ServerContext& ctx, const std::vector
         // A template that rejects this cut (e.g. a lone system message): the breakpoint covers what it can.
       }
       const auto mismatch = std::mismatch(tokens.begin(), tokens.end(), prompt.begin(), prompt.end());
-      out.push_back({static_cast<int32_t>(mismatch.first - tokens.begin()), ttl_s});
+      out.push_back({static_cast<int32_t>(mismatch.first - tokens.begin()), std::chrono::seconds(ttl_s)});
     }
   }
   return out;
@@ -161,7 +161,7 @@ AnthropicRequest parse_messages_request(const json& body, ServerContext& ctx, bo
     }
   }
   AnthropicRequest r;
-  GenerationRequest& g = r.generation;
+  engine::RequestParams& g = r.generation.params;
   const auto max_tokens = f.integer("max_tokens", 1, ctx.limits.max_output_tokens);
   if (!max_tokens && !count_only) f.fail("max_tokens", "is required");
   g.max_new_tokens = static_cast<int32_t>(max_tokens.value_or(1));
@@ -170,14 +170,14 @@ AnthropicRequest parse_messages_request(const json& body, ServerContext& ctx, bo
   if (g.sampling.top_p <= 0) f.fail("top_p", "must be greater than 0");
   g.sampling.top_k = static_cast<int32_t>(f.integer("top_k", 0, 1 << 30).value_or(0));
   g.sampling.seed = ctx.random_seed();
-  g.stop = f.strings("stop_sequences", static_cast<size_t>(ctx.limits.max_stop_strings));
+  r.generation.stop = f.strings("stop_sequences", static_cast<size_t>(ctx.limits.max_stop_strings));
   g.cache_salt = f.string("cache_salt").value_or("");
-  g.text_start = true;
+  r.generation.text_start = true;
   (void)f.object("metadata");
   r.stream = f.boolean("stream").value_or(false);
   const std::vector<Turn> turns = parse_turns(f, body, ctx.limits.max_messages);
   g.prompt = render_prompt(ctx, turns);
-  if (!count_only) g.pins = resolve_breakpoints(ctx, turns, g.prompt);
+  if (!count_only) g.cache_pins = resolve_breakpoints(ctx, turns, g.prompt);
   return r;
 }
 

@@ -46,30 +46,23 @@ std::string StopMatcher::flush() {
 
 const std::string& StopMatcher::matched_stop() const { return stops_.at(static_cast<size_t>(matched_)); }
 
-const char* openai_finish_reason(StopKind kind) { return kind == StopKind::Length ? "length" : "stop"; }
-
-const char* anthropic_stop_reason(StopKind kind) {
-  switch (kind) {
-    case StopKind::Length: return "max_tokens";
-    case StopKind::StopString: return "stop_sequence";
-    default: return "end_turn";
-  }
+const StopKindNames& stop_kind_names(StopKind kind) {
+  static constexpr StopKindNames kNames[] = {
+      {"eos", "stop", "end_turn"},                // EndOfGeneration
+      {"stop_string", "stop", "stop_sequence"},   // StopString
+      {"length", "length", "max_tokens"},         // Length
+      {"cancelled", "stop", "end_turn"},          // Cancelled (never sent as a normal ending)
+      {"error", "stop", "end_turn"},              // Error (never sent as a normal ending)
+  };
+  return kNames[static_cast<size_t>(kind)];
 }
 
 Generation::Generation(engine::Engine& engine, const Tokenizer& tokenizer, GenerationRequest request)
-    : n_prompt_(static_cast<int32_t>(request.prompt.size())),
-      n_top_logprobs_(request.n_top_logprobs),
+    : n_prompt_(static_cast<int32_t>(request.params.prompt.size())),
+      n_top_logprobs_(request.params.n_logprobs),
       decoder_(tokenizer, request.text_start),
       stops_(std::move(request.stop)) {
-  engine::RequestParams params;
-  params.prompt = std::move(request.prompt);
-  params.sampling = request.sampling;
-  params.max_new_tokens = request.max_new_tokens;
-  params.ignore_eos = request.ignore_eos;
-  params.cache_salt = std::move(request.cache_salt);
-  params.n_logprobs = request.n_top_logprobs;
-  for (const PrefixPin& pin : request.pins) params.cache_pins.push_back({pin.n_tokens, std::chrono::seconds(pin.ttl_s)});
-  stream_ = engine.submit(std::move(params));
+  stream_ = engine.submit(std::move(request.params));
 }
 
 Generation::~Generation() {

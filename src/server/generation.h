@@ -33,24 +33,14 @@ class StopMatcher {
   int32_t matched_ = -1;  // index into stops_
 };
 
-// A prompt prefix to keep cached (Anthropic's cache_control breakpoints).
-struct PrefixPin {
-  int32_t n_tokens = 0;  // prompt tokens up to and including the marked block
-  int32_t ttl_s = 300;   // 300 ("5m") or 3600 ("1h"), refreshed on each hit
-};
-
+// One request: the engine's parameters (prompt ids with BOS when wanted, sampling, max tokens, ignore_eos,
+// cache salt, n_logprobs: alternatives reported per token or < 0 for none, cache_pins: Anthropic's cache_control
+// breakpoints in prompt order) plus what only text generation needs.
 struct GenerationRequest {
-  std::vector<int32_t> prompt;        // token ids, BOS included when wanted
-  engine::SamplingParams sampling;
-  int32_t max_new_tokens = 16;
-  bool ignore_eos = false;
-  std::string cache_salt;
+  engine::RequestParams params;
   std::vector<std::string> stop;      // stop strings, each non-empty
-  int32_t n_top_logprobs = -1;        // < 0: no log-probabilities; else alternatives reported per token
   bool text_start = false;            // the output starts a new text (chat reply): the leading-space rule of
                                       // Tokenizer::decode applies; false continues the prompt (completions)
-  // Prefixes to pin, in prompt order: the engine keeps their full blocks cached until the TTL passes.
-  std::vector<PrefixPin> pins;
 };
 
 using TopLogprob = engine::TopLogprob;
@@ -63,6 +53,15 @@ struct GenerationDelta {
 
 enum class StopKind { EndOfGeneration, StopString, Length, Cancelled, Error };
 
+// The one table of how a generation ended, in every vocabulary: metrics and log label, OpenAI finish_reason,
+// Anthropic stop_reason.
+struct StopKindNames {
+  const char* label;                  // "eos" | "stop_string" | "length" | "cancelled" | "error"
+  const char* openai;                 // "stop" | "length"
+  const char* anthropic;              // "end_turn" | "stop_sequence" | "max_tokens"
+};
+const StopKindNames& stop_kind_names(StopKind kind);
+
 struct GenerationSummary {
   StopKind kind = StopKind::Length;
   std::string stop_string;            // the stop string that ended it (kind == StopString)
@@ -72,12 +71,12 @@ struct GenerationSummary {
   std::vector<float> inter_token_s;   // [n_tokens - 1] gaps between consecutive tokens reaching the server
 };
 
-const char* openai_finish_reason(StopKind kind);     // "stop" | "length"
-const char* anthropic_stop_reason(StopKind kind);    // "end_turn" | "stop_sequence" | "max_tokens"
+inline const char* openai_finish_reason(StopKind kind) { return stop_kind_names(kind).openai; }
+inline const char* anthropic_stop_reason(StopKind kind) { return stop_kind_names(kind).anthropic; }
 
 class Generation {
  public:
-  // Submits to the engine; throws preface::Error when the engine rejects the request (e.g. prompt too long).
+  // Submits to the engine; throws engine::PromptTooLong or preface::Error when the engine rejects the request.
   Generation(engine::Engine& engine, const Tokenizer& tokenizer, GenerationRequest request);
   // Cancels the request when it has not finished (its blocks are freed at the engine's next step).
   ~Generation();

@@ -57,11 +57,11 @@ void send_error(HttpState& state, const httplib::Request& req, httplib::Response
 namespace {
 
 // " pins=12@300s,40@300s" for the request's cache_control breakpoints ("" when none).
-std::string pins_text(const std::vector<PrefixPin>& pins) {
+std::string pins_text(const std::vector<engine::CachePin>& pins) {
   std::string out;
-  for (const PrefixPin& p : pins) {
+  for (const engine::CachePin& p : pins) {
     out += out.empty() ? " pins=" : ",";
-    out += std::to_string(p.n_tokens) + "@" + std::to_string(p.ttl_s) + "s";
+    out += std::to_string(p.n_tokens) + "@" + std::to_string(p.ttl.count()) + "s";
   }
   return out;
 }
@@ -70,12 +70,11 @@ void log_generation(const HttpState& state, uint64_t slot_id, const std::string&
                     const Generation& gen, const std::string& note) {
   if (!state.options.log_requests) return;
   const GenerationSummary& s = gen.summary();
-  static constexpr const char* kKinds[] = {"eos", "stop_string", "length", "cancelled", "error"};
   std::fprintf(stderr,
                "req %llu %s %s prompt=%d cached=%d written=%d generated=%d ttft=%.1fms total=%.1fms finish=%s%s\n",
                static_cast<unsigned long long>(slot_id), method.c_str(), path.c_str(),
                s.stats.n_prompt_tokens, s.stats.n_cached_tokens, s.stats.n_written_tokens, s.n_completion_tokens,
-               s.stats.first_token_ms, s.stats.total_ms, kKinds[static_cast<int>(s.kind)], note.c_str());
+               s.stats.first_token_ms, s.stats.total_ms, stop_kind_names(s.kind).label, note.c_str());
 }
 
 // State of one streaming response, shared by the content provider and its releaser (same worker thread).
@@ -111,28 +110,24 @@ void serve_generation(HttpState& state, ServerContext& ctx, const httplib::Reque
     throw ApiError(503, state.in_flight.closing() ? "the server is shutting down"
                                                    : "the server is overloaded: too many requests in flight");
   }
-  request.cache_salt = tenant_cache_salt(authenticate(state.options, req), request.cache_salt);
-  const std::string pins = pins_text(request.pins);
-  const auto n_prompt = static_cast<int64_t>(request.prompt.size());
-  if (ctx.limits.max_prompt_tokens > 0 && n_prompt > ctx.limits.max_prompt_tokens) {
+  engine::RequestParams& params = request.params;
+  params.cache_salt = tenant_cache_salt(authenticate(state.options, req), params.cache_salt);
+  const std::string pins = pins_text(params.cache_pins);
+  const auto n_prompt = static_cast<int64_t>(params.prompt.size());
+  const char* prompt_field = req.path == "/v1/completions" ? "prompt" : "messages";
+  if (ctx.limits.max_prompt_tokens > 0 && n_prompt > ctx.limits.max_prompt_tokens) {  // a server policy
     throw ApiError(400,
                    "the prompt is " + std::to_string(n_prompt) + " tokens; this server accepts at most " +
                        std::to_string(ctx.limits.max_prompt_tokens),
-                   req.path == "/v1/completions" ? "prompt" : "messages", "context_length_exceeded");
-  }
-  if (n_prompt >= ctx.ctx_len()) {
-    throw ApiError(400,
-                   "the prompt is " + std::to_string(n_prompt) + " tokens; the model's context is " +
-                       std::to_string(ctx.ctx_len()) + " tokens, including at least one generated token",
-                   req.path == "/v1/completions" ? "prompt" : "messages", "context_length_exceeded");
+                   prompt_field, "context_length_exceeded");
   }
   std::unique_ptr<Generation> gen;
   try {
     gen = std::make_unique<Generation>(ctx.engine, ctx.tokenizer, std::move(request));
-  } catch (const ApiError&) {
-    throw;
+  } catch (const engine::PromptTooLong& e) {  // the model's context or the whole KV cache
+    throw ApiError(400, e.what(), prompt_field, "context_length_exceeded");
   } catch (const Error& e) {
-    throw ApiError(400, e.what());  // e.g. a prompt larger than the whole KV cache
+    throw ApiError(400, e.what());
   }
   slot->attach(gen->stream());
 

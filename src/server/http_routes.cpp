@@ -166,7 +166,7 @@ void register_routes(httplib::Server& http, HttpState& state) {
   http.Post("/v1/messages/count_tokens",
             api(state, [](ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
               const AnthropicRequest r = parse_messages_request(parse_json_object(req.body), ctx, true);
-              send_json(res, {{"input_tokens", r.generation.prompt.size()}});
+              send_json(res, {{"input_tokens", r.generation.params.prompt.size()}});
             }));
   http.Delete("/v1/cache", [&state](const httplib::Request& req, httplib::Response& res) {
     try {

@@ -37,17 +37,6 @@ void single(std::string& out, const std::string& name, const char* type, const c
   sample(out, name, value);
 }
 
-const char* stop_kind_label(StopKind k) {
-  switch (k) {
-    case StopKind::EndOfGeneration: return "eos";
-    case StopKind::StopString: return "stop_string";
-    case StopKind::Length: return "length";
-    case StopKind::Cancelled: return "cancelled";
-    case StopKind::Error: return "error";
-  }
-  return "unknown";
-}
-
 }  // namespace
 
 Histogram::Histogram(std::vector<double> upper_bounds)
@@ -89,7 +78,7 @@ void Metrics::on_generation(const GenerationSummary& s) {
   n_completion_tokens_ += static_cast<uint64_t>(s.n_completion_tokens);
   n_cached_tokens_ += static_cast<uint64_t>(s.stats.n_cached_tokens);
   n_written_tokens_ += static_cast<uint64_t>(s.stats.n_written_tokens);
-  finish_reasons_[stop_kind_label(s.kind)]++;
+  finish_reasons_[stop_kind_names(s.kind).label]++;
   if (s.stats.n_generated_tokens > 0) ttft_s_.observe(s.stats.first_token_ms / 1e3);
   for (const float gap : s.inter_token_s) inter_token_s_.observe(gap);
   e2e_s_.observe(s.stats.total_ms / 1e3);

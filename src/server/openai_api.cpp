@@ -31,7 +31,7 @@ OpenAIRequest parse_common(const JsonFields& f, const json& body, ServerContext&
   ctx.check_model(f.string("model"));
   reject_unsupported(f, body);
   OpenAIRequest r;
-  GenerationRequest& g = r.generation;
+  engine::RequestParams& g = r.generation.params;
   const int64_t max_output = ctx.limits.max_output_tokens;
   g.max_new_tokens = static_cast<int32_t>(std::min<int64_t>(ctx.ctx_len(), max_output));
   if (auto n = f.integer("max_tokens", 0, max_output)) g.max_new_tokens = static_cast<int32_t>(*n);
@@ -48,7 +48,7 @@ OpenAIRequest parse_common(const JsonFields& f, const json& body, ServerContext&
   if (s.repeat_penalty <= 0) f.fail("repetition_penalty", "must be greater than 0");
   const auto seed = f.integer("seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
   s.seed = seed ? static_cast<uint64_t>(*seed) : ctx.random_seed();
-  g.stop = f.strings("stop", static_cast<size_t>(ctx.limits.max_stop_strings));
+  r.generation.stop = f.strings("stop", static_cast<size_t>(ctx.limits.max_stop_strings));
   g.ignore_eos = f.boolean("ignore_eos").value_or(false);
   g.cache_salt = f.string("cache_salt").value_or("");
   (void)f.string("prompt_cache_key");  // type-checked; routing hint only (see the header)
@@ -133,9 +133,9 @@ OpenAIRequest parse_completion_request(const json& body, ServerContext& ctx) {
   OpenAIRequest r = parse_common(f, body, ctx);
   if (auto n = f.integer("logprobs", 0, ctx.limits.max_top_logprobs)) {
     r.logprobs = true;
-    r.generation.n_top_logprobs = static_cast<int32_t>(*n);
+    r.generation.params.n_logprobs = static_cast<int32_t>(*n);
   }
-  r.generation.prompt = completion_prompt(f, body, ctx.tokenizer);
+  r.generation.params.prompt = completion_prompt(f, body, ctx.tokenizer);
   r.generation.text_start = false;
   return r;
 }
@@ -146,8 +146,8 @@ OpenAIRequest parse_chat_request(const json& body, ServerContext& ctx) {
   r.logprobs = f.boolean("logprobs").value_or(false);
   const auto top = f.integer("top_logprobs", 0, ctx.limits.max_top_logprobs);
   if (top && !r.logprobs) f.fail("top_logprobs", "requires logprobs to be true");
-  if (r.logprobs) r.generation.n_top_logprobs = static_cast<int32_t>(top.value_or(0));
-  r.generation.prompt = ctx.chat_prompt(chat_messages(f, ctx.limits.max_messages), true);
+  if (r.logprobs) r.generation.params.n_logprobs = static_cast<int32_t>(top.value_or(0));
+  r.generation.params.prompt = ctx.chat_prompt(chat_messages(f, ctx.limits.max_messages), true);
   r.generation.text_start = true;
   return r;
 }

@@ -302,20 +302,20 @@ TEST_F(ServerApi, CacheControlBreakpointsResolveToPromptPrefixes) {
                      {"content", {{{"type", "text"}, {"text", "The cat sat."}, {"cache_control", {{"type", "ephemeral"}}}},
                                   {{"type", "text"}, {"text", "The dog ran."}}}}}}}};
   const server::AnthropicRequest r = server::parse_messages_request(body, ctx);
-  const std::vector<int32_t>& prompt = r.generation.prompt;
-  ASSERT_EQ(r.generation.pins.size(), 2u);
+  const std::vector<int32_t>& prompt = r.generation.params.prompt;
+  ASSERT_EQ(r.generation.params.cache_pins.size(), 2u);
   const auto prefix_text = [&](int32_t n) {
     return server_->tokenizer().decode(std::vector<int32_t>(prompt.begin(), prompt.begin() + n));
   };
-  const std::string p0 = prefix_text(r.generation.pins[0].n_tokens);
-  const std::string p1 = prefix_text(r.generation.pins[1].n_tokens);
-  EXPECT_EQ(r.generation.pins[0].ttl_s, 3600);
-  EXPECT_EQ(r.generation.pins[1].ttl_s, 300);
+  const std::string p0 = prefix_text(r.generation.params.cache_pins[0].n_tokens);
+  const std::string p1 = prefix_text(r.generation.params.cache_pins[1].n_tokens);
+  EXPECT_EQ(r.generation.params.cache_pins[0].ttl.count(), 3600);
+  EXPECT_EQ(r.generation.params.cache_pins[1].ttl.count(), 300);
   EXPECT_NE(p0.find("You tell stories."), std::string::npos) << p0;
   EXPECT_EQ(p0.find("cat"), std::string::npos) << p0;
   EXPECT_NE(p1.find("The cat sat."), std::string::npos) << p1;
   EXPECT_EQ(p1.find("dog"), std::string::npos) << p1;
-  EXPECT_LT(r.generation.pins[1].n_tokens, static_cast<int32_t>(prompt.size()));
+  EXPECT_LT(r.generation.params.cache_pins[1].n_tokens, static_cast<int32_t>(prompt.size()));
 }
 
 TEST_F(ServerApi, TokenizeDetokenize) {
