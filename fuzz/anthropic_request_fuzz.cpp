@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api_fixture.h"
-#include "server/anthropic_api.h"
+#include "server/api/anthropic_api.h"
 #include "support.h"
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {

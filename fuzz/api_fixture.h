@@ -8,10 +8,10 @@
 
 #include "engine/engine.h"
 #include "model/model.h"
-#include "server/api_error.h"
-#include "server/context.h"
-#include "server/generation.h"
-#include "server/metrics.h"
+#include "server/api/api_error.h"
+#include "server/api/context.h"
+#include "server/api/generation.h"
+#include "server/http/metrics.h"
 
 namespace preface::fuzz {
 

@@ -13,15 +13,15 @@
 #include <string>
 #include <vector>
 
-#include "server/chat_template.h"
+#include "chat/chat_template.h"
 #include "support.h"
 #include "util/error.h"
 
 namespace preface::fuzz {
 namespace {
 
-using server::ChatMessage;
-using server::ChatTemplate;
+using chat::ChatMessage;
+using chat::ChatTemplate;
 
 constexpr int kNumFamilies = 14;  // ChatTemplate::ChatML .. ChatTemplate::Zephyr
 
@@ -54,20 +54,20 @@ std::string fuzz_role(FuzzedDataProvider& in) {
 }
 
 void check_recognize(std::string_view src) {
-  const std::optional<ChatTemplate> t = server::recognize_chat_template(src);
-  check(server::detect_chat_template(src) == t.value_or(ChatTemplate::ChatML), "detect differs from recognize");
+  const std::optional<ChatTemplate> t = chat::recognize_chat_template(src);
+  check(chat::detect_chat_template(src) == t.value_or(ChatTemplate::ChatML), "detect differs from recognize");
 }
 
 void check_strip(std::string_view text) {
-  const std::string_view s = server::py_strip(text);
+  const std::string_view s = chat::py_strip(text);
   check(s.data() >= text.data() && s.data() + s.size() <= text.data() + text.size(), "py_strip left its input");
-  check(server::py_strip(s) == s, "py_strip is not idempotent");
+  check(chat::py_strip(s) == s, "py_strip is not idempotent");
 }
 
 std::optional<std::string> try_render(ChatTemplate t, const std::vector<ChatMessage>& m, bool agp,
                                       std::string_view bos, std::string_view eos) {
   try {
-    return server::render_chat(t, m, agp, bos, eos);
+    return chat::render_chat(t, m, agp, bos, eos);
   } catch (const Error&) {
     return std::nullopt;
   }
@@ -88,7 +88,7 @@ void check_prefix_stability(ChatTemplate t, const std::vector<ChatMessage>& m, s
   const bool has_system = !m.empty() && m[0].role == "system";
   const bool moving_system = (t == ChatTemplate::MistralV3 || t == ChatTemplate::MistralV3Tekken) && has_system;
   if (moving_system) return;
-  const std::string name = server::chat_template_name(t);
+  const std::string name = chat::chat_template_name(t);
   for (size_t k = 1; k < m.size(); ++k) {
     const std::vector<ChatMessage> pk(m.begin(), m.begin() + static_cast<ptrdiff_t>(k));
     const std::vector<ChatMessage> pk1(m.begin(), m.begin() + static_cast<ptrdiff_t>(k + 1));
@@ -118,7 +118,7 @@ void check_tokens(ChatTemplate t, const std::vector<ChatMessage>& m, bool agp) {
   const Tokenizer& tok = spm_vocab();
   std::vector<int32_t> ids;
   try {
-    ids = server::render_chat_tokens(tok, t, m, agp);
+    ids = chat::render_chat_tokens(tok, t, m, agp);
   } catch (const Error&) {
     return;
   }
@@ -140,27 +140,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace preface::fuzz;
   FuzzedDataProvider in(data, size);
   for (int k = 0; k < kNumFamilies; ++k) {
-    const auto t = static_cast<server::ChatTemplate>(k);
-    check(server::chat_template_from_name(server::chat_template_name(t)) == t, "family name does not map back");
+    const auto t = static_cast<chat::ChatTemplate>(k);
+    check(chat::chat_template_from_name(chat::chat_template_name(t)) == t, "family name does not map back");
   }
   const std::string src = fuzz_text(in, 256);
   check_recognize(src);
   check_strip(src);
 
-  const auto t = static_cast<server::ChatTemplate>(in.ConsumeIntegralInRange(0, kNumFamilies - 1));
+  const auto t = static_cast<chat::ChatTemplate>(in.ConsumeIntegralInRange(0, kNumFamilies - 1));
   const bool agp = in.ConsumeBool();
   const std::array<std::string, 4> ends = {"", "<s>", "</s>", "<|begin_of_text|>"};
   const std::string bos = in.ConsumeBool() ? ends[in.ConsumeIntegralInRange<size_t>(0, 3)] : fuzz_text(in, 8);
   const std::string eos = in.ConsumeBool() ? ends[in.ConsumeIntegralInRange<size_t>(0, 3)] : fuzz_text(in, 8);
-  std::vector<server::ChatMessage> messages(in.ConsumeIntegralInRange<size_t>(0, 6));
-  for (server::ChatMessage& m : messages) {
+  std::vector<chat::ChatMessage> messages(in.ConsumeIntegralInRange<size_t>(0, 6));
+  for (chat::ChatMessage& m : messages) {
     m.role = fuzz_role(in);
     m.content = fuzz_text(in, 64);
     check_strip(m.content);
   }
 
   try {
-    (void)server::render_chat(t, messages, agp, bos, eos);
+    (void)chat::render_chat(t, messages, agp, bos, eos);
   } catch (const Error&) {
   }
   check_prefix_stability(t, messages, bos, eos);

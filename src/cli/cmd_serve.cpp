@@ -1,4 +1,4 @@
-// `preface serve`: the OpenAI- and Anthropic-compatible HTTP server (see server/server.h). Listens first (so
+// `preface serve`: the OpenAI- and Anthropic-compatible HTTP server (see server/http/server.h). Listens first (so
 // /health answers 503 while the model loads), loads the model, prints the KV cache capacity, serves until
 // SIGINT or SIGTERM, then stops accepting, cancels in-flight requests and exits 0.
 //
@@ -17,8 +17,8 @@
 #include "engine/engine.h"
 #include "kv/capacity.h"
 #include "model/model.h"
-#include "server/auth.h"
-#include "server/server.h"
+#include "server/http/auth.h"
+#include "server/http/server.h"
 #include "util/error.h"
 
 namespace preface::cli {
@@ -56,10 +56,10 @@ void serve(ServeOptions& opts) {
   identity.path = resolve_model_path(opts.model.model_path);
   identity.alias = opts.alias;
   if (!opts.chat_template.empty()) {
-    identity.chat_template = server::chat_template_from_name(opts.chat_template);
+    identity.chat_template = chat::chat_template_from_name(opts.chat_template);
     if (!identity.chat_template) {
       throw Error("unknown chat template '" + opts.chat_template + "' (expected one of " +
-                  server::chat_template_names() + ")");
+                  chat::chat_template_names() + ")");
     }
   }
   engine::EngineConfig config;
@@ -106,7 +106,7 @@ void serve(ServeOptions& opts) {
   http.attach(*engine, *tokenizer, identity);
   const server::ServerContext* ctx = http.context();
   std::fprintf(stderr, "preface: serving model '%s' (context %d tokens, chat template %s)\n", ctx->model_id.c_str(),
-               ctx->ctx_len(), server::chat_template_name(ctx->chat_template));
+               ctx->ctx_len(), chat::chat_template_name(ctx->chat_template));
 
   int sig = 0;
   sigwait(&signals, &sig);
@@ -139,7 +139,7 @@ void register_serve(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-prefix-cache", opts->no_prefix_cache, "Disable prefix caching (every prompt is computed)");
   cmd->add_option("--chat-template", opts->chat_template,
-                  "Chat template family, overriding the model's (" + server::chat_template_names() + ")");
+                  "Chat template family, overriding the model's (" + chat::chat_template_names() + ")");
   cmd->add_option("--alias", opts->alias, "Model name reported and accepted by the API (default: the file name)");
   cmd->add_option("--max-body-bytes", opts->max_body,
                   "Largest request body; larger gets 413 (a request or header line is limited to " +

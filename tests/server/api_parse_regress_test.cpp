@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "server/api_error.h"
+#include "server/api/api_error.h"
 
 namespace preface::server {
 namespace {

@@ -1,6 +1,6 @@
 // ConnectionGate (the HTTP server's task queue) on its own: at most max_connections tasks admitted (running or
 // waiting for a worker), the rest run on refuser threads, every task runs exactly once, shutdown drains.
-#include "server/connection_gate.h"
+#include "server/http/connection_gate.h"
 
 #include <gtest/gtest.h>
 

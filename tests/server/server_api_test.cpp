@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "server/anthropic_api.h"
-#include "server/generation.h"
+#include "server/api/anthropic_api.h"
+#include "server/api/generation.h"
 #include "server_harness.h"
 
 namespace preface::test {
@@ -293,7 +293,7 @@ TEST_F(ServerApi, AnthropicStopSequenceAndCacheControl) {
 // marked block's text and nothing of what follows it.
 TEST_F(ServerApi, CacheControlBreakpointsResolveToPromptPrefixes) {
   server::Metrics metrics;
-  server::ServerContext ctx(server_->engine(), server_->tokenizer(), server::ChatTemplate::ChatML, "m", {}, {},
+  server::ServerContext ctx(server_->engine(), server_->tokenizer(), chat::ChatTemplate::ChatML, "m", {}, {},
                             metrics);
   const json body = {
       {"max_tokens", 5},

@@ -7,7 +7,7 @@
 #include <barrier>
 #include <thread>
 
-#include "server/chat_template.h"
+#include "chat/chat_template.h"
 #include "server_harness.h"
 
 namespace preface::test {
@@ -117,14 +117,14 @@ TEST(ServerCache, ChatNextTurnHitsPreviousTurn) {
   const HttpResult t2 = post(*c, "/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 12}, {"temperature", 0}});
   ASSERT_EQ(t2.status, 200) << t2.body;
 
-  std::vector<server::ChatMessage> m1, m2;
+  std::vector<chat::ChatMessage> m1, m2;
   for (size_t i = 0; i < messages.size(); ++i) {
-    server::ChatMessage m{messages[i]["role"], messages[i]["content"]};
+    chat::ChatMessage m{messages[i]["role"], messages[i]["content"]};
     if (i < 2) m1.push_back(m);
     m2.push_back(m);
   }
-  const auto p1 = server::render_chat_tokens(srv.tokenizer(), server::ChatTemplate::ChatML, m1, true);
-  const auto p2 = server::render_chat_tokens(srv.tokenizer(), server::ChatTemplate::ChatML, m2, true);
+  const auto p1 = chat::render_chat_tokens(srv.tokenizer(), chat::ChatTemplate::ChatML, m1, true);
+  const auto p2 = chat::render_chat_tokens(srv.tokenizer(), chat::ChatTemplate::ChatML, m2, true);
   EXPECT_EQ(t1.body_json()["usage"]["prompt_tokens"], static_cast<int32_t>(p1.size()));
   EXPECT_EQ(t2.body_json()["usage"]["prompt_tokens"], static_cast<int32_t>(p2.size()));
   const auto shared = static_cast<int32_t>(common_prefix(p1, p2));

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "engine/fault_backend.h"
-#include "server/api_error.h"
+#include "server/api/api_error.h"
 #include "server_harness.h"
 
 namespace preface::test {

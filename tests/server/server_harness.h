@@ -14,7 +14,7 @@
 
 #include "engine/engine.h"
 #include "model/model.h"
-#include "server/server.h"
+#include "server/http/server.h"
 #include "support/shared_data.h"
 #include "tokenizer/tokenizer.h"
 

@@ -6,7 +6,7 @@
 #include <random>
 
 #include "model/synth.h"
-#include "server/auth.h"
+#include "server/http/auth.h"
 #include "server_harness.h"
 
 namespace preface::test {

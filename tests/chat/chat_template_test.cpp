@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "server/chat_template.h"
+#include "chat/chat_template.h"
 #include "util/error.h"
 
-namespace preface::server {
+namespace preface::chat {
 namespace {
 
 const std::vector<ChatMessage> kConversation = {
@@ -236,4 +236,4 @@ TEST(ChatTemplate, BadMessageListsAreErrors) {
 }
 
 }  // namespace
-}  // namespace preface::server
+}  // namespace preface::chat

@@ -1,4 +1,4 @@
-#include "server/connection_gate.h"
+#include "server/http/connection_gate.h"
 
 #include <algorithm>
 

@@ -1,6 +1,6 @@
 // Server lifecycle (bind, serve, attach, stop), limits, and the error paths httplib takes before or after a
 // handler: unknown routes (404), wrong methods (405), bodies over the limit (413), handler exceptions (500).
-#include "server/server.h"
+#include "server/http/server.h"
 
 #include <algorithm>
 #include <atomic>
@@ -11,8 +11,8 @@
 
 #include <sys/socket.h>
 
-#include "server/connection_gate.h"
-#include "server/http_internal.h"
+#include "server/http/connection_gate.h"
+#include "server/http/http_internal.h"
 
 namespace preface::server {
 
@@ -63,7 +63,8 @@ void install_error_paths(httplib::Server& http, HttpState& state, std::atomic<Co
                                                                       httplib::Response& res) {
     if (!res.body.empty()) return HR::Unhandled;
     if (res.status == 404) {
-      if (const char* method = allowed_method(req.path)) {
+      if (const Route* route = find_route(req.path)) {
+        const char* method = route->method;
         res.set_header("Allow", method);
         send_error(state, req, res,
                    ApiError(405, "method " + req.method + " is not allowed on " + req.path + " (use " + method + ")"));
@@ -94,7 +95,7 @@ void install_error_paths(httplib::Server& http, HttpState& state, std::atomic<Co
     }
   });
   http.set_logger([&state](const httplib::Request& req, const httplib::Response& res) {
-    state.metrics.on_response(allowed_method(req.path) != nullptr ? req.path : "other", res.status);
+    state.metrics.on_response(find_route(req.path) != nullptr ? req.path : "other", res.status);
   });
 }
 

@@ -1,9 +1,9 @@
-#include "server/anthropic_api.h"
+#include "server/api/anthropic_api.h"
 
 #include <algorithm>
 #include <cctype>
 
-#include "server/api_error.h"
+#include "server/api/api_error.h"
 
 namespace preface::server {
 namespace {

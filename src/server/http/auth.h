@@ -16,7 +16,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "server/server.h"
+#include "server/http/server.h"
 
 namespace preface::server {
 

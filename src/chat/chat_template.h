@@ -73,7 +73,7 @@
 
 #include "tokenizer/tokenizer.h"
 
-namespace preface::server {
+namespace preface::chat {
 
 struct ChatMessage {
   std::string role;     // "system", "user" or "assistant"
@@ -133,4 +133,4 @@ std::string_view py_strip(std::string_view text);
 std::vector<int32_t> render_chat_tokens(const Tokenizer& tok, ChatTemplate t,
                                         const std::vector<ChatMessage>& messages, bool add_generation_prompt);
 
-}  // namespace preface::server
+}  // namespace preface::chat

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "engine/engine.h"
-#include "server/generation.h"
+#include "server/api/generation.h"
 
 namespace preface::server {
 

@@ -1,7 +1,7 @@
 // Anthropic Messages response bodies and the streaming event sequence: message_start, content_block_start, ping,
 // content_block_delta..., content_block_stop, message_delta, message_stop (or an error event).
-#include "server/anthropic_api.h"
-#include "server/api_error.h"
+#include "server/api/anthropic_api.h"
+#include "server/api/api_error.h"
 
 namespace preface::server {
 namespace {

@@ -1,4 +1,4 @@
-#include "server/generation.h"
+#include "server/api/generation.h"
 
 #include <algorithm>
 #include <cmath>

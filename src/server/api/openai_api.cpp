@@ -1,8 +1,8 @@
-#include "server/openai_api.h"
+#include "server/api/openai_api.h"
 
 #include <limits>
 
-#include "server/api_error.h"
+#include "server/api/api_error.h"
 
 namespace preface::server {
 namespace {

@@ -21,7 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/context.h"
+#include "server/api/context.h"
 
 namespace preface::server {
 

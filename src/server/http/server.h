@@ -32,8 +32,8 @@
 #include <unordered_map>
 
 #include "engine/engine.h"
-#include "server/chat_template.h"
-#include "server/context.h"
+#include "chat/chat_template.h"
+#include "server/api/context.h"
 #include "tokenizer/tokenizer.h"
 
 namespace preface::server {

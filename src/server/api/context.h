@@ -13,12 +13,23 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
-#include "server/chat_template.h"
-#include "server/generation.h"
-#include "server/metrics.h"
+#include "chat/chat_template.h"
+#include "server/api/generation.h"
+#include "server/http/metrics.h"
 #include "tokenizer/tokenizer.h"
 
 namespace preface::server {
+
+// The chat module's names the server uses unqualified.
+using chat::chat_bos_text;
+using chat::chat_eos_text;
+using chat::ChatMessage;
+using chat::ChatTemplate;
+using chat::chat_template_name;
+using chat::detect_chat_template;
+using chat::encode_chat_prompt;
+using chat::render_chat;
+using chat::render_chat_tokens;
 
 struct ServerLimits {
   size_t max_body_bytes = 16u << 20;  // larger request bodies get 413

@@ -1,11 +1,11 @@
 // Chat template names, family detection from Jinja sources, and the BOS-safe tokenization of a rendered
 // prompt. The renderers are in chat_render.cpp.
-#include "server/chat_template.h"
+#include "chat/chat_template.h"
 
 #include <array>
 #include <utility>
 
-namespace preface::server {
+namespace preface::chat {
 namespace {
 
 struct NamedTemplate {
@@ -137,4 +137,4 @@ std::vector<int32_t> render_chat_tokens(const Tokenizer& tok, ChatTemplate t,
   return encode_chat_prompt(tok, text);
 }
 
-}  // namespace preface::server
+}  // namespace preface::chat

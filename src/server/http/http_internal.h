@@ -8,12 +8,13 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string_view>
 #include <unordered_map>
 
-#include "server/api_error.h"
-#include "server/context.h"
-#include "server/generation.h"
-#include "server/server.h"
+#include "server/api/api_error.h"
+#include "server/api/context.h"
+#include "server/api/generation.h"
+#include "server/http/server.h"
 
 namespace preface::server {
 
@@ -65,10 +66,21 @@ void send_json(httplib::Response& res, const nlohmann::json& body, int status = 
 void serve_generation(HttpState& state, ServerContext& ctx, const httplib::Request& req, httplib::Response& res,
                       GenerationRequest request, std::unique_ptr<ResponseFormat> format, bool stream);
 
+// One served route (the table is in http_routes.cpp).
+struct Route {
+  std::string_view path;
+  const char* method;            // "GET" | "POST" | "DELETE"
+  ApiFlavor flavor;              // the shape of its error bodies
+  const char* prompt_field;      // the request field a prompt-length error names ("" when none)
+  // Exactly one is set: an open handler (no key, answers while the model loads), or one that needs the model.
+  void (*open)(HttpState&, const httplib::Request&, httplib::Response&);
+  void (*handler)(HttpState&, ServerContext&, const httplib::Request&, httplib::Response&);
+};
+
 // Registers every route on `http`.
 void register_routes(httplib::Server& http, HttpState& state);
 
-// The routes served, for 404 vs 405: the allowed method of a known path, or nullptr.
-const char* allowed_method(const std::string& path);
+// The route of a path, or nullptr (for 404 vs 405, metrics labels, error shapes).
+const Route* find_route(std::string_view path);
 
 }  // namespace preface::server

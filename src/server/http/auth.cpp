@@ -1,9 +1,9 @@
-#include "server/auth.h"
+#include "server/http/auth.h"
 
 #include <fstream>
 #include <sstream>
 
-#include "server/api_error.h"
+#include "server/api/api_error.h"
 #include "util/error.h"
 
 namespace preface::server {

@@ -3,10 +3,10 @@
 #include <optional>
 #include <span>
 
-#include "server/chat_template.h"
+#include "chat/chat_template.h"
 #include "util/error.h"
 
-namespace preface::server {
+namespace preface::chat {
 namespace {
 
 enum class Role { System, User, Assistant };
@@ -282,4 +282,4 @@ std::string render_chat(ChatTemplate t, const std::vector<ChatMessage>& messages
   return out;
 }
 
-}  // namespace preface::server
+}  // namespace preface::chat

@@ -1,4 +1,4 @@
-#include "server/api_error.h"
+#include "server/api/api_error.h"
 
 #include <cmath>
 

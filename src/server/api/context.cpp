@@ -1,9 +1,9 @@
-#include "server/context.h"
+#include "server/api/context.h"
 
 #include <chrono>
 #include <cstdio>
 
-#include "server/api_error.h"
+#include "server/api/api_error.h"
 
 namespace preface::server {
 

@@ -1,7 +1,7 @@
 // Python str.strip() over UTF-8, for the templates' `trim` filter and `.strip()` calls.
-#include "server/chat_template.h"
+#include "chat/chat_template.h"
 
-namespace preface::server {
+namespace preface::chat {
 namespace {
 
 constexpr char32_t kInvalid = 0xFFFFFFFF;
@@ -66,4 +66,4 @@ std::string_view py_strip(std::string_view text) {
   return text.substr(begin, end - begin);
 }
 
-}  // namespace preface::server
+}  // namespace preface::chat

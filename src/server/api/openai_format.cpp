@@ -1,7 +1,7 @@
 // OpenAI response bodies and stream chunks for /v1/completions ("text_completion") and /v1/chat/completions
 // ("chat.completion" / "chat.completion.chunk").
-#include "server/api_error.h"
-#include "server/openai_api.h"
+#include "server/api/api_error.h"
+#include "server/api/openai_api.h"
 
 namespace preface::server {
 namespace {

@@ -2,8 +2,8 @@
 // per-request log line.
 #include <cstdio>
 
-#include "server/auth.h"
-#include "server/http_internal.h"
+#include "server/http/auth.h"
+#include "server/http/http_internal.h"
 
 namespace preface::server {
 
@@ -51,7 +51,8 @@ void send_json(httplib::Response& res, const nlohmann::json& body, int status) {
 
 void send_error(HttpState& state, const httplib::Request& req, httplib::Response& res, const ApiError& e) {
   if (e.status == 503) res.set_header("Retry-After", std::to_string(state.options.limits.retry_after_s));
-  send_json(res, error_body(flavor_for_path(req.path), e), e.status);
+  const Route* route = find_route(req.path);  // an unknown path: the API its prefix names
+  send_json(res, error_body(route != nullptr ? route->flavor : flavor_for_path(req.path), e), e.status);
 }
 
 namespace {
@@ -114,7 +115,8 @@ void serve_generation(HttpState& state, ServerContext& ctx, const httplib::Reque
   params.cache_salt = tenant_cache_salt(authenticate(state.options, req), params.cache_salt);
   const std::string pins = pins_text(params.cache_pins);
   const auto n_prompt = static_cast<int64_t>(params.prompt.size());
-  const char* prompt_field = req.path == "/v1/completions" ? "prompt" : "messages";
+  const Route* route = find_route(req.path);
+  const char* prompt_field = route != nullptr ? route->prompt_field : "";
   if (ctx.limits.max_prompt_tokens > 0 && n_prompt > ctx.limits.max_prompt_tokens) {  // a server policy
     throw ApiError(400,
                    "the prompt is " + std::to_string(n_prompt) + " tokens; this server accepts at most " +

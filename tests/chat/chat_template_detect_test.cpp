@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "gguf/reader.h"
-#include "server/chat_template.h"
+#include "chat/chat_template.h"
 #include "support/shared_data.h"
 #include "tokenizer/tokenizer.h"
 
-namespace preface::server {
+namespace preface::chat {
 namespace {
 
 struct Source {
@@ -169,4 +169,4 @@ TEST(ChatTemplateTokens, Phi3ControlTokensBecomeSingleIds) {
 }
 
 }  // namespace
-}  // namespace preface::server
+}  // namespace preface::chat

@@ -1,0 +1,180 @@
+// Route handlers: operations (/health, /metrics, /v1/models, /tokenize, /detokenize) and the API endpoints,
+// which parse JSON into a GenerationRequest and hand it to serve_generation().
+#include <string_view>
+
+#include "server/api/anthropic_api.h"
+#include "server/api/openai_api.h"
+#include "server/http/auth.h"
+#include "server/http/http_internal.h"
+
+namespace preface::server {
+namespace {
+
+using nlohmann::json;
+
+void tokenize(HttpState&, ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const json body = parse_json_object(req.body);
+  const JsonFields f(body);
+  const auto content = f.string("content");
+  if (!content) f.fail("content", "is required");
+  const bool add_special = f.boolean("add_special").value_or(false);
+  const bool parse_special = f.boolean("parse_special").value_or(true);
+  const bool with_pieces = f.boolean("with_pieces").value_or(false);
+  const Tokenizer& tok = ctx.tokenizer;
+  const std::vector<int32_t> ids = tok.encode(*content, add_special && tok.add_bos_default(), parse_special);
+  json tokens = json::array();
+  for (const int32_t id : ids) {
+    if (!with_pieces) {
+      tokens.push_back(id);
+      continue;
+    }
+    const std::string piece = tok.token_to_bytes(id);
+    tokens.push_back({{"id", id}, {"piece", is_valid_utf8(piece) ? json(piece) : byte_array(piece)}});
+  }
+  send_json(res, {{"tokens", tokens}});
+}
+
+void detokenize(HttpState&, ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const json body = parse_json_object(req.body);
+  const JsonFields f(body);
+  const json* arr = f.array("tokens");
+  if (arr == nullptr) f.fail("tokens", "is required");
+  std::vector<int32_t> ids;
+  for (const json& v : *arr) {
+    if (!v.is_number_integer()) f.fail("tokens", "must be an array of token ids");
+    const auto id = v.get<int64_t>();
+    if (id < 0 || id >= ctx.tokenizer.n_vocab()) {
+      f.fail("tokens", "holds token id " + std::to_string(id) + ", outside [0, " +
+                           std::to_string(ctx.tokenizer.n_vocab()) + ")");
+    }
+    ids.push_back(static_cast<int32_t>(id));
+  }
+  send_json(res, {{"content", ctx.tokenizer.decode(ids)}});
+}
+
+// DELETE /v1/cache {"tenant": T, "cache_salt"?: S}: the admin purges T's cached blocks (all of T's namespaces, or
+// only S). Answers {"tenant", "purged_blocks"}.
+void purge_cache(HttpState& state, ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  if (!is_admin(state.options, presented_key(req))) {
+    throw ApiError(state.options.admin_key.empty() ? 403 : 401,
+                   state.options.admin_key.empty() ? "cache purging is disabled (the server has no --admin-key)"
+                                                   : "purging the cache needs the admin key",
+                   "", "invalid_api_key");
+  }
+  const json body = parse_json_object(req.body);
+  const JsonFields f(body);
+  const auto tenant = f.string("tenant");
+  if (!tenant) f.fail("tenant", "is required");
+  const auto salt = f.string("cache_salt");
+  const int32_t n = salt ? ctx.engine.purge_namespace(tenant_cache_salt(*tenant, *salt))
+                         : ctx.engine.purge_salt_prefix(tenant_salt_prefix(*tenant));
+  send_json(res, {{"tenant", *tenant}, {"purged_blocks", n}});
+}
+
+void health(HttpState& state, const httplib::Request&, httplib::Response& res) {
+  if (state.ctx.load() == nullptr) {
+    res.set_header("Retry-After", std::to_string(state.options.limits.retry_after_s));
+    send_json(res, {{"status", "loading"}}, 503);
+  } else {
+    send_json(res, {{"status", "ok"}});
+  }
+}
+
+void metrics(HttpState& state, const httplib::Request&, httplib::Response& res) {
+  const ServerContext* ctx = state.ctx.load();
+  engine::EngineCounters counters;
+  std::optional<bool> invariants_ok;
+  if (ctx != nullptr) {
+    if (state.options.debug_invariants) invariants_ok = Metrics::check_kv_invariants(ctx->engine);
+    counters = ctx->engine.counters();
+  }
+  res.set_content(state.metrics.render(ctx != nullptr ? &counters : nullptr, state.in_flight.size(), invariants_ok),
+                  "text/plain; version=0.0.4; charset=utf-8");
+}
+
+void models(HttpState&, ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
+  send_json(res, models_response(ctx));
+}
+
+void completions(HttpState& state, ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  OpenAIRequest r = parse_completion_request(parse_json_object(req.body), ctx);
+  auto format = make_completion_format(ctx, r);
+  serve_generation(state, ctx, req, res, std::move(r.generation), std::move(format), r.stream);
+}
+
+void chat_completions(HttpState& state, ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  OpenAIRequest r = parse_chat_request(parse_json_object(req.body), ctx);
+  auto format = make_chat_format(ctx, r);
+  serve_generation(state, ctx, req, res, std::move(r.generation), std::move(format), r.stream);
+}
+
+void messages(HttpState& state, ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  AnthropicRequest r = parse_messages_request(parse_json_object(req.body), ctx);
+  auto format = make_messages_format(ctx, r);
+  serve_generation(state, ctx, req, res, std::move(r.generation), std::move(format), r.stream);
+}
+
+void count_tokens(HttpState&, ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const AnthropicRequest r = parse_messages_request(parse_json_object(req.body), ctx, true);
+  send_json(res, {{"input_tokens", r.generation.params.prompt.size()}});
+}
+
+using O = ApiFlavor;
+// Every route, once: registration, 404 vs 405, the error shape and the prompt field an error names.
+// Open routes (/health, /metrics) answer without a key and while the model loads; the others need a valid key
+// (when keys are configured) and the model (503 while it loads). DELETE /v1/cache checks the admin key itself.
+constexpr Route kRoutes[] = {
+    {"/health", "GET", O::OpenAI, "", health, nullptr},
+    {"/v1/health", "GET", O::OpenAI, "", health, nullptr},
+    {"/metrics", "GET", O::OpenAI, "", metrics, nullptr},
+    {"/v1/models", "GET", O::OpenAI, "", nullptr, models},
+    {"/v1/completions", "POST", O::OpenAI, "prompt", nullptr, completions},
+    {"/v1/chat/completions", "POST", O::OpenAI, "messages", nullptr, chat_completions},
+    {"/v1/messages", "POST", O::Anthropic, "messages", nullptr, messages},
+    {"/v1/messages/count_tokens", "POST", O::Anthropic, "messages", nullptr, count_tokens},
+    {"/tokenize", "POST", O::OpenAI, "content", nullptr, tokenize},
+    {"/detokenize", "POST", O::OpenAI, "tokens", nullptr, detokenize},
+    {"/v1/cache", "DELETE", O::OpenAI, "", nullptr, purge_cache},
+};
+
+}  // namespace
+
+const Route* find_route(std::string_view path) {
+  for (const Route& r : kRoutes) {
+    if (r.path == path) return &r;
+  }
+  return nullptr;
+}
+
+void register_routes(httplib::Server& http, HttpState& state) {
+  for (const Route& route : kRoutes) {
+    httplib::Server::Handler h;
+    if (route.open != nullptr) {
+      h = [&state, fn = route.open](const httplib::Request& req, httplib::Response& res) { fn(state, req, res); };
+    } else {
+      const bool admin = route.handler == purge_cache;  // the admin key, not a tenant key
+      h = [&state, fn = route.handler, admin](const httplib::Request& req, httplib::Response& res) {
+        try {
+          if (!admin) (void)authenticate(state.options, req);
+          ServerContext* ctx = state.ctx.load();
+          if (ctx == nullptr) throw ApiError(503, "the model is loading");
+          fn(state, *ctx, req, res);
+        } catch (const ApiError& e) {
+          send_error(state, req, res, e);
+        } catch (const Error& e) {
+          send_error(state, req, res, ApiError(400, e.what()));
+        }
+      };
+    }
+    const std::string path(route.path);
+    if (std::string_view(route.method) == "GET") {
+      http.Get(path, h);
+    } else if (std::string_view(route.method) == "POST") {
+      http.Post(path, h);
+    } else {
+      http.Delete(path, h);
+    }
+  }
+}
+
+}  // namespace preface::server
