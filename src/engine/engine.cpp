@@ -117,7 +117,6 @@ std::shared_ptr<RequestStream> Engine::submit(RequestParams params) {
   seq->stats.n_prompt_tokens = seq->n_prompt;
   seq->max_total_tokens = static_cast<int32_t>(std::min<int64_t>(cfg.ctx_len, pool_tokens));
   seq->ns = cache_namespace(seq->params.cache_salt);
-  note_namespace(seq->ns, seq->params.cache_salt);
   if (config_.prefix_cache) seq->prompt_hashes = kv::block_hashes(seq->ns, seq->tokens, config_.block_size);
   if (seq->params.max_new_tokens == 0) {
     seq->stats.finish = FinishReason::Length;
@@ -282,7 +281,6 @@ void Engine::postprocess(const std::vector<ScheduledChunk>& plan, std::vector<Sa
 
 void Engine::finish(Sequence& seq, FinishReason reason, const std::string& error) {
   if (config_.prefix_cache && reason != FinishReason::Cancelled) pin_requested(seq, this->now());
-  note_namespace(seq.ns, seq.params.cache_salt);
   const auto now = Clock::now();
   RequestStats stats = seq.stats;
   stats.finish = reason;

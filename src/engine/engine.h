@@ -18,9 +18,9 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "engine/backend.h"
@@ -129,9 +129,10 @@ class Engine {
   // Unregisters every cached block of the namespace of `salt` (blocks in use keep serving their holders but can no
   // longer be hit). Safe beside the background loop: runs under the step lock. Returns the blocks purged.
   int32_t purge_namespace(const std::string& salt);
-  // The same for every namespace whose salt starts with `salt_prefix`, among the salts submitted since they were
-  // last purged or expired (the engine remembers the salt of each namespace it served; see salts_).
-  int32_t purge_salt_prefix(const std::string& salt_prefix);
+  // The same for each namespace root digest (cache_namespace) in `roots`.
+  int32_t purge_namespaces(std::span<const kv::Digest> roots);
+  // The namespaces holding a registered block now. O(blocks), under the step lock.
+  std::vector<kv::Digest> live_namespaces() const;
 
  private:
   void drain_inbox();
@@ -145,9 +146,7 @@ class Engine {
   void update_pins(const std::vector<ScheduledChunk>& plan);
   void pin_requested(const Sequence& seq, std::chrono::steady_clock::time_point t);
   std::chrono::steady_clock::time_point now() const;
-  void note_namespace(const kv::Digest& ns, const std::string& salt);
-  int32_t purge_root_locked(const kv::Digest& root);  // step_mu_ held
-  void expire_namespaces();                            // step_mu_ held: cache TTL, salts_ bound
+  void expire_namespaces();  // step_mu_ held: the cache TTL
 
   std::unique_ptr<Backend> backend_;
   EngineConfig config_;
@@ -173,12 +172,6 @@ class Engine {
 
   // Held by step(), stop()'s tail and the purges, so a purge never runs inside a step.
   mutable std::mutex step_mu_;
-  // Namespaces served and not since purged: root digest -> salt (for purge_salt_prefix; the TTL is per block, in
-  // the pool). Entries with no cached block left are dropped once the map outgrows the pool (one
-  // entry per distinct salt seen, so a client inventing salts cannot grow it without bound).
-  mutable std::mutex salts_mu_;
-  std::unordered_map<kv::Digest, std::string, kv::DigestHash> salts_;
-  std::chrono::steady_clock::time_point last_expire_scan_{};  // under salts_mu_
 };
 
 }  // namespace preface::engine

@@ -1,7 +1,8 @@
-// Engine::purge_namespace / purge_salt_prefix and the cache TTL (EngineConfig::cache_ttl, per block; see also
+// Engine::purge_namespace / purge_namespaces and the cache TTL (EngineConfig::cache_ttl, per block; see also
 // engine_cache_ttl_test.cpp) on a fake clock.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 
@@ -51,11 +52,17 @@ TEST(EnginePurge, PurgesExactlyTheNamespacesAsked) {
   EXPECT_EQ(eng.purge_namespace("1:ax"), 4);  // 64 tokens = 4 full blocks of 16
   EXPECT_EQ(run_cached(eng, prompt, "1:ax"), 0);
   EXPECT_GE(run_cached(eng, prompt, "1:a"), 48);
-  EXPECT_GT(eng.purge_salt_prefix("1:a"), 0);  // "1:a" and "1:ax" (cached again above)
+  const kv::Digest a_roots[] = {eng.cache_namespace("1:a"), eng.cache_namespace("1:ax")};
+  EXPECT_GT(eng.purge_namespaces(a_roots), 0);  // "1:a" and "1:ax" (cached again above)
   EXPECT_EQ(run_cached(eng, prompt, "1:a"), 0);
   EXPECT_EQ(run_cached(eng, prompt, "1:ax"), 0);
   EXPECT_GE(run_cached(eng, prompt, "1:b"), 48) << "another prefix's namespace survives";
-  EXPECT_EQ(eng.purge_salt_prefix("1:zzz"), 0);
+  const kv::Digest none = eng.cache_namespace("1:zzz");
+  EXPECT_EQ(eng.purge_namespaces(std::span<const kv::Digest>(&none, 1)), 0);
+  const auto live = eng.live_namespaces();  // 1:a, 1:ax (cached again just above) and 1:b
+  EXPECT_EQ(live.size(), 3u);
+  EXPECT_NE(std::find(live.begin(), live.end(), eng.cache_namespace("1:b")), live.end());
+  EXPECT_EQ(std::find(live.begin(), live.end(), none), live.end());
   EXPECT_NO_THROW(eng.check_invariants());
 }
 
@@ -72,7 +79,7 @@ TEST(EnginePurge, PurgeIsSafeBesideTheBackgroundLoop) {
     streams.push_back(eng.submit(std::move(p)));
   }
   for (int i = 0; i < 20; ++i) {
-    eng.purge_salt_prefix("1:a");
+    eng.purge_namespace("1:a");
     std::this_thread::sleep_for(1ms);
   }
   for (auto& s : streams) EXPECT_EQ(collect(*s).tokens.size(), 20u);

@@ -19,6 +19,7 @@ ServerContext::ServerContext(engine::Engine& engine_, const Tokenizer& tokenizer
       limits(limits_),
       metrics(metrics_),
       created_unix(unix_now()),
+      tenants(2 * static_cast<size_t>(model.n_kv_blocks) + 64),
       rng_(std::random_device{}()),
       id_salt_(rng_()) {}
 

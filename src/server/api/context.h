@@ -15,6 +15,7 @@
 #include "engine/engine.h"
 #include "chat/chat_template.h"
 #include "server/api/generation.h"
+#include "server/api/tenant_namespaces.h"
 #include "server/http/metrics.h"
 #include "tokenizer/tokenizer.h"
 
@@ -58,6 +59,7 @@ class ServerContext {
   const ServerLimits limits;
   Metrics& metrics;
   const int64_t created_unix;         // when the model was attached (the `created` of /v1/models)
+  TenantNamespaces tenants;           // the cache namespaces each tenant used (for purging a tenant)
 
   int32_t ctx_len() const;
   // Throws ApiError 400 (code model_not_found) when `model` names neither model_id nor an accepted name. A

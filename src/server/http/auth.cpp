@@ -41,12 +41,6 @@ std::unordered_map<std::string, std::string> load_api_keys(const std::string& pa
   return keys;
 }
 
-std::string tenant_salt_prefix(const std::string& tenant) { return std::to_string(tenant.size()) + ":" + tenant; }
-
-std::string tenant_cache_salt(const std::string& tenant, const std::string& client_salt) {
-  return tenant_salt_prefix(tenant) + client_salt;
-}
-
 std::string presented_key(const httplib::Request& req) {
   const std::string auth = req.get_header_value("Authorization");
   constexpr std::string_view kBearer = "Bearer ";

@@ -4,12 +4,11 @@
 // `Authorization: Bearer KEY` or `x-api-key: KEY`; a missing or unknown key gets 401 in the path's API shape.
 // Without keys every request belongs to one shared tenant "" (and anyone may call the API).
 //
-// Cache namespace: the engine's cache_salt of a request is tenant_cache_salt(tenant, client cache_salt), an
-// injective encoding (decimal length of the tenant, ':', tenant, client salt), so no client salt of one tenant
-// equals any salt of another: a client's cache_salt only subdivides its own tenant's cache.
+// Cache namespace: the engine's cache_salt of a request is tenant_cache_salt(tenant, client cache_salt)
+// (server/api/tenant_namespaces.h), so a client's cache_salt only subdivides its own tenant's cache.
 //
 // Purge: DELETE /v1/cache with the admin key (ServerOptions::admin_key) and {"tenant": T} purges every namespace
-// of T (Engine::purge_salt_prefix on tenant_salt_prefix(T)); with "cache_salt": S too, only T's namespace S.
+// T used (TenantNamespaces); with "cache_salt": S too, only T's namespace S.
 #pragma once
 #include <httplib.h>
 
@@ -24,8 +23,6 @@ namespace preface::server {
 // key its own tenant). Throws preface::Error on an unreadable file, a duplicate key or an empty result.
 std::unordered_map<std::string, std::string> load_api_keys(const std::string& path);
 
-std::string tenant_salt_prefix(const std::string& tenant);
-std::string tenant_cache_salt(const std::string& tenant, const std::string& client_salt);
 
 // The key a request presents: the Bearer token of Authorization, else x-api-key, else "".
 std::string presented_key(const httplib::Request& req);

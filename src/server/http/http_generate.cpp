@@ -81,6 +81,9 @@ void log_generation(const HttpState& state, uint64_t slot_id, const std::string&
 // State of one streaming response, shared by the content provider and its releaser (same worker thread).
 struct StreamJob {
   HttpState* state;
+  ServerContext* ctx;
+  std::string tenant;
+  kv::Digest ns;     // the request's cache namespace
   std::unique_ptr<InFlight::Slot> slot;
   std::unique_ptr<Generation> gen;
   std::unique_ptr<ResponseFormat> format;
@@ -93,6 +96,7 @@ struct StreamJob {
   void end(const char* note) {
     if (ended) return;
     ended = true;
+    ctx->tenants.note(ctx->engine, tenant, ns);  // again: a prune while it ran may have dropped it
     state->metrics.on_generation(gen->summary());
     log_generation(*state, slot->id(), method, path, *gen, pins + note);
   }
@@ -112,7 +116,10 @@ void serve_generation(HttpState& state, ServerContext& ctx, const httplib::Reque
                                                    : "the server is overloaded: too many requests in flight");
   }
   engine::RequestParams& params = request.params;
-  params.cache_salt = tenant_cache_salt(authenticate(state.options, req), params.cache_salt);
+  const std::string tenant = authenticate(state.options, req);
+  params.cache_salt = tenant_cache_salt(tenant, params.cache_salt);
+  const kv::Digest ns = ctx.engine.cache_namespace(params.cache_salt);
+  ctx.tenants.note(ctx.engine, tenant, ns);
   const std::string pins = pins_text(params.cache_pins);
   const auto n_prompt = static_cast<int64_t>(params.prompt.size());
   const Route* route = find_route(req.path);
@@ -141,6 +148,7 @@ void serve_generation(HttpState& state, ServerContext& ctx, const httplib::Reque
       logprobs.insert(logprobs.end(), d->logprobs.begin(), d->logprobs.end());
     }
     const GenerationSummary& s = gen->summary();
+    ctx.tenants.note(ctx.engine, tenant, ns);
     state.metrics.on_generation(s);
     log_generation(state, slot->id(), req.method, req.path, *gen, pins);
     if (s.kind == StopKind::Error) throw ApiError(500, "generation failed: " + s.error);
@@ -151,6 +159,9 @@ void serve_generation(HttpState& state, ServerContext& ctx, const httplib::Reque
 
   auto job = std::make_shared<StreamJob>();
   job->state = &state;
+  job->ctx = &ctx;
+  job->tenant = tenant;
+  job->ns = ns;
   job->slot = std::move(slot);
   job->gen = std::move(gen);
   job->format = std::move(format);

@@ -67,7 +67,7 @@ void purge_cache(HttpState& state, ServerContext& ctx, const httplib::Request& r
   if (!tenant) f.fail("tenant", "is required");
   const auto salt = f.string("cache_salt");
   const int32_t n = salt ? ctx.engine.purge_namespace(tenant_cache_salt(*tenant, *salt))
-                         : ctx.engine.purge_salt_prefix(tenant_salt_prefix(*tenant));
+                         : ctx.tenants.purge_tenant(ctx.engine, *tenant);
   send_json(res, {{"tenant", *tenant}, {"purged_blocks", n}});
 }
 
