@@ -9,9 +9,10 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/local_engine.h"
 #include "cli/options.h"
-#include "cli/session.h"
 #include "kv/hash.h"
+#include "util/error.h"
 
 namespace preface::cli {
 namespace {
@@ -35,28 +36,37 @@ int32_t argmax(const float* x, size_t n) {
 void eval(const EvalOptions& opts) {
   auto model = model::Model::load(resolve_model_path(opts.model.model_path));
   const auto tokenizer = Tokenizer::from_gguf(model->file());
-  ThreadPool pool(resolve_threads(opts.model.threads));
   const size_t n_vocab = static_cast<size_t>(model->config().n_vocab);
 
-  const std::vector<int32_t> prompt = encode_prompt(*tokenizer, opts.prompt);
-  Session session(*model, pool, parse_kv_type(opts.model.kv_type), opts.model.block_size,
-                  static_cast<int32_t>(prompt.size()) + opts.n_greedy);
-  std::vector<float> logits;  // [n_prompt][n_vocab]
-  session.feed(prompt, &logits);
+  // One greedy request through the engine: the logits of every prompt position (prompt_logits for all but the
+  // last, keep_logits for the last and each greedy step), exactly n_greedy tokens (not stopped at
+  // end-of-generation), as the oracle lists them; at least one step, for the last prompt position's logits.
+  engine::RequestParams params;
+  params.prompt = encode_prompt(*tokenizer, opts.prompt);
+  params.max_new_tokens = std::max(opts.n_greedy, 1);
+  params.ignore_eos = true;
+  params.keep_logits = true;
+  params.prompt_logits = true;
+  const std::vector<int32_t> prompt = params.prompt;
+  auto eng = local_engine(*model, *tokenizer, opts.model, static_cast<int32_t>(prompt.size()) + opts.n_greedy);
+  const auto stream = eng->submit(std::move(params));
+  eng->run_until_idle();
+  std::vector<float> logits = stream->prompt_logits();  // [n_prompt - 1][n_vocab], then the sampled steps'
+  std::vector<int32_t> greedy;
+  while (const auto ev = stream->next()) {
+    greedy.push_back(ev->token);
+    logits.insert(logits.end(), ev->logits.begin(), ev->logits.end());
+  }
+  const engine::RequestStats stats = stream->stats();
+  if (stats.finish == engine::FinishReason::Error) throw Error("eval failed: " + stats.error);
+  if (logits.size() < prompt.size() * n_vocab) throw Error("eval: the engine returned too few logits");
+  greedy.resize(std::min(greedy.size(), static_cast<size_t>(opts.n_greedy)));
+  // The logits computed: prompt positions, then the steps after each greedy token but the last.
+  logits.resize(std::min(logits.size(), (prompt.size() + std::max<size_t>(greedy.size(), 1) - 1) * n_vocab));
   std::vector<int32_t> argmaxes(prompt.size());
   for (size_t i = 0; i < prompt.size(); ++i) argmaxes[i] = argmax(logits.data() + i * n_vocab, n_vocab);
-  const std::vector<float> last(logits.end() - static_cast<ptrdiff_t>(n_vocab), logits.end());
-
-  // Greedy continuation: exactly n_greedy tokens (not stopped at end-of-generation), as the oracle lists them.
-  std::vector<int32_t> greedy;
-  int32_t next = argmaxes.back();
-  while (static_cast<int32_t>(greedy.size()) < opts.n_greedy) {
-    greedy.push_back(next);
-    if (static_cast<int32_t>(greedy.size()) == opts.n_greedy || session.n_past() == session.capacity()) break;
-    const float* step = session.feed(std::span<const int32_t>(&next, 1));  // [n_vocab]
-    if (opts.logits_digest) logits.insert(logits.end(), step, step + n_vocab);
-    next = argmax(step, n_vocab);
-  }
+  const std::vector<float> last(logits.begin() + static_cast<ptrdiff_t>((prompt.size() - 1) * n_vocab),
+                                logits.begin() + static_cast<ptrdiff_t>(prompt.size() * n_vocab));
 
   OracleJson out = {{"prompt", opts.prompt}, {"tokens", prompt},      {"argmax", argmaxes},
                     {"last_logits", last},   {"greedy", greedy}};

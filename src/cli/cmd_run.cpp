@@ -1,13 +1,15 @@
 // `preface run`: generate a continuation of a prompt. Only the generated text goes to stdout (streamed, flushed
 // per token); timing goes to stderr.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <random>
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/local_engine.h"
 #include "cli/options.h"
-#include "cli/session.h"
+#include "util/error.h"
 
 namespace preface::cli {
 namespace {
@@ -24,34 +26,42 @@ void run(const RunOptions& opts) {
   const std::string path = resolve_model_path(opts.model.model_path);
   auto model = model::Model::load(path);
   const auto tokenizer = Tokenizer::from_gguf(model->file());
-  ThreadPool pool(resolve_threads(opts.model.threads));
-  engine::SamplingParams sampling = opts.sampling;
-  sampling.seed = opts.seed >= 0 ? static_cast<uint64_t>(opts.seed) : std::random_device{}();
-  engine::Sampler sampler(sampling);
-
-  const std::vector<int32_t> prompt = encode_prompt(*tokenizer, opts.prompt);
-  Session session(*model, pool, parse_kv_type(opts.model.kv_type), opts.model.block_size,
-                  static_cast<int32_t>(prompt.size()) + opts.n_predict);
+  engine::RequestParams params;
+  params.prompt = encode_prompt(*tokenizer, opts.prompt);
+  params.sampling = opts.sampling;
+  params.sampling.seed = opts.seed >= 0 ? static_cast<uint64_t>(opts.seed) : std::random_device{}();
+  params.max_new_tokens = opts.n_predict;
+  const auto n_prompt = static_cast<int32_t>(params.prompt.size());
+  const std::vector<int32_t> prompt = params.prompt;
+  const uint64_t seed = params.sampling.seed;
+  auto eng = local_engine(*model, *tokenizer, opts.model, n_prompt + opts.n_predict);
+  eng->start();
+  const auto stream = eng->submit(std::move(params));
   // The decoder first sees the prompt so that the first generated token is decoded as a continuation.
   StreamDecoder decoder(*tokenizer);
   for (const int32_t id : prompt) decoder.push(id);
-  const GenerationStats stats = generate(session, *tokenizer, sampler, prompt, opts.n_predict, true, [&](int32_t id) {
-    const std::string text = decoder.push(id);
+  while (const auto ev = stream->next()) {
+    const std::string text = decoder.push(ev->token);
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
-  });
+  }
+  const engine::RequestStats stats = stream->stats();
+  eng->stop();
+  if (stats.finish == engine::FinishReason::Error) throw Error("generation failed: " + stats.error);
   const std::string rest = decoder.flush();
   std::fwrite(rest.data(), 1, rest.size(), stdout);
   std::fflush(stdout);
 
   std::fprintf(stderr, "\nmodel %s | %d threads | kv %s, blocks of %d | seed %llu\n", path.c_str(),
-               pool.n_threads(), opts.model.kv_type.c_str(), opts.model.block_size,
-               static_cast<unsigned long long>(sampling.seed));
+               resolve_threads(opts.model.threads), opts.model.kv_type.c_str(), opts.model.block_size,
+               static_cast<unsigned long long>(seed));
+  // prefill_ms runs to the first token (whose sampling it includes); decode_ms from there to the end.
+  const int32_t n_decoded = std::max(stats.n_generated_tokens - 1, 0);
   std::fprintf(stderr, "prompt: %d tokens in %.1f ms (%.1f tok/s) | generation: %d tokens in %.1f ms (%.1f tok/s)\n",
-               stats.n_prompt, stats.prompt_seconds * 1e3,
-               stats.prompt_seconds > 0 ? stats.n_prompt / stats.prompt_seconds : 0.0, stats.n_generated,
-               stats.generation_seconds * 1e3,
-               stats.generation_seconds > 0 ? stats.n_generated / stats.generation_seconds : 0.0);
+               stats.n_prompt_tokens, stats.prefill_ms,
+               stats.prefill_ms > 0 ? stats.n_prompt_tokens / (stats.prefill_ms / 1e3) : 0.0,
+               stats.n_generated_tokens, stats.decode_ms,
+               stats.decode_ms > 0 ? n_decoded / (stats.decode_ms / 1e3) : 0.0);
 }
 
 }  // namespace

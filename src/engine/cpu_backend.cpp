@@ -7,11 +7,13 @@
 
 namespace preface::engine {
 
-int32_t kv_blocks_for_budget(const model::Config& cfg, model::KvType type, int32_t block_size, uint64_t budget) {
+uint64_t kv_bytes_per_token(const model::Config& cfg, model::KvType type) {
   model::check_kv_type_fits(type, cfg.head_dim);  // before sizing: a refused type's row size means nothing
-  const uint64_t per_block =
-      2ull * cfg.n_layers * model::kv_row_bytes(type, static_cast<size_t>(cfg.kv_row_values())) *
-      static_cast<uint64_t>(block_size);
+  return 2ull * cfg.n_layers * model::kv_row_bytes(type, static_cast<size_t>(cfg.kv_row_values()));
+}
+
+int32_t kv_blocks_for_budget(const model::Config& cfg, model::KvType type, int32_t block_size, uint64_t budget) {
+  const uint64_t per_block = kv_bytes_per_token(cfg, type) * static_cast<uint64_t>(block_size);
   const uint64_t n = budget / per_block;
   if (n < 1) {
     throw Error("KV cache budget of " + std::to_string(budget) + " bytes holds no block (one block of " +

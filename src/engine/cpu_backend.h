@@ -33,6 +33,9 @@ class CpuBackend final : public Backend {
   kv::KvStorage storage_;
 };
 
+// K and V bytes of one token over all layers. Throws preface::Error when the type cannot store the model's heads.
+uint64_t kv_bytes_per_token(const model::Config& config, model::KvType type);
+
 // KV blocks of block_size tokens that fit in budget_bytes for this model and type. Throws preface::Error when the
 // type cannot store the model's heads or not even one block fits.
 int32_t kv_blocks_for_budget(const model::Config& config, model::KvType type, int32_t block_size,

@@ -31,9 +31,7 @@ uint64_t default_kv_cache_bytes() {
 }
 
 uint64_t default_kv_cache_bytes(const model::Config& cfg, model::KvType type, int32_t max_running) {
-  model::check_kv_type_fits(type, cfg.head_dim);
-  const uint64_t per_token = 2ull * cfg.n_layers * model::kv_row_bytes(type, static_cast<size_t>(cfg.kv_row_values()));
-  const uint64_t wanted = per_token * static_cast<uint64_t>(std::max(cfg.ctx_len, 1)) *
+  const uint64_t wanted = kv_bytes_per_token(cfg, type) * static_cast<uint64_t>(std::max(cfg.ctx_len, 1)) *
                           static_cast<uint64_t>(std::max(max_running, 1));
   return std::min(wanted, default_kv_cache_bytes());
 }
@@ -177,16 +175,16 @@ bool Engine::step() {
     publish_counters();
     return true;
   }
-  std::vector<SampledToken> sampled;
+  StepOutput out;
   try {
-    sampled = runner_.run(plan);
+    out = runner_.run(plan);
   } catch (const std::exception& e) {  // nothing advanced: the plan's sequences end, the others go on
     fail(&plan, e);
     return true;
   }
   ++n_steps_;
   update_pins(plan);
-  postprocess(plan, sampled);
+  postprocess(plan, out);
   publish_counters();
   return true;
 }
@@ -232,8 +230,14 @@ void Engine::pin_requested(const Sequence& seq, std::chrono::steady_clock::time_
   }
 }
 
-void Engine::postprocess(const std::vector<ScheduledChunk>& plan, std::vector<SampledToken>& sampled) {
+void Engine::postprocess(const std::vector<ScheduledChunk>& plan, StepOutput& out) {
   const int32_t n_vocab = backend_->config().n_vocab;
+  for (const PromptLogits& p : out.prompt) {  // before on_computed moves n_computed; positions ascend
+    Sequence& seq = *plan[p.chunk].seq;
+    seq.stream->add_prompt_logits(p.logits, static_cast<size_t>(n_vocab));
+    seq.n_prompt_logits = p.pos + 1;
+  }
+  std::vector<SampledToken>& sampled = out.sampled;
   std::vector<Sequence*> finished;
   std::vector<std::pair<Sequence*, std::string>> failed;
   size_t next = 0;  // sampled is in plan order

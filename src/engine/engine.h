@@ -138,7 +138,7 @@ class Engine {
   void drain_inbox();
   void cancel_requested();
   // postprocess: advances the plan's sequences, appends sampled tokens, applies stop rules, streams.
-  void postprocess(const std::vector<ScheduledChunk>& plan, std::vector<SampledToken>& sampled);
+  void postprocess(const std::vector<ScheduledChunk>& plan, StepOutput& out);
   // The exception boundary: finishes `seqs` (or, when null, every sequence) with FinishReason::Error.
   void fail(const std::vector<ScheduledChunk>* plan, const std::exception& e);
   void finish(Sequence& seq, FinishReason reason, const std::string& error = {});

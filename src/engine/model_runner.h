@@ -21,19 +21,32 @@ struct SampledToken {
   const float* logits = nullptr;       // [n_vocab], valid until the next run()
 };
 
+// The logits of a prompt position a request asked for (RequestParams::prompt_logits), not sampled.
+struct PromptLogits {
+  size_t chunk = 0;                    // index into the plan
+  int32_t pos = 0;
+  const float* logits = nullptr;       // [n_vocab], valid until the next run()
+};
+
+struct StepOutput {
+  std::vector<SampledToken> sampled;   // in plan order
+  std::vector<PromptLogits> prompt;    // in plan order, positions ascending
+};
+
 class ModelRunner {
  public:
-  // Sizes the logits buffer for max_running sequences (one sampled row each per step).
+  // Sizes the logits buffer for max_running sequences (one sampled row each per step); it grows when a step
+  // also asks for prompt positions' logits.
   ModelRunner(Backend& backend, int32_t max_running);
 
   // Runs the plan's chunks (each seq->tokens[n_computed, n_computed + n_tokens)) in one forward pass. Does not
   // advance the sequences (the scheduler's on_computed does). Throws whatever the backend or sampler throws.
-  std::vector<SampledToken> run(const std::vector<ScheduledChunk>& plan);
+  StepOutput run(const std::vector<ScheduledChunk>& plan);
 
  private:
   Backend& backend_;
   model::ForwardBatch batch_;
-  std::vector<float> logits_;  // [max_running][n_vocab]
+  std::vector<float> logits_;  // [rows][n_vocab], rows >= max_running
 };
 
 }  // namespace preface::engine

@@ -39,6 +39,16 @@ void RequestStream::push(TokenEvent ev) {
   cv_.notify_all();
 }
 
+void RequestStream::add_prompt_logits(const float* row, size_t n_vocab) {
+  std::lock_guard lock(mu_);
+  prompt_logits_.insert(prompt_logits_.end(), row, row + n_vocab);
+}
+
+std::vector<float> RequestStream::prompt_logits() const {
+  std::lock_guard lock(mu_);
+  return prompt_logits_;
+}
+
 void RequestStream::finish(const RequestStats& stats) {
   {
     std::lock_guard lock(mu_);

@@ -40,6 +40,9 @@ struct RequestParams {
   int32_t n_logprobs = -1;            // >= 0: each TokenEvent carries the token's log-probability and this many
                                       // most likely alternatives (computed on the engine thread)
   bool keep_logits = false;           // record the logits of every sampled position (tests, `eval`)
+  // Record the logits of every prompt position but the last (the last is the first sampled one: keep_logits) in
+  // RequestStream::prompt_logits(). Such a prompt is always computed, never read from the cache (`eval`).
+  bool prompt_logits = false;
   std::vector<CachePin> cache_pins;   // explicit caching breakpoints (Anthropic cache_control)
 };
 
@@ -76,15 +79,19 @@ class RequestStream {
   bool cancel_requested() const;
   bool finished() const;
   RequestStats stats() const;         // final once finished() is true
+  // RequestParams::prompt_logits: [n_prompt - 1][n_vocab], complete once finished() is true.
+  std::vector<float> prompt_logits() const;
 
   // Engine side.
   void push(TokenEvent ev);
+  void add_prompt_logits(const float* row, size_t n_vocab);
   void finish(const RequestStats& stats);
 
  private:
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<TokenEvent> events_;
+  std::vector<float> prompt_logits_;
   RequestStats stats_;
   bool finished_ = false;
   bool cancel_ = false;

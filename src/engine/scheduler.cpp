@@ -68,7 +68,7 @@ Scheduler::Admit Scheduler::try_admit(Sequence& seq, int32_t budget, std::vector
   const int32_t max_cached = seq.n_tokens() - 1;  // the last token is always computed, to produce logits
   kv::PrefixMatch match;
   match.last_hash = seq.ns;
-  if (prefix_cache_) {
+  if (prefix_cache_ && !seq.params.prompt_logits) {  // a prompt_logits request computes every position
     const kv::PrefixMatch peek = index_.match(seq.ns, seq.tokens, max_cached);
     const size_t next_block = peek.block_ids.size();
     if (next_block < seq.prompt_hashes.size()) {

@@ -39,6 +39,7 @@ struct Sequence {
   kv::Digest last_hash;                 // chain hash of block n_hashed_blocks - 1 (ns when none)
   int32_t n_hit_blocks = 0;             // leading blocks that came from the cache at the latest admission
   int32_t n_partial_rows = 0;           // rows of block n_hit_blocks copied from a cached block at admission
+  int32_t n_prompt_logits = 0;          // prompt positions whose logits were recorded (params.prompt_logits)
   int32_t pending_lo = 0, pending_hi = 0;  // prompt_hashes[lo, hi) are announced as being computed by this seq
 
   bool running = false;
