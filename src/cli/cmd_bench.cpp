@@ -216,7 +216,6 @@ void register_bench(CLI::App& app) {
   cmd->add_flag("--skip-groups", opts->skip_groups, "Skip the shared-prefix traffic benchmark");
   cmd->add_flag("--json", opts->json, "Print results as JSON on stdout");
   cmd->callback([opts] { bench_engine(*opts); });
-  register_bench_serve(bench);
 }
 
 }  // namespace preface::cli

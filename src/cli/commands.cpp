@@ -10,7 +10,6 @@ void register_commands(CLI::App& app) {
   register_synth(app);
   register_kv(app);
   register_bench(app);
-  register_soak(app);
 }
 
 }  // namespace preface::cli

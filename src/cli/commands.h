@@ -14,7 +14,5 @@ void register_tokenize(CLI::App& app);  // cmd_tokenize.cpp
 void register_synth(CLI::App& app);     // cmd_synth.cpp
 void register_kv(CLI::App& app);        // cmd_kv.cpp
 void register_bench(CLI::App& app);     // cmd_bench.cpp
-void register_bench_serve(CLI::App* bench);  // cmd_bench_serve.cpp: `bench serve`, called by register_bench
-void register_soak(CLI::App& app);      // cmd_soak.cpp
 
 }  // namespace preface::cli

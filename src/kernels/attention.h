@@ -71,8 +71,7 @@ void attention_tiles(const AttnTile* tiles, size_t n_tiles, float* scratch, size
 
 // Asks the cache for what an attention_tiles call over these tiles reads first (each tile's queries and the K/V
 // rows of its first chunk), to be issued while other work runs; a hint, computing nothing. At short contexts a decode
-// call's time is mostly these misses (125M model, batch 8, context 0 - 40: 6.0k -> 4.4k cycles per token's call
-// at 1 thread, 8 - 10k -> 4.6k at 2).
+// call's time is mostly these misses (figures: session 15 in docs/perf-log/).
 void attention_prefetch(const AttnTile* tiles, size_t n_tiles);
 
 namespace scalar {

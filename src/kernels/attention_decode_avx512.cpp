@@ -3,7 +3,7 @@
 //
 // The shared tile widens every chunk of K and V rows into an f32 copy and reads it back per query: worth it for a
 // prefill tile of dozens of queries, but for the 1 - 8 queries of a decode tile the stores and reloads cost more
-// than the dots (the copy took a third of the tile's time). Here the rows are read straight from the pages:
+// than the dots. Here the rows are read straight from the pages:
 //   - scores: each 16-lane load holds 8 values of two rows (as ZmmOps stores them), converted once and used by
 //     up to kScoreQueries queries, each with its own 4 registers of two rows' 8-lane accumulators;
 //   - V: each 16 values of a row, converted once, feed the accumulators of up to kVQueries queries.
@@ -14,8 +14,8 @@
 // in the shared tile.
 // Several tiles (the KV heads of one token: their slices share every row's cache lines) run chunk by chunk
 // together, each with its own state: a thread then reads whole rows in order instead of one head's slice of each,
-// which streams from memory at about half the rate (125M model, batch 8 at context 1024: 10.4 - 12.5 -> 7.1 - 7.5
-// ms per step).
+// which the hardware prefetchers do not follow and which streams from memory far slower (figures: session 10 in
+// docs/perf-log/).
 //
 // Standard headers come before the target pragma and the kernel headers after it have internal linkage, so no
 // code compiled for AVX-512 is shared with other translation units.

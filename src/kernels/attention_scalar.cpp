@@ -66,8 +66,8 @@ void attention_prefetch(const AttnTile* tiles, size_t n_tiles) {
     const AttnTile& tile = tiles[i];
     // Queries sharing one n_pos (decode: one token's query heads) are read by a path that reads rows in place,
     // into L1. Others (a prompt's tokens) by tiles that widen each chunk into a copy: asked into L1, their queries
-    // and first rows (~40 KB) evicted the running call's copy (512-token Q4_0 prefill 9% slower at 1 thread), so
-    // they go to L2, from which the call's own prefetches take them.
+    // and first rows (~40 KB) evicted the running call's copy (prefill got slower), so they go to L2, from which
+    // the call's own prefetches take them.
     bool to_l1 = true;
     int32_t n_pos = 0;
     for (size_t j = 0; j < tile.n_queries; ++j) {

@@ -397,9 +397,9 @@ void gemm_tiles(const GemmArgs& args, int64_t row_begin, int64_t row_end) {
 void gemm(const GemmArgs& args, int64_t row_begin, int64_t row_end) {
   const bool quantized = args.type == gguf::TensorType::Q8_0 || args.type == gguf::TensorType::Q4_0;
   // Packed matrices up to kNarrowTokens: the AVX-512 kernel reads row groups as they lie (faster than narrow
-  // tiles transposing them back to rows — Q8_0 8 tokens 2048 x 768: 88 vs 104 us — and than AMX with the weights
-  // as B: one 8-row tile store per 16 rows x block, serialised with the tile loads and multiplies, bounds that at
-  // ~35 TSC cycles per 16 rows x block before unpacking and the float epilogue).
+  // tiles, which transpose them back to rows, and than AMX with the weights as B, where one 8-row tile store per
+  // 16 rows x block, serialised with the tile loads and multiplies, bounds the kernel before unpacking and the float
+  // epilogue; figures in docs/perf-log/open-items.md).
   if (!quantized || args.n_tokens < kMinTokens || (args.row_groups && args.n_tokens <= kNarrowTokens)) {
     avx512::gemm_quant(args, row_begin, row_end);
   } else if (args.row_groups) {

@@ -34,9 +34,8 @@ constexpr int kTokens = 4;  // tokens per tile
 constexpr int64_t kRows = 2 * kPairs;
 // Batches of up to this many tokens (decode) take the direct tiles, in tiles of kTokens over each row tile's weights
 // (read from memory once, then from L1); larger ones the staged path. At 8 tokens the direct tiles were faster both
-// in cache (`MatmulF16` 2048 x 768: 180 - 184 against 212 - 239 us) and streaming a model's weights from memory
-// (125M F16, batch 8, 2 threads: 7.1 - 7.3 against 10.5 - 10.8 ms per step); at 16 tokens the staged path was
-// faster in cache (337 - 361 against 429 us) and as fast from memory.
+// in cache and streaming a model's weights from memory (they prefetch; the staged path then did not); at 16 tokens
+// the staged path was faster in cache and as fast from memory (figures: session 12 in docs/perf-log/).
 constexpr int64_t kDirectTokens = 8;
 
 // Two rows' 8 values at i as [row a | row b] f32.
@@ -162,8 +161,8 @@ constexpr TileFn kTiles[kTokens] = {tile<Rows, 1>, tile<Rows, 2>, tile<Rows, 3>,
 // token block then runs plain loads and FMAs over them. Each accumulator lane takes the same FMAs in the same order
 // as in tile(): the accumulators are carried from chunk to chunk in memory, unchanged.
 // Chunks of 256 columns (8 KiB of staged weights) and blocks of 144 tokens (36 KiB of carried accumulators): the
-// weights of a chunk stay in L1 while every token of the block passes over them. Measured against 512-column
-// chunks and 48- or 96-token blocks: the same within noise; 1024-column chunks (32 KiB) were ~45% slower.
+// weights of a chunk stay in L1 while every token of the block passes over them. 512-column chunks and 48- or
+// 96-token blocks measured the same; 1024-column chunks (32 KiB) were much slower.
 constexpr size_t kChunkSteps = 32;
 constexpr int64_t kStagedTokenBlock = 144;
 
@@ -216,8 +215,8 @@ void gemm_rows_staged(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
       for (int q = 0; q < kRows; ++q) wr[q] = reinterpret_cast<const E*>(w + static_cast<size_t>(q) * a.w_row_bytes);
       for (int64_t i = 0; i < (te - tb) * kPairs; ++i) acc[i] = _mm512_setzero_ps();
       // The first token block prefetches each chunk's columns of the rows two tiles ahead while staging it: without
-      // it the staged path read its weights from memory at a fraction of the direct tiles' rate (125M F16 model,
-      // batch 16: 18.4 - 18.6 against 16.5 - 16.8 ms per step with it).
+      // it the staged path read its weights from memory at a fraction of the direct tiles' rate (figures: session
+      // 12 in docs/perf-log/).
       const uint8_t* ahead = tb == 0 ? two_tiles_ahead(w, r, row_end, a.w_row_bytes) : nullptr;
       for (size_t c = 0; c < n_steps; c += kChunkSteps) {
         const size_t cs = n_steps - c < kChunkSteps ? n_steps - c : kChunkSteps;

@@ -91,10 +91,10 @@ inline void group_block_one(const GemmArgs& a, const uint8_t* unit, size_t b, si
 // biased to unsigned (Q4_0: the raw nibbles, value + 8, from piece k % 4's low (k < 4) or high nibbles; Q8_0:
 // piece k ^ 0x80, value + 128); one vpdpbusd per k against the token's values 4k..4k+3, broadcast, adds them to
 // lane r, so the 8 add each row's exact block sum plus 2^shift x the activation block's sum; the chain starts from
-// minus the latter (one subtraction per 16 outputs fewer: 4 - 6% at 8 tokens). Integer sums are exact, so their
-// order is free.
-// Each broadcast feeds all G groups: AMD Zen 5 loads at most two vectors per cycle, broadcasts included, and
-// with G = 1 the broadcasts alone (one per vpdpbusd) hold it to about one vpdpbusd per cycle of its two.
+// minus the latter (one integer operation per 16 outputs and block fewer). Integer sums are exact, so their order
+// is free.
+// Each broadcast feeds all G groups: a core that loads at most two vectors per cycle, broadcasts included, is held
+// by the broadcasts alone (one per vpdpbusd) to about one vpdpbusd per cycle of its two when G = 1.
 template <typename Block, int T, int G>
 inline void group_block(const GemmArgs& a, const uint8_t* const* unit, size_t b, size_t n_blocks,
                         __m512 (&acc)[G][T]) {
@@ -235,24 +235,23 @@ void groups_tile(const GemmArgs& a, int64_t r, const uint8_t* prefetch) {
 }
 
 // Small batches take groups one at a time over every token at once, prefetching the next group: weight reads bound
-// them. Q8_0 does so up to kMaxGroupTokens tokens (decode): in pairs it ran no faster from memory (2048 x 2048,
-// 8 tokens: 176 us one group at a time, 212 us in pairs, whose second slice reads the pair back from L2). Q4_0
-// has half the bytes per value, so from 5 tokens its single-group kernel is bound by loads instead (one broadcast
-// per vpdpbusd, next to the epilogue's float ops on the same pipes): pairs, whose broadcasts each feed two
-// vpdpbusd, were 3 - 13% faster at 6 - 8 tokens with the weights streamed from memory (768 x 2048 least, the
-// 32000 x 768 output head most), and 1.6x slower at 2 - 4 tokens, where their one slice prefetches half the next
-// pair. Larger batches take pairs of groups over slices of kPairTokens tokens (see group_block), and a leftover
-// single group over slices of kMaxGroupTokens.
+// them. Q8_0 does so up to kMaxGroupTokens tokens (decode): in pairs it ran no faster from memory, as the pair's
+// second slice reads the pair back from L2. Q4_0 has half the bytes per value, so from 5 tokens its single-group
+// kernel is bound by loads instead (one broadcast per vpdpbusd, next to the epilogue's float ops on the same
+// pipes): pairs, whose broadcasts each feed two vpdpbusd, were faster at 6 - 8 tokens with the weights streamed
+// from memory, and slower at 2 - 4 tokens, where their one slice prefetches half the next pair (figures: session
+// 11 in docs/perf-log/). Larger batches take pairs of groups over slices of kPairTokens tokens (see group_block),
+// and a leftover single group over slices of kMaxGroupTokens.
 constexpr int kPairTokens = 4;
 template <typename Block>
 constexpr int64_t kSingleGroupTokens = sizeof(Block) == sizeof(BlockQ4_0) ? kPairTokens : kMaxGroupTokens;
 
 // Asks for the cache lines of y[t][r .. r + 32) of every token (a pair's outputs), for writing. Each pass after a
 // GEMM reads whole output rows, so most of these lines were last read by another thread, on another core, whose
-// copy a store must invalidate first; without this, a pair's stores wait for those round trips (Q4_0, batch 8, 2
-// threads: 8 - 15% of a decode step with the two vCPUs on different L3s, 0 - 4% with them on one). Single groups
-// (Q4_0 up to 4 tokens, Q8_0 up to 8) showed no gain from it. Straight-line on purpose: GCC 12 deleted a loop over
-// the lines whose body held only prefetches.
+// copy a store must invalidate first; without this, a pair's stores wait for those round trips (most when the two
+// cores sit on different L3s; figures: session 13 in docs/perf-log/). Single groups (Q4_0 up to 4 tokens, Q8_0 up
+// to 8) showed no gain from it. Straight-line on purpose: GCC 12 deleted a loop over the lines whose body held only
+// prefetches.
 inline void prefetch_pair_outputs(const GemmArgs& a, int64_t r) {
   for (int64_t t = 0; t < a.n_tokens; ++t) {
     const float* y = a.y + static_cast<size_t>(t) * a.y_stride + static_cast<size_t>(r);

@@ -62,8 +62,8 @@ inline __m256 exp_x8(__m256 x) {
   const __m256 lo = _mm256_set1_ps(-87.33654475f);
   const __m256 hi = _mm256_set1_ps(88.0f);
   // Lanes below lo (the masked scores' -inf among them) are computed from 0 and zeroed at the end: clamped to lo
-  // they would form a denormal product, which costs a microcode assist per instruction on some CPUs (Zen 5:
-  // a third of a short decode attention call).
+  // they would form a denormal product, which costs a microcode assist per instruction on some CPUs (a large
+  // share of a short decode attention call, where most lanes are masked; figures in docs/perf-log/).
   const __m256 below = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
   const __m256 xc = _mm256_andnot_ps(below, _mm256_min_ps(_mm256_max_ps(x, lo), hi));
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),

@@ -61,9 +61,10 @@ inline std::string slurp(const std::string& path) {
 // Runs `PREFACE_BINARY args...` through /bin/sh with every argument quoted, prefixed by `env` verbatim (e.g.
 // "env PREFACE_KERNELS=avx2" or "PREFACE_MODEL=" + quote(path); the caller quotes what needs it). Blocks until the
 // child exits. stderr goes through a file in a per-process temp dir, so calls must not overlap in one process.
-inline CliResult run_preface(const std::vector<std::string>& args, const std::string& env = "") {
+inline CliResult run_binary(const std::string& binary, const std::vector<std::string>& args,
+                            const std::string& env = "") {
   const auto err_path = temp_dir("cli-run") / "stderr.txt";
-  std::string cmd = env + ' ' + quote(PREFACE_BINARY);
+  std::string cmd = env + ' ' + quote(binary);
   for (const std::string& a : args) cmd += ' ' + quote(a);
   cmd += " 2>" + quote(err_path.string());
   CliResult r;
@@ -77,6 +78,17 @@ inline CliResult run_preface(const std::vector<std::string>& args, const std::st
   r.err = slurp(err_path.string());
   return r;
 }
+
+inline CliResult run_preface(const std::vector<std::string>& args, const std::string& env = "") {
+  return run_binary(PREFACE_BINARY, args, env);
+}
+
+#ifdef PREFACE_BENCH_BINARY
+// `preface-bench args...` (tests/clients).
+inline CliResult run_bench(const std::vector<std::string>& args, const std::string& env = "") {
+  return run_binary(PREFACE_BENCH_BINARY, args, env);
+}
+#endif
 
 // `preface serve --port 0 <extra_args>` (extra_args: -m, --threads, limits...). The constructor waits up to ~10 s
 // for the listening line; url() stays "" if it never came (print log() to see why). The log lives in

@@ -15,10 +15,10 @@
 #include <thread>
 #include <vector>
 
-#include "cli/commands.h"
-#include "cli/loadgen_client.h"
-#include "cli/loadgen_stats.h"
-#include "cli/loadgen_workload.h"
+#include "clients/commands.h"
+#include "clients/loadgen_client.h"
+#include "clients/loadgen_stats.h"
+#include "clients/loadgen_workload.h"
 #include "util/error.h"
 
 namespace preface::cli {

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "cli/loadgen_client.h"
-#include "cli/soak_workload.h"
+#include "clients/loadgen_client.h"
+#include "clients/soak_workload.h"
 
 namespace preface::cli::soak {
 

@@ -1,4 +1,4 @@
-// `preface soak`: the request mix and the answer checks directly, then the real binary: a server on stories260K
+// `preface-bench soak`: the request mix and the answer checks directly, then the real binary: a server on stories260K
 // with a small KV budget (evictions) and tight limits, soaked by 4 clients for 10 s with no mismatch, no
 // unexpected error and no KV block left in use; and clients that vanish mid-stream leave no block behind.
 // The soak client comes from the preface_cli library, which tests/cli executables link.
@@ -14,10 +14,10 @@
 
 #include <httplib.h>
 
-#include "cli/loadgen_client.h"
-#include "cli/soak_runner.h"
-#include "cli/soak_workload.h"
-#include "cli_harness.h"
+#include "clients/loadgen_client.h"
+#include "clients/soak_runner.h"
+#include "clients/soak_workload.h"
+#include "cli/cli_harness.h"
 #include "support/shared_data.h"
 
 namespace preface::test {
@@ -136,7 +136,7 @@ TEST(SoakServe, FourClientsTenSecondsNoMismatchNoLeak) {
   ServeProcess srv(serve_args(model.string(), "2MiB"), "soak");
   ASSERT_FALSE(srv.url().empty()) << srv.log();
   const CliResult r =
-      run_preface({"soak", "--url", srv.url(), "--clients", "4", "--seconds", "10", "--seed", "3", "--max-body-bytes",
+      run_bench({"soak", "--url", srv.url(), "--clients", "4", "--seconds", "10", "--seed", "3", "--max-body-bytes",
                    "65536", "--max-tokens-limit", "64", "--max-prompt-tokens", "512"});
   const std::string out = r.all();
   EXPECT_EQ(r.exit_code, 0) << out;
@@ -161,9 +161,9 @@ TEST(SoakServe, FourClientsTenSecondsNoMismatchNoLeak) {
 }
 
 TEST(SoakServe, HelpAndADeadServerFailClearly) {
-  EXPECT_EQ(run_preface({"soak", "--help"}).exit_code, 0);
+  EXPECT_EQ(run_bench({"soak", "--help"}).exit_code, 0);
   // Port 1 on loopback: nothing listens there.
-  EXPECT_NE(run_preface({"soak", "--url", "http://127.0.0.1:1", "--seconds", "1"}).exit_code, 0);
+  EXPECT_NE(run_bench({"soak", "--url", "http://127.0.0.1:1", "--seconds", "1"}).exit_code, 0);
 }
 
 TEST(SoakServe, ClientsThatVanishMidStreamLeaveNoBlockInUse) {

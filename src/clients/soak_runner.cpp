@@ -1,4 +1,4 @@
-#include "cli/soak_runner.h"
+#include "clients/soak_runner.h"
 
 #include <httplib.h>
 
@@ -13,7 +13,7 @@
 #include <optional>
 #include <thread>
 
-#include "cli/loadgen_workload.h"
+#include "clients/loadgen_workload.h"
 #include "util/error.h"
 
 namespace preface::cli::soak {

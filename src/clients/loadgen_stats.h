@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/loadgen_client.h"
+#include "clients/loadgen_client.h"
 
 namespace preface::cli::loadgen {
 

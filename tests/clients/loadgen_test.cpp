@@ -1,4 +1,4 @@
-// `preface bench serve`: the deterministic prompt generator and the percentile summary directly (header-only),
+// `preface-bench serve`: the deterministic prompt generator and the percentile summary directly (header-only),
 // and the whole load generator against a real `preface serve` on stories260K.
 #include <gtest/gtest.h>
 
@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "cli/loadgen_stats.h"
-#include "cli/loadgen_workload.h"
-#include "cli_harness.h"
+#include "clients/loadgen_stats.h"
+#include "clients/loadgen_workload.h"
+#include "cli/cli_harness.h"
 #include "support/shared_data.h"
 
 namespace preface::test {
@@ -102,12 +102,12 @@ TEST(LoadgenStats, AggregateSkipsFailuresAndSumsUsage) {
   EXPECT_DOUBLE_EQ(cli::loadgen::cached_ratio(t), 0.25);
 }
 
-// `preface bench serve <args>`. Its JSON report (--json) is all of stdout; stderr holds progress lines, which
+// `preface-bench serve <args>`. Its JSON report (--json) is all of stdout; stderr holds progress lines, which
 // start with "bench serve:", and errors.
 CliResult bench(const std::vector<std::string>& args) {
-  std::vector<std::string> all = {"bench", "serve"};
+  std::vector<std::string> all = {"serve"};
   all.insert(all.end(), args.begin(), args.end());
-  return run_preface(all);
+  return run_bench(all);
 }
 
 TEST(LoadgenServe, SharedPrefixAgainstPrefaceServe) {

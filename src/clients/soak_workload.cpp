@@ -1,10 +1,10 @@
-#include "cli/soak_workload.h"
+#include "clients/soak_workload.h"
 
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "cli/loadgen_workload.h"
+#include "clients/loadgen_workload.h"
 #include "util/error.h"
 
 namespace preface::cli::soak {

@@ -9,9 +9,9 @@
 #include <memory>
 #include <string>
 
-#include "cli/commands.h"
-#include "cli/loadgen_client.h"
-#include "cli/soak_runner.h"
+#include "clients/commands.h"
+#include "clients/loadgen_client.h"
+#include "clients/soak_runner.h"
 #include "util/error.h"
 
 namespace preface::cli {

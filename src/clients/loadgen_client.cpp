@@ -1,4 +1,4 @@
-#include "cli/loadgen_client.h"
+#include "clients/loadgen_client.h"
 
 #include <httplib.h>
 
