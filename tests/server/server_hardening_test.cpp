@@ -90,5 +90,22 @@ TEST(ServerHardening, FailedEngineStepAnswers500AndServesOn) {
   EXPECT_EQ(server.engine().counters().n_failed_steps, 2);
 }
 
+// A second server on a port already in use failed to notice (SO_REUSEPORT): the kernel then split connections
+// between two processes, possibly serving two models. Binding is exclusive and the error says why.
+TEST(ServerHardening, PortInUseIsRefused) {
+  server::ServerOptions o;
+  o.port = 0;
+  o.log_requests = false;
+  server::Server first(o);
+  o.port = first.bind();
+  server::Server second(o);
+  try {
+    second.bind();
+    ADD_FAILURE() << "a second server bound port " << o.port;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("another process is listening there"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace preface::test

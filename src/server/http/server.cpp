@@ -116,6 +116,12 @@ Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->http.set_write_timeout(o.write_timeout_s, 0);
   impl_->http.set_keep_alive_timeout(o.keep_alive_timeout_s);
   impl_->http.set_tcp_nodelay(true);
+  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a second server on the same port starts
+  // without error and the kernel splits the connections between the two processes.
+  impl_->http.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   install_error_paths(impl_->http, impl_->state, impl_->gate);
   register_routes(impl_->http, impl_->state);
 }
@@ -130,7 +136,9 @@ int Server::bind() {
     impl_->port = o.port;
   }
   if (impl_->port <= 0) {
-    throw Error("cannot listen on " + o.host + ":" + std::to_string(o.port) + " (" + std::strerror(errno) + ")");
+    const int err = errno;
+    throw Error("cannot listen on " + o.host + ":" + std::to_string(o.port) + " (" + std::strerror(err) + ")" +
+                (err == EADDRINUSE ? ": another process is listening there" : ""));
   }
   if (!impl_->http.widen_backlog(kListenBacklog)) throw Error(std::string("listen() failed: ") + std::strerror(errno));
   return impl_->port;
