@@ -8,6 +8,10 @@
 #include <signal.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -48,9 +52,60 @@ sigset_t shutdown_signals() {
   return set;
 }
 
+// Waits for SIGINT/SIGTERM (blocked in every thread) on its own thread from the start, so a signal is answered at
+// any point: while the model loads it ends the process at once (nothing is served yet, nothing to drain); once
+// loading is over, wait() returns it for an orderly shutdown.
+class SignalWatcher {
+ public:
+  explicit SignalWatcher(const sigset_t& signals) : signals_(signals), thread_([this] { run(); }) {}
+  ~SignalWatcher() {
+    {
+      std::lock_guard lock(mu_);
+      if (sig_ == 0) leaving_ = true;
+    }
+    if (thread_.joinable()) {
+      if (leaving_) pthread_kill(thread_.native_handle(), SIGTERM);  // wakes its sigwait
+      thread_.join();
+    }
+  }
+  void loaded() {
+    std::lock_guard lock(mu_);
+    loading_ = false;
+  }
+  int wait() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return sig_ != 0; });
+    return sig_;
+  }
+
+ private:
+  void run() {
+    int sig = 0;
+    sigwait(&signals_, &sig);
+    std::lock_guard lock(mu_);
+    if (leaving_) return;
+    if (loading_) {
+      std::fprintf(stderr, "preface: %s received while loading the model; exiting\n",
+                   sig == SIGINT ? "SIGINT" : "SIGTERM");
+      std::_Exit(128 + sig);
+    }
+    sig_ = sig;
+    cv_.notify_all();
+  }
+
+  sigset_t signals_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool loading_ = true;
+  bool leaving_ = false;
+  int sig_ = 0;
+  std::thread thread_;  // last: starts once the members above exist
+};
+
 void serve(ServeOptions& opts) {
   const sigset_t signals = shutdown_signals();
   if (pthread_sigmask(SIG_BLOCK, &signals, nullptr) != 0) throw Error("cannot block SIGINT/SIGTERM");
+  SignalWatcher watcher(signals);
 
   server::ModelIdentity identity;
   identity.path = resolve_model_path(opts.model.model_path);
@@ -108,8 +163,8 @@ void serve(ServeOptions& opts) {
   std::fprintf(stderr, "preface: serving model '%s' (context %d tokens, chat template %s)\n", ctx->model_id.c_str(),
                ctx->ctx_len(), chat::chat_template_name(ctx->chat_template));
 
-  int sig = 0;
-  sigwait(&signals, &sig);
+  watcher.loaded();
+  const int sig = watcher.wait();
   std::fprintf(stderr, "preface: %s received, shutting down (%d requests in flight)\n",
                sig == SIGINT ? "SIGINT" : "SIGTERM", http.n_in_flight());
   http.stop();

@@ -15,7 +15,9 @@
 namespace preface {
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO (or a device) for reading would otherwise wait for a writer forever; such a file is
+  // refused below. It changes nothing for a regular file.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw Error("cannot open '" + path + "': " + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
