@@ -1,7 +1,10 @@
 // A backend that fails on purpose: the CPU backend, except that a forward pass over a batch holding a token at
-// position `fault_pos` (only a prompt that long reaches it), or the block copy after copy_fault is set, throws. For the engine's and server's exception boundary tests.
+// position `fault_pos` (only a prompt that long reaches it), or the block copy after copy_fault is set, throws;
+// and every forward pass takes at least `forward_delay` (a slow machine, for disconnect tests). For the engine's and server's exception boundary tests.
 #pragma once
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <memory>
 
 #include "engine/cpu_backend.h"
@@ -32,6 +35,8 @@ class FaultBackend final : public engine::Backend {
         throw Error("injected fault: position " + std::to_string(pos) + " in the batch");
       }
     }
+    if (forward_delay.count() > 0) std::this_thread::sleep_for(forward_delay);
+    ++n_forwards;
     inner_.forward(batch, logits);
   }
   void copy_block_rows(int32_t src, int32_t dst, int32_t n_rows) override {
@@ -44,6 +49,8 @@ class FaultBackend final : public engine::Backend {
 
   std::atomic<int> n_faults{0};
   std::atomic<bool> copy_fault{false};  // the next block copy throws
+  std::chrono::milliseconds forward_delay{0};
+  std::atomic<int> n_forwards{0};
 
  private:
   engine::CpuBackend inner_;

@@ -1,5 +1,10 @@
 // Attacks that once took the whole server down (issue 28). Each case sends the hostile request to a real
 // server, expects a clear 4xx in the API's own shape, and then checks the server still answers a normal request.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <string>
 
 #include "engine/fault_backend.h"
@@ -88,6 +93,43 @@ TEST(ServerHardening, FailedEngineStepAnswers500AndServesOn) {
   ASSERT_EQ(after.status, 200) << after.body;
   EXPECT_EQ(after.body_json()["choices"][0]["text"], before.body_json()["choices"][0]["text"]);
   EXPECT_EQ(server.engine().counters().n_failed_steps, 2);
+}
+
+// A non-streamed request whose client disconnected kept generating to the end (40 vanished clients: ~79k tokens
+// over 58 s). The server now looks at the connection between tokens and cancels.
+TEST(ServerHardening, VanishedNonStreamingClientIsCancelled) {
+  TestServerConfig cfg;
+  FaultBackend* backend = nullptr;
+  cfg.backend = [&backend](model::Model& m, const engine::EngineConfig& c) -> std::unique_ptr<engine::Backend> {
+    auto b = std::make_unique<FaultBackend>(m, c, -1);
+    b->forward_delay = std::chrono::milliseconds(5);  // 400 tokens: 2 s
+    backend = b.get();
+    return b;
+  };
+  TestServer server(cfg);
+  if (!server.ok()) GTEST_FAIL() << "needs ../shared/models/stories260K.gguf";
+  for (int client = 0; client < 3; ++client) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(server.port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    const std::string body = json{{"prompt", "Once upon a time"}, {"max_tokens", 400}, {"ignore_eos", true}}.dump();
+    const std::string request = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    ASSERT_EQ(::send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ::close(fd);
+  }
+  ASSERT_TRUE(wait_for([&] { return server.engine().counters().n_requests_finished == 3; },
+                       std::chrono::milliseconds(4000)))
+      << "the vanished clients' generations ran on";
+  EXPECT_LT(server.engine().counters().n_generated_tokens, 3 * 200) << "tokens generated for nobody";
+  EXPECT_EQ(server.engine().counters().n_blocks_in_use, 0);
+  auto c = server.client();
+  expect_serving(*c);
 }
 
 // A second server on a port already in use failed to notice (SO_REUSEPORT): the kernel then split connections

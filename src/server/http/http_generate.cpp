@@ -1,8 +1,10 @@
 // Running one generation over HTTP: in-flight accounting, the JSON or SSE response, disconnect handling and the
 // per-request log line.
+#include <chrono>
 #include <cstdio>
 
 #include "server/http/auth.h"
+#include "server/http/client_socket.h"
 #include "server/http/http_internal.h"
 
 namespace preface::server {
@@ -141,16 +143,32 @@ void serve_generation(HttpState& state, ServerContext& ctx, const httplib::Reque
   slot->attach(gen->stream());
 
   if (!stream) {
+    // Nobody would read the answer of a client that left: look for it between tokens and cancel.
+    const ClientSocket client = ClientSocket::of(req);
+    auto last_check = std::chrono::steady_clock::now();
+    bool client_gone = false;
     std::string text;
     std::vector<TokenLogprob> logprobs;
     while (auto d = gen->next()) {
       text += d->text;
       logprobs.insert(logprobs.end(), d->logprobs.begin(), d->logprobs.end());
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_check >= std::chrono::milliseconds(20)) {
+        last_check = now;
+        if (!client_gone && client.gone()) {
+          client_gone = true;
+          gen->cancel();
+        }
+      }
     }
     const GenerationSummary& s = gen->summary();
     ctx.tenants.note(ctx.engine, tenant, ns);
     state.metrics.on_generation(s);
-    log_generation(state, slot->id(), req.method, req.path, *gen, pins);
+    log_generation(state, slot->id(), req.method, req.path, *gen, pins + (client_gone ? " (client gone)" : ""));
+    if (client_gone) {
+      res.status = 499;  // nginx's "client closed request": nobody reads it
+      return;
+    }
     if (s.kind == StopKind::Error) throw ApiError(500, "generation failed: " + s.error);
     if (s.kind == StopKind::Cancelled) throw ApiError(503, "the request was cancelled: the server is shutting down");
     send_json(res, format->full_response(text, logprobs, s));
