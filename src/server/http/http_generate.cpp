@@ -110,13 +110,18 @@ bool write(httplib::DataSink& sink, const std::string& text) {
 
 }  // namespace
 
-void serve_generation(HttpState& state, ServerContext& ctx, const httplib::Request& req, httplib::Response& res,
-                      GenerationRequest request, std::unique_ptr<ResponseFormat> format, bool stream) {
+std::unique_ptr<InFlight::Slot> acquire_slot(HttpState& state, const ServerContext& ctx) {
   std::unique_ptr<InFlight::Slot> slot = state.in_flight.acquire(ctx.limits.max_in_flight);
   if (!slot) {
     throw ApiError(503, state.in_flight.closing() ? "the server is shutting down"
                                                    : "the server is overloaded: too many requests in flight");
   }
+  return slot;
+}
+
+void serve_generation(HttpState& state, ServerContext& ctx, const httplib::Request& req, httplib::Response& res,
+                      std::unique_ptr<InFlight::Slot> slot, GenerationRequest request,
+                      std::unique_ptr<ResponseFormat> format, bool stream) {
   engine::RequestParams& params = request.params;
   const std::string tenant = authenticate(state.options, req);
   params.cache_salt = tenant_cache_salt(tenant, params.cache_salt);

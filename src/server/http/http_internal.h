@@ -61,10 +61,15 @@ struct HttpState {
 void send_error(HttpState& state, const httplib::Request& req, httplib::Response& res, const ApiError& e);
 void send_json(httplib::Response& res, const nlohmann::json& body, int status = 200);
 
-// Runs a parsed generation request: acquires an in-flight slot (503 when full), submits (400 when the engine
-// rejects the prompt), then answers with one JSON body or, when `stream`, Server-Sent Events.
+// An in-flight slot for a request about to parse its body (ApiError 503 when max_in_flight are taken or shutdown
+// began). Taken before the JSON is parsed, so that at most max_in_flight bodies are ever held as a DOM.
+std::unique_ptr<InFlight::Slot> acquire_slot(HttpState& state, const ServerContext& ctx);
+
+// Runs a parsed generation request in `slot`: submits (400 when the engine rejects the prompt), then answers with
+// one JSON body or, when `stream`, Server-Sent Events.
 void serve_generation(HttpState& state, ServerContext& ctx, const httplib::Request& req, httplib::Response& res,
-                      GenerationRequest request, std::unique_ptr<ResponseFormat> format, bool stream);
+                      std::unique_ptr<InFlight::Slot> slot, GenerationRequest request,
+                      std::unique_ptr<ResponseFormat> format, bool stream);
 
 // One served route (the table is in http_routes.cpp).
 struct Route {
