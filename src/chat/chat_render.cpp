@@ -82,7 +82,7 @@ constexpr const char* kAlternate = "Conversation roles must alternate user/assis
 constexpr const char* kAlternateAfterSystem =
     "After the optional system message, conversation roles must alternate user/assistant/user/assistant/...";
 
-void chatml(const Conversation& conv, bool agp, std::string_view default_system, std::string& out) {
+void chatml(const Conversation& conv, bool agp, std::string_view default_system, RenderedChat& out) {
   if (!default_system.empty() && conv.turns.front().role != Role::System) {
     out += "<|im_start|>system\n";
     out += default_system;
@@ -90,31 +90,31 @@ void chatml(const Conversation& conv, bool agp, std::string_view default_system,
   }
   for (const Turn& m : conv.turns) {
     out += "<|im_start|>" + *m.role_text + "\n";
-    out += m.content;
+    out.add_content(m.content);
     out += "<|im_end|>\n";
   }
   if (agp) out += "<|im_start|>assistant\n";
 }
 
-void llama3_turn(const Turn& m, std::string& out) {
+void llama3_turn(const Turn& m, RenderedChat& out) {
   out += "<|start_header_id|>" + *m.role_text + "<|end_header_id|>\n\n";
-  out += py_strip(m.content);
+  out.add_content(py_strip(m.content));
   out += "<|eot_id|>";
 }
 
-void llama3(const Conversation& conv, bool agp, std::string_view bos, std::string& out) {
+void llama3(const Conversation& conv, bool agp, std::string_view bos, RenderedChat& out) {
   out += bos;
   for (const Turn& m : conv.turns) llama3_turn(m, out);
   if (agp) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
 }
 
-void llama31(const Conversation& conv, bool agp, std::string_view bos, std::string& out) {
+void llama31(const Conversation& conv, bool agp, std::string_view bos, RenderedChat& out) {
   out += bos;
   out += "<|start_header_id|>system<|end_header_id|>\n\n";
   out += "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n";
   std::span<const Turn> rest(conv.turns);
   if (rest.front().role == Role::System) {
-    out += py_strip(rest.front().content);
+    out.add_content(py_strip(rest.front().content));
     rest = rest.subspan(1);
   }
   out += "<|eot_id|>";
@@ -122,7 +122,7 @@ void llama31(const Conversation& conv, bool agp, std::string_view bos, std::stri
   if (agp) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
 }
 
-void llama2(const Conversation& conv, std::string_view bos, std::string_view eos, std::string& out) {
+void llama2(const Conversation& conv, std::string_view bos, std::string_view eos, RenderedChat& out) {
   const Alternating a = split_alternating(conv, kAlternate);
   for (size_t i = 0; i < a.turns.size(); ++i) {
     std::string content;
@@ -133,45 +133,51 @@ void llama2(const Conversation& conv, std::string_view bos, std::string_view eos
     if (a.turns[i].role == Role::User) {
       out += bos;
       out += "[INST] ";
-      out += py_strip(content);
+      out.add_content(py_strip(content));
       out += " [/INST]";
     } else {
       out += " ";
-      out += py_strip(content);
+      out.add_content(py_strip(content));
       out += " ";
       out += eos;
     }
   }
 }
 
-void mistral_legacy(const Conversation& conv, std::string_view bos, std::string_view eos, std::string& out) {
+void mistral_legacy(const Conversation& conv, std::string_view bos, std::string_view eos, RenderedChat& out) {
   const Alternating a = split_alternating(conv, kAlternate);
   out += bos;
   for (size_t i = 0; i < a.turns.size(); ++i) {
     if (a.turns[i].role == Role::User) {
       out += "[INST] ";
-      if (i == 0 && a.system) out += std::string(*a.system) + "\n\n";
-      out += a.turns[i].content;
+      if (i == 0 && a.system) {
+        out.add_content(*a.system);
+        out += "\n\n";
+      }
+      out.add_content(a.turns[i].content);
       out += " [/INST]";
     } else {
-      out += a.turns[i].content;
+      out.add_content(a.turns[i].content);
       out += eos;
     }
   }
 }
 
-void mistral_v1(const Conversation& conv, std::string_view bos, std::string_view eos, std::string& out) {
+void mistral_v1(const Conversation& conv, std::string_view bos, std::string_view eos, RenderedChat& out) {
   const Alternating a = split_alternating(conv, kAlternateAfterSystem);
   out += bos;
   for (size_t i = 0; i < a.turns.size(); ++i) {
     if (a.turns[i].role == Role::User) {
       out += " [INST] ";
-      if (i == 0 && a.system) out += std::string(*a.system) + "\n\n";
-      out += a.turns[i].content;
+      if (i == 0 && a.system) {
+        out.add_content(*a.system);
+        out += "\n\n";
+      }
+      out.add_content(a.turns[i].content);
       out += " [/INST]";
     } else {
       out += " ";
-      out += a.turns[i].content;
+      out.add_content(a.turns[i].content);
       out += eos;
     }
   }
@@ -179,62 +185,68 @@ void mistral_v1(const Conversation& conv, std::string_view bos, std::string_view
 
 // tekken: no space after [INST] or before the reply, and the reply is not trimmed.
 void mistral_v3(const Conversation& conv, bool tekken, std::string_view bos, std::string_view eos,
-                std::string& out) {
+                RenderedChat& out) {
   const Alternating a = split_alternating(conv, kAlternateAfterSystem);
   out += bos;
   for (size_t i = 0; i < a.turns.size(); ++i) {
     if (a.turns[i].role == Role::User) {
       out += tekken ? "[INST]" : "[INST] ";
-      if (i + 1 == a.turns.size() && a.system) out += std::string(*a.system) + "\n\n";
-      out += a.turns[i].content;
+      if (i + 1 == a.turns.size() && a.system) {
+        out.add_content(*a.system);
+        out += "\n\n";
+      }
+      out.add_content(a.turns[i].content);
       out += "[/INST]";
     } else {
       if (tekken) {
-        out += a.turns[i].content;
+        out.add_content(a.turns[i].content);
       } else {
         out += " ";
-        out += py_strip(a.turns[i].content);
+        out.add_content(py_strip(a.turns[i].content));
       }
       out += eos;
     }
   }
 }
 
-void mistral_v7(const Conversation& conv, std::string_view bos, std::string_view eos, std::string& out) {
+void mistral_v7(const Conversation& conv, std::string_view bos, std::string_view eos, RenderedChat& out) {
   out += bos;
   for (const Turn& m : conv.turns) {
     if (m.role == Role::User) {
       out += "[INST] ";
-      out += m.content;
+      out.add_content(m.content);
       out += "[/INST]";
     } else if (m.role == Role::System) {
       out += "[SYSTEM_PROMPT] ";
-      out += m.content;
+      out.add_content(m.content);
       out += "[/SYSTEM_PROMPT]";
     } else {
       out += " ";
-      out += m.content;
+      out.add_content(m.content);
       out += eos;
     }
   }
 }
 
-void gemma(const Conversation& conv, bool agp, std::string_view bos, std::string& out) {
+void gemma(const Conversation& conv, bool agp, std::string_view bos, RenderedChat& out) {
   const Alternating a = split_alternating(conv, kAlternate);
   out += bos;
   for (size_t i = 0; i < a.turns.size(); ++i) {
     out += a.turns[i].role == Role::User ? "<start_of_turn>user\n" : "<start_of_turn>model\n";
-    if (i == 0 && a.system) out += std::string(*a.system) + "\n\n";
-    out += py_strip(a.turns[i].content);
+    if (i == 0 && a.system) {
+        out.add_content(*a.system);
+        out += "\n\n";
+      }
+    out.add_content(py_strip(a.turns[i].content));
     out += "<end_of_turn>\n";
   }
   if (agp) out += "<start_of_turn>model\n";
 }
 
-void phi3(const Conversation& conv, bool agp, std::string_view eos, std::string& out) {
+void phi3(const Conversation& conv, bool agp, std::string_view eos, RenderedChat& out) {
   for (const Turn& m : conv.turns) {
     out += "<|" + *m.role_text + "|>\n";
-    out += m.content;
+    out.add_content(m.content);
     out += "<|end|>\n";
   }
   if (agp) {
@@ -244,10 +256,10 @@ void phi3(const Conversation& conv, bool agp, std::string_view eos, std::string&
   }
 }
 
-void zephyr(const Conversation& conv, bool agp, std::string_view eos, std::string& out) {
+void zephyr(const Conversation& conv, bool agp, std::string_view eos, RenderedChat& out) {
   for (const Turn& m : conv.turns) {
     out += "<|" + *m.role_text + "|>\n";
-    out += m.content;
+    out.add_content(m.content);
     out += eos;
     out += "\n";
   }
@@ -256,11 +268,11 @@ void zephyr(const Conversation& conv, bool agp, std::string_view eos, std::strin
 
 }  // namespace
 
-std::string render_chat(ChatTemplate t, const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                        std::string_view bos, std::string_view eos) {
+RenderedChat render_chat_spans(ChatTemplate t, const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                               std::string_view bos, std::string_view eos) {
   const Conversation conv = validate(t, messages);
   const bool agp = add_generation_prompt;
-  std::string out;
+  RenderedChat out;
   switch (t) {
     case ChatTemplate::ChatML: chatml(conv, agp, "", out); break;
     case ChatTemplate::Qwen2: chatml(conv, agp, "You are a helpful assistant.", out); break;
@@ -280,6 +292,11 @@ std::string render_chat(ChatTemplate t, const std::vector<ChatMessage>& messages
     case ChatTemplate::Zephyr: zephyr(conv, agp, eos, out); break;
   }
   return out;
+}
+
+std::string render_chat(ChatTemplate t, const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                        std::string_view bos, std::string_view eos) {
+  return render_chat_spans(t, messages, add_generation_prompt, bos, eos).text;
 }
 
 }  // namespace preface::chat

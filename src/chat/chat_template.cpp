@@ -122,19 +122,33 @@ std::string chat_eos_text(const Tokenizer& tok) {
   return tok.eos_id() >= 0 ? tok.piece(tok.eos_id()) : std::string();
 }
 
-std::vector<int32_t> encode_chat_prompt(const Tokenizer& tok, std::string_view rendered) {
+std::vector<int32_t> encode_chat_prompt(const Tokenizer& tok, const RenderedChat& rendered) {
   const std::string bos = chat_bos_text(tok);
-  if (!bos.empty() && rendered.substr(0, bos.size()) == bos) {
-    return tok.encode(rendered.substr(bos.size()), /*add_bos=*/true, /*parse_special=*/true);
+  std::string_view text = rendered.text;
+  size_t cut = 0;
+  bool add_bos = tok.add_bos_default();
+  // A leading BOS the template wrote is the tokenizer's own (it is template text, never a content span).
+  if (!bos.empty() && text.substr(0, bos.size()) == bos &&
+      (rendered.content.empty() || rendered.content.front().offset >= bos.size())) {
+    cut = bos.size();
+    add_bos = true;
   }
-  return tok.encode(rendered, tok.add_bos_default(), /*parse_special=*/true);
+  std::vector<TextSpan> plain;
+  plain.reserve(rendered.content.size());
+  for (const TextSpan& s : rendered.content) plain.push_back({s.offset - cut, s.length});
+  return tok.encode(text.substr(cut), add_bos, /*parse_special=*/true, plain);
+}
+
+std::vector<int32_t> encode_chat_prompt(const Tokenizer& tok, std::string_view rendered) {
+  RenderedChat r;
+  r += rendered;
+  return encode_chat_prompt(tok, r);
 }
 
 std::vector<int32_t> render_chat_tokens(const Tokenizer& tok, ChatTemplate t,
                                         const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
-  const std::string text =
-      render_chat(t, messages, add_generation_prompt, chat_bos_text(tok), chat_eos_text(tok));
-  return encode_chat_prompt(tok, text);
+  return encode_chat_prompt(
+      tok, render_chat_spans(t, messages, add_generation_prompt, chat_bos_text(tok), chat_eos_text(tok)));
 }
 
 }  // namespace preface::chat

@@ -110,18 +110,40 @@ std::optional<ChatTemplate> recognize_chat_template(std::string_view jinja_sourc
 // recognize_chat_template(), falling back to ChatML when empty or unrecognised.
 ChatTemplate detect_chat_template(std::string_view jinja_source);
 
+// A rendered conversation: the text, and where the callers' message content sits in it. Guarantee: tokenized by
+// encode_chat_prompt(), content never produces a control token (a "</s>" or "<|im_end|>" typed in a message
+// stays text), so a user cannot forge turns; the template's own text keeps its control tokens.
+struct RenderedChat {
+  std::string text;
+  std::vector<TextSpan> content;  // [n] byte ranges of `text` that came from messages, ascending
+
+  RenderedChat& operator+=(std::string_view s) {
+    text += s;
+    return *this;
+  }
+  void add_content(std::string_view s) {
+    if (!s.empty()) content.push_back({text.size(), s.size()});
+    text += s;
+  }
+};
+
 // Renders `messages` (non-empty) as template `t` would. add_generation_prompt appends the opening of an
 // assistant turn where the template has one. bos_text/eos_text: the tokenizer's BOS/EOS piece strings ("<s>",
 // "<|begin_of_text|>", ...), possibly empty. Throws preface::Error on an empty list, an unknown role or a role
 // order the template rejects.
 std::string render_chat(ChatTemplate t, const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                         std::string_view bos_text, std::string_view eos_text);
+// The same render with its content spans.
+RenderedChat render_chat_spans(ChatTemplate t, const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                               std::string_view bos_text, std::string_view eos_text);
 
 // The BOS/EOS piece strings of `tok` ("" when it has none), to pass to render_chat().
 std::string chat_bos_text(const Tokenizer& tok);
 std::string chat_eos_text(const Tokenizer& tok);
 
-// Tokenizes a render_chat() result under the BOS contract above.
+// Tokenizes a render under the BOS contract above, control tokens parsed outside its content spans only. The
+// string overload treats all of `rendered` as template text.
+std::vector<int32_t> encode_chat_prompt(const Tokenizer& tok, const RenderedChat& rendered);
 std::vector<int32_t> encode_chat_prompt(const Tokenizer& tok, std::string_view rendered);
 
 // Python's str.strip() (what Jinja's `trim` filter and `.strip()` do): removes leading and trailing code points

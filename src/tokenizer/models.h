@@ -18,7 +18,9 @@ class VocabTokenizer : public Tokenizer {
  public:
   explicit VocabTokenizer(Vocab vocab);
 
-  std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special) const override;
+  using Tokenizer::encode;
+  std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special,
+                              std::span<const TextSpan> plain) const override;
   std::string token_to_bytes(int32_t id) const override;
 
  protected:

@@ -120,12 +120,13 @@ std::string VocabTokenizer::token_to_bytes(int32_t id) const {
   return bytes_[static_cast<size_t>(id)];
 }
 
-std::vector<int32_t> VocabTokenizer::encode(std::string_view text, bool add_bos, bool parse_special) const {
+std::vector<int32_t> VocabTokenizer::encode(std::string_view text, bool add_bos, bool parse_special,
+                                            std::span<const TextSpan> plain) const {
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 2);
   if (add_bos && bos_id_ >= 0) out.push_back(bos_id_);
   bool after_special = true;
-  for (const Fragment& f : split_special(text, pieces_, attrs_, vocab_.strip, vocab_.special_ids, parse_special)) {
+  for (const Fragment& f : split_special(text, pieces_, attrs_, vocab_.strip, vocab_.special_ids, parse_special, plain)) {
     if (f.id >= 0) {
       out.push_back(f.id);
       after_special = true;

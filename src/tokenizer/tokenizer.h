@@ -9,6 +9,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +19,12 @@
 namespace preface {
 
 enum class TokenAttr : uint8_t { Normal, Unknown, Control, UserDefined, Unused, Byte };
+
+// A byte range [offset, offset + length) of a text.
+struct TextSpan {
+  size_t offset = 0;
+  size_t length = 0;
+};
 
 class Tokenizer {
  public:
@@ -31,7 +38,16 @@ class Tokenizer {
   // their ids; when false control tokens are tokenized as plain text. As in llama.cpp (and Hugging Face),
   // user-defined tokens are split out even when parse_special is false. EOS is never appended (see
   // add_eos_default()). Empty text gives no ids besides BOS.
-  virtual std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special = false) const = 0;
+  std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special = false) const {
+    return encode(text, add_bos, parse_special, {});
+  }
+  // As above, except that no control (or unknown) token is parsed from a match overlapping one of the `plain`
+  // spans: text there is tokenized as text whatever it holds. For chat prompts whose template text carries
+  // control tokens and whose message content must never produce one (chat/chat_template.h). Around the spans
+  // the text is tokenized as one piece, so a render without control-token look-alikes in its content gives the
+  // same ids as encode(text, add_bos, true).
+  virtual std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special,
+                                      std::span<const TextSpan> plain) const = 0;
 
   // The raw bytes a token stands for ("▁" -> ' ', <0x0A> -> '\n', byte-level BPE unmapped). Control tokens
   // (BOS/EOS/...), the unknown token and unused tokens decode to an empty string; user-defined tokens to their

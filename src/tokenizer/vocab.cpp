@@ -190,14 +190,27 @@ namespace {
 // C locale isspace: the set llama.cpp strips around LSTRIP/RSTRIP tokens.
 bool is_ascii_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 
-// Splits one text fragment at every occurrence of `piece` and appends the results to `out`.
+bool overlaps(std::span<const TextSpan> spans, size_t offset, size_t length) {
+  for (const TextSpan& s : spans) {
+    if (offset < s.offset + s.length && s.offset < offset + length) return true;
+  }
+  return false;
+}
+
+// Splits one text fragment at every occurrence of `piece` outside the `plain` spans and appends the results to
+// `out`.
 void split_fragment(std::string_view text, const Fragment& frag, int32_t id, std::string_view piece,
-                    uint8_t strip, std::vector<Fragment>& out) {
+                    uint8_t strip, std::span<const TextSpan> plain, std::vector<Fragment>& out) {
   size_t begin = frag.offset;
   const size_t end = frag.offset + frag.length;
+  size_t from = begin;
   while (begin < end) {
-    const size_t match = text.substr(0, end).find(piece, begin);
+    const size_t match = text.substr(0, end).find(piece, from);
     if (match == std::string_view::npos) break;
+    if (overlaps(plain, match, piece.size())) {  // caller text: no token here, look further
+      from = match + 1;
+      continue;
+    }
     size_t left_len = match - begin;
     if (strip & kStripLeft) {
       while (left_len > 0 && is_ascii_space(text[begin + left_len - 1])) --left_len;
@@ -208,6 +221,7 @@ void split_fragment(std::string_view text, const Fragment& frag, int32_t id, std
     if (strip & kStripRight) {
       while (begin < end && is_ascii_space(text[begin])) ++begin;
     }
+    from = begin;
   }
   if (begin < end) out.push_back({-1, begin, end - begin});
 }
@@ -216,7 +230,8 @@ void split_fragment(std::string_view text, const Fragment& frag, int32_t id, std
 
 std::vector<Fragment> split_special(std::string_view text, const std::vector<std::string>& pieces,
                                     const std::vector<TokenAttr>& attrs, const std::vector<uint8_t>& strip,
-                                    const std::vector<int32_t>& special_ids, bool parse_special) {
+                                    const std::vector<int32_t>& special_ids, bool parse_special,
+                                    std::span<const TextSpan> plain) {
   std::vector<Fragment> frags;
   if (text.empty()) return frags;
   frags.push_back({-1, 0, text.size()});
@@ -226,6 +241,9 @@ std::vector<Fragment> split_special(std::string_view text, const std::vector<std
     const TokenAttr attr = attrs[idx];
     if (!parse_special && (attr == TokenAttr::Control || attr == TokenAttr::Unknown)) continue;
     const std::string_view piece = pieces[idx];
+    // User-defined tokens split out even in plain spans (as with parse_special false); control tokens do not.
+    const bool is_control = attr == TokenAttr::Control || attr == TokenAttr::Unknown;
+    const std::span<const TextSpan> excluded = is_control ? plain : std::span<const TextSpan>();
     next.clear();
     next.reserve(frags.size() + 2);
     bool changed = false;
@@ -235,7 +253,7 @@ std::vector<Fragment> split_special(std::string_view text, const std::vector<std
         continue;
       }
       changed = true;
-      split_fragment(text, f, id, piece, strip[idx], next);
+      split_fragment(text, f, id, piece, strip[idx], excluded, next);
     }
     if (changed) frags.swap(next);
   }

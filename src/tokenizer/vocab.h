@@ -65,7 +65,8 @@ struct Fragment {
 // fragments. pieces/attrs/strip: [n_vocab]; special_ids: as Vocab::special_ids.
 std::vector<Fragment> split_special(std::string_view text, const std::vector<std::string>& pieces,
                                     const std::vector<TokenAttr>& attrs, const std::vector<uint8_t>& strip,
-                                    const std::vector<int32_t>& special_ids, bool parse_special);
+                                    const std::vector<int32_t>& special_ids, bool parse_special,
+                                    std::span<const TextSpan> plain = {});
 
 // Reads the tokenizer metadata of `file`. Throws preface::Error naming the key when something is missing,
 // of the wrong type or inconsistent, and for unsupported tokenizer.ggml.model / tokenizer.ggml.pre values.
