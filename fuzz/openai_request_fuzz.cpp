@@ -29,8 +29,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fuzz::check(r.generation.text_start == chat, "text_start does not match the endpoint");
     fuzz::check(r.generation.params.n_logprobs < 0 || r.logprobs, "top logprobs without logprobs");
     const auto format = chat ? server::make_chat_format(ctx, r) : server::make_completion_format(ctx, r);
-    const std::string text = fixture.tokenizer().decode(r.generation.prompt);
-    fuzz::exercise_format(*format, text, static_cast<int32_t>(r.generation.prompt.size()));
+    const std::string text = fixture.tokenizer().decode(r.generation.params.prompt);
+    fuzz::exercise_format(*format, text, static_cast<int32_t>(r.generation.params.prompt.size()));
   } catch (const server::ApiError& e) {
     fuzz::check_api_error(server::ApiFlavor::OpenAI, e);
   }

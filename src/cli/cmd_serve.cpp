@@ -42,6 +42,7 @@ struct ServeOptions {
   std::string api_key;             // --api-key: one key, tenant "default"
   std::string api_keys_file;       // --api-keys: `key tenant` lines
   double cache_ttl_s = 0;          // 0: no expiry
+  int32_t pin_budget_per_tenant = 0;  // blocks; 0: only the half-pool cap
 };
 
 sigset_t shutdown_signals() {
@@ -128,6 +129,7 @@ void serve(ServeOptions& opts) {
   opts.server.limits.max_body_bytes = kv::parse_bytes(opts.max_body);
   config.cache_ttl = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double>(opts.cache_ttl_s));
+  config.max_pinned_blocks_per_group = opts.pin_budget_per_tenant;
   opts.server.log_requests = !opts.quiet;
   if (!opts.api_keys_file.empty()) opts.server.api_keys = server::load_api_keys(opts.api_keys_file);
   if (!opts.api_key.empty() && !opts.server.api_keys.emplace(opts.api_key, "default").second) {
@@ -245,6 +247,10 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--api-keys", opts->api_keys_file,
                   "File of `key tenant` lines (# comments): each tenant gets its own prompt cache");
   cmd->add_option("--admin-key", s.admin_key, "Key allowed to purge a tenant's cache (DELETE /v1/cache)");
+  cmd->add_option("--pin-budget-per-tenant", opts->pin_budget_per_tenant,
+                  "KV blocks one tenant's cache_control breakpoints may pin at once (0: no per-tenant cap; all pins "
+                  "together never take more than half the pool)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--cache-ttl", opts->cache_ttl_s,
                   "Seconds after which a cached KV block nobody used (no hit, no release) is dropped; pinned "
                   "blocks (cache_control) are kept (0: never)")

@@ -53,7 +53,7 @@ Engine::Engine(std::unique_ptr<Backend> backend, const EngineConfig& config)
       index_(pool_),
       scheduler_(pool_, index_, *backend_, config.prefix_cache, config.max_running),
       runner_(*backend_, std::max(config.max_running, 1)),
-      pins_(std::max(1, backend_->n_kv_blocks() / 2)) {
+      pins_(std::max(1, backend_->n_kv_blocks() / 2), config.max_pinned_blocks_per_group) {
   config_.kv_type = backend_->kv_type();
   config_.block_size = backend_->block_size();
   std::sort(config_.end_of_generation.begin(), config_.end_of_generation.end());
@@ -222,12 +222,17 @@ void Engine::update_pins(const std::vector<ScheduledChunk>& plan) {
   }
 }
 
-void Engine::pin_requested(const Sequence& seq, std::chrono::steady_clock::time_point t) {
+void Engine::pin_requested(Sequence& seq, std::chrono::steady_clock::time_point t) {
+  int32_t n_refused = 0;
   for (const CachePin& pin : seq.params.cache_pins) {
     const int32_t n_blocks = std::min({pin.n_tokens / config_.block_size, seq.n_hashed_blocks,
                                        static_cast<int32_t>(seq.prompt_hashes.size())});
-    for (int32_t b = 0; b < n_blocks; ++b) pins_.pin(pool_, seq.prompt_hashes[static_cast<size_t>(b)], pin.ttl, t);
+    for (int32_t b = 0; b < n_blocks; ++b) {
+      const auto r = pins_.pin(pool_, seq.prompt_hashes[static_cast<size_t>(b)], seq.params.pin_group, pin.ttl, t);
+      n_refused += r == PinTable::Result::Refused ? 1 : 0;
+    }
   }
+  seq.stats.n_pin_refused_blocks = std::max(seq.stats.n_pin_refused_blocks, n_refused);
 }
 
 void Engine::postprocess(const std::vector<ScheduledChunk>& plan, StepOutput& out) {

@@ -49,6 +49,9 @@ struct EngineConfig {
   // Token ids that end a generation (FinishReason::Stop) unless the request sets ignore_eos: the tokenizer's
   // end-of-generation ids (Tokenizer::end_of_generation_ids).
   std::vector<int32_t> end_of_generation;
+  // > 0: the requests of one RequestParams::pin_group pin at most this many blocks at once (beside the cap of
+  // half the pool for all pins together). 0: no per-group cap.
+  int32_t max_pinned_blocks_per_group = 0;
 };
 
 // A sensible KV budget: 25% of MemAvailable, at most 8 GiB, at least 64 MiB.
@@ -144,7 +147,7 @@ class Engine {
   void finish(Sequence& seq, FinishReason reason, const std::string& error = {});
   void publish_counters();
   void update_pins(const std::vector<ScheduledChunk>& plan);
-  void pin_requested(const Sequence& seq, std::chrono::steady_clock::time_point t);
+  void pin_requested(Sequence& seq, std::chrono::steady_clock::time_point t);
   std::chrono::steady_clock::time_point now() const;
   void expire_namespaces();  // step_mu_ held: the cache TTL
 

@@ -5,16 +5,27 @@
 
 namespace preface::engine {
 
-void PinTable::pin(kv::BlockPool& pool, const kv::Digest& hash, Duration ttl, TimePoint now) {
+PinTable::Result PinTable::pin(kv::BlockPool& pool, const kv::Digest& hash, const std::string& group, Duration ttl,
+                               TimePoint now) {
   if (auto it = pins_.find(hash); it != pins_.end()) {
     it->second.ttl = std::max(it->second.ttl, ttl);
     it->second.expires_at = std::max(it->second.expires_at, now + ttl);
-    return;
+    return Result::Pinned;
   }
   const int32_t block_id = pool.find(hash);
-  if (block_id < 0 || n_pinned() >= max_pinned_) return;
+  if (block_id < 0) return Result::NotCached;
+  if (n_pinned() >= max_pinned_) return Result::Refused;
+  int32_t& held = per_group_[group];
+  if (max_per_group_ > 0 && held >= max_per_group_) return Result::Refused;
   pool.pin(block_id);
-  pins_.emplace(hash, Pin{block_id, ttl, now + ttl});
+  ++held;
+  pins_.emplace(hash, Pin{block_id, ttl, now + ttl, group});
+  return Result::Pinned;
+}
+
+void PinTable::drop(std::unordered_map<kv::Digest, Pin, kv::DigestHash>::iterator it) {
+  if (auto g = per_group_.find(it->second.group); g != per_group_.end() && --g->second <= 0) per_group_.erase(g);
+  pins_.erase(it);
 }
 
 void PinTable::touch(const kv::Digest& hash, TimePoint now) {
@@ -29,8 +40,9 @@ int32_t PinTable::expire(kv::BlockPool& pool, TimePoint now) {
     if (pin.expires_at <= now) expired.push_back(hash);
   }
   for (const auto& hash : expired) {
-    pool.unpin(pins_.at(hash).block_id);
-    pins_.erase(hash);
+    const auto it = pins_.find(hash);
+    pool.unpin(it->second.block_id);
+    drop(it);
   }
   return static_cast<int32_t>(expired.size());
 }
@@ -38,7 +50,8 @@ int32_t PinTable::expire(kv::BlockPool& pool, TimePoint now) {
 void PinTable::forget_unregistered(const kv::BlockPool& pool) {
   for (auto it = pins_.begin(); it != pins_.end();) {
     if (pool.find(it->first) != it->second.block_id) {
-      it = pins_.erase(it);
+      const auto gone = it++;
+      drop(gone);
     } else {
       ++it;
     }

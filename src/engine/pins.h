@@ -5,6 +5,7 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <unordered_map>
 
 #include "kv/block_pool.h"
@@ -17,12 +18,15 @@ class PinTable {
   using TimePoint = std::chrono::steady_clock::time_point;
   using Duration = std::chrono::steady_clock::duration;
 
-  // At most max_pinned blocks are pinned at once, so pins cannot starve running requests of memory.
-  explicit PinTable(int32_t max_pinned) : max_pinned_(max_pinned) {}
+  // At most max_pinned blocks are pinned at once, so pins cannot starve running requests of memory; and at most
+  // max_per_group (when > 0) by the requests of one group (the server's tenant), so one tenant cannot take the
+  // whole budget from the others.
+  explicit PinTable(int32_t max_pinned, int32_t max_per_group = 0)
+      : max_pinned_(max_pinned), max_per_group_(max_per_group) {}
 
-  // Pins the registered block holding `hash` until now + ttl, or extends an existing pin. No-op when no block
-  // holds the hash or the cap is reached.
-  void pin(kv::BlockPool& pool, const kv::Digest& hash, Duration ttl, TimePoint now);
+  enum class Result { Pinned, NotCached, Refused };  // Refused: a cap was reached
+  // Pins the registered block holding `hash` for `group` until now + ttl, or extends an existing pin.
+  Result pin(kv::BlockPool& pool, const kv::Digest& hash, const std::string& group, Duration ttl, TimePoint now);
   // A hit on `hash`: extends its pin, if any, by its own TTL.
   void touch(const kv::Digest& hash, TimePoint now);
   // Unpins every pin whose expiry is <= now. Returns how many expired.
@@ -38,9 +42,14 @@ class PinTable {
     int32_t block_id;
     Duration ttl;
     TimePoint expires_at;
+    std::string group;
   };
+  void drop(std::unordered_map<kv::Digest, Pin, kv::DigestHash>::iterator it);  // without unpinning
+
   int32_t max_pinned_;
+  int32_t max_per_group_;
   std::unordered_map<kv::Digest, Pin, kv::DigestHash> pins_;
+  std::unordered_map<std::string, int32_t> per_group_;  // group -> pins held
 };
 
 }  // namespace preface::engine

@@ -44,6 +44,7 @@ struct RequestParams {
   // RequestStream::prompt_logits(). Such a prompt is always computed, never read from the cache (`eval`).
   bool prompt_logits = false;
   std::vector<CachePin> cache_pins;   // explicit caching breakpoints (Anthropic cache_control)
+  std::string pin_group;              // pins of one group share EngineConfig::max_pinned_blocks_per_group (tenant)
 };
 
 // Timings in milliseconds since submission.
@@ -53,6 +54,7 @@ struct RequestStats {
   int32_t n_written_tokens = 0;       // tokens whose K/V this request computed into newly registered full blocks
   int32_t n_generated_tokens = 0;
   int32_t n_preemptions = 0;
+  int32_t n_pin_refused_blocks = 0;   // cached blocks a cache pin asked for that a pin budget refused
   FinishReason finish = FinishReason::None;
   std::string error;                  // set when finish == Error
   double queue_ms = 0, first_token_ms = 0, total_ms = 0;

@@ -223,5 +223,46 @@ TEST(ServerTenancyTiming, AnotherTenantsPrefixIsAsSlowAsACold) {
   EXPECT_LT(hit, 0.2 * cold) << "a tenant's own hit should be clearly faster";
 }
 
+// One tenant could pin half the pool for an hour; every other tenant's cache_control then silently did nothing.
+// With --pin-budget-per-tenant each tenant pins at most its budget, and a refused pin is said in the usage.
+json pinned_message(const std::string& text) {
+  return {{"max_tokens", 1},
+          {"temperature", 0},
+          {"messages",
+           {{{"role", "user"},
+             {"content", {{{"type", "text"}, {"text", text}, {"cache_control", {{"type", "ephemeral"}}}}}}}}}};
+}
+
+int32_t refused_of(const HttpResult& r) {
+  EXPECT_EQ(r.status, 200) << r.body;
+  const json u = r.body_json()["usage"];
+  return u.contains("cache_pin_refused_blocks") ? u["cache_pin_refused_blocks"].get<int32_t>() : 0;
+}
+
+std::string long_text(int seed, size_t n_chars = 450) {  // ~0.75 stories260K tokens per character
+  std::string t;
+  for (int i = 0; t.size() < n_chars; ++i) t += "word" + std::to_string(seed * 1000 + i) + " ";
+  return t;
+}
+
+TEST(ServerTenancy, PinBudgetPerTenantKeepsRoomForOthers) {
+  TestServerConfig cfg = keyed_config();
+  cfg.engine.kv_cache_bytes = 64ull * 16 * 640;  // 64 blocks: all pins together at most 32
+  cfg.engine.max_pinned_blocks_per_group = 6;
+  TestServer srv(cfg);
+  if (!srv.ok()) GTEST_SKIP() << "stories260K.gguf not available";
+  auto c = srv.client();
+  // Alice asks for far more than her budget: she gets 6 blocks, and the response says how many were refused.
+  int32_t alice_refused = 0;
+  for (int i = 0; i < 3; ++i) {
+    alice_refused += refused_of(post_as(*c, "key-a", "/v1/messages", pinned_message(long_text(i))));
+  }
+  EXPECT_GT(alice_refused, 0) << "alice's pins beyond her budget were refused, and said so";
+  EXPECT_LE(srv.engine().counters().n_pinned_blocks, 6);
+  // Bob's breakpoint within his budget (~4 blocks) is honoured whatever Alice did.
+  EXPECT_EQ(refused_of(post_as(*c, "key-b", "/v1/messages", pinned_message(long_text(7, 90)))), 0);
+  EXPECT_GT(srv.engine().counters().n_pinned_blocks, 6);
+}
+
 }  // namespace
 }  // namespace preface::test

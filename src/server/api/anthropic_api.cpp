@@ -184,10 +184,14 @@ AnthropicRequest parse_messages_request(const json& body, ServerContext& ctx, bo
 
 json anthropic_usage(const GenerationSummary& s) {
   const int32_t n_cached = s.stats.n_cached_tokens, n_written = s.stats.n_written_tokens;
-  return {{"input_tokens", std::max(0, s.stats.n_prompt_tokens - n_cached - n_written)},
-          {"cache_creation_input_tokens", n_written},
-          {"cache_read_input_tokens", n_cached},
-          {"output_tokens", s.n_completion_tokens}};
+  json usage = {{"input_tokens", std::max(0, s.stats.n_prompt_tokens - n_cached - n_written)},
+                {"cache_creation_input_tokens", n_written},
+                {"cache_read_input_tokens", n_cached},
+                {"output_tokens", s.n_completion_tokens}};
+  // A cache_control breakpoint the tenant's pin budget (--pin-budget-per-tenant) or the pool's did not honour:
+  // said, never silently dropped. Absent when every pin held.
+  if (s.stats.n_pin_refused_blocks > 0) usage["cache_pin_refused_blocks"] = s.stats.n_pin_refused_blocks;
+  return usage;
 }
 
 }  // namespace preface::server

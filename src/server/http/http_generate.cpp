@@ -125,6 +125,7 @@ void serve_generation(HttpState& state, ServerContext& ctx, const httplib::Reque
   engine::RequestParams& params = request.params;
   const std::string tenant = authenticate(state.options, req);
   params.cache_salt = tenant_cache_salt(tenant, params.cache_salt);
+  params.pin_group = tenant;
   const kv::Digest ns = ctx.engine.cache_namespace(params.cache_salt);
   ctx.tenants.note(ctx.engine, tenant, ns);
   const std::string pins = pins_text(params.cache_pins);
