@@ -7,6 +7,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "model/config.h"
@@ -33,6 +34,12 @@ class Backend {
   virtual void forward(const model::ForwardBatch& batch, float* logits) = 0;
   // Copies rows [0, n_rows) of src_block to dst_block, K and V of every layer (copy-on-write of a partial hit).
   virtual void copy_block_rows(int32_t src_block, int32_t dst_block, int32_t n_rows) = 0;
+  // One block's K and V as a host record of block_bytes() bytes (the layout is the backend's; records move
+  // between backends of the same kind, model, KV type and block size). Writing a record read from block a into
+  // block b makes attention over b give the bits it gives over a: the door for tiers below device memory.
+  virtual size_t block_bytes() const = 0;
+  virtual void read_block(int32_t block, std::span<uint8_t> out) const = 0;
+  virtual void write_block(int32_t block, std::span<const uint8_t> in) = 0;
 };
 
 }  // namespace preface::engine

@@ -26,6 +26,9 @@ class CpuBackend final : public Backend {
 
   void forward(const model::ForwardBatch& batch, float* logits) override;
   void copy_block_rows(int32_t src_block, int32_t dst_block, int32_t n_rows) override;
+  size_t block_bytes() const override { return storage_.block_bytes(); }
+  void read_block(int32_t block, std::span<uint8_t> out) const override { storage_.read_block(block, out); }
+  void write_block(int32_t block, std::span<const uint8_t> in) override { storage_.write_block(block, in); }
 
  private:
   model::Model& model_;

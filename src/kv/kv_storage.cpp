@@ -56,4 +56,30 @@ void KvStorage::copy_rows(int32_t src_block, int32_t dst_block, int32_t n_rows) 
   }
 }
 
+void KvStorage::read_block(int32_t block, std::span<uint8_t> out) const {
+  if (block < 0 || block >= view_.n_blocks) throw Error("read_block: block id out of range");
+  if (out.size() != block_bytes()) throw Error("read_block: buffer is not one block");
+  const size_t bytes = static_cast<size_t>(view_.block_size) * view_.row_bytes();
+  uint8_t* p = out.data();
+  for (size_t l = 0; l < n_layers_; ++l) {
+    const int layer = static_cast<int>(l);
+    std::memcpy(p, view_.k_row(layer, block, 0), bytes);
+    std::memcpy(p + bytes, view_.v_row(layer, block, 0), bytes);
+    p += 2 * bytes;
+  }
+}
+
+void KvStorage::write_block(int32_t block, std::span<const uint8_t> in) {
+  if (block < 0 || block >= view_.n_blocks) throw Error("write_block: block id out of range");
+  if (in.size() != block_bytes()) throw Error("write_block: buffer is not one block");
+  const size_t bytes = static_cast<size_t>(view_.block_size) * view_.row_bytes();
+  const uint8_t* p = in.data();
+  for (size_t l = 0; l < n_layers_; ++l) {
+    const int layer = static_cast<int>(l);
+    std::memcpy(view_.k_row(layer, block, 0), p, bytes);
+    std::memcpy(view_.v_row(layer, block, 0), p + bytes, bytes);
+    p += 2 * bytes;
+  }
+}
+
 }  // namespace preface::kv

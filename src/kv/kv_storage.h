@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "model/config.h"
 #include "model/kv_view.h"
@@ -42,6 +43,15 @@ class KvStorage {
   // Copies slots [0, n_rows) of src_block to dst_block, K and V of every layer (copy-on-write of a partial
   // block). Throws preface::Error on an out-of-range block id or n_rows; src == dst is a no-op.
   void copy_rows(int32_t src_block, int32_t dst_block, int32_t n_rows);
+
+  // One block's K and V as a flat record of block_bytes() bytes, layer-major: layer 0 K rows | layer 0 V rows |
+  // layer 1 K rows | ... (block_size rows each). A record read from one block and written to another (of storage
+  // with the same model, type and block size, in any process) makes the two blocks hold the same bytes, so
+  // attention over them gives the same bits. Both throw preface::Error on an out-of-range block id or a buffer of
+  // another size.
+  size_t block_bytes() const { return bytes_per_token() * static_cast<size_t>(view_.block_size); }
+  void read_block(int32_t block, std::span<uint8_t> out) const;
+  void write_block(int32_t block, std::span<const uint8_t> in);
 
  private:
   struct Unmap {

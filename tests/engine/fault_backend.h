@@ -46,6 +46,9 @@ class FaultBackend final : public engine::Backend {
     }
     inner_.copy_block_rows(src, dst, n_rows);
   }
+  size_t block_bytes() const override { return inner_.block_bytes(); }
+  void read_block(int32_t block, std::span<uint8_t> out) const override { inner_.read_block(block, out); }
+  void write_block(int32_t block, std::span<const uint8_t> in) override { inner_.write_block(block, in); }
 
   std::atomic<int> n_faults{0};
   std::atomic<bool> copy_fault{false};  // the next block copy throws
