@@ -1,0 +1,161 @@
+// The types of kernels/quant.h against ggml: every tensor of the shared quantized files dequantizes to ggml's own
+// bits (SHA-256 of the whole tensor as f32, ../shared/oracle/dequant), and each row dot with 8-bit activations
+// equals the float dot of the dequantized rows to rounding.
+#include <gtest/gtest.h>
+#include <openssl/sha.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gguf/reader.h"
+#include "kernels/dot.h"
+#include "kernels/quant.h"
+#include "support/shared_data.h"
+
+namespace preface::kernels {
+namespace {
+
+const char* const kFiles[] = {"synth-llama-d256-q4_k_m", "synth-llama-d256-q5_k_m", "synth-llama-d256-q6_k",
+                              "synth-llama-d256-q3_k_m", "synth-llama-d256-q2_k",   "synth-llama-d256-iq4_xs",
+                              "synth-llama-d256-q4_1",   "synth-llama-d256-q5_0"};
+
+std::string hex(const unsigned char* d, size_t n) {
+  std::string s;
+  char buf[3];
+  for (size_t i = 0; i < n; ++i) {
+    std::snprintf(buf, sizeof buf, "%02x", d[i]);
+    s += buf;
+  }
+  return s;
+}
+
+std::vector<float> dequantize_tensor(const QuantTraits& t, const gguf::TensorInfo& info) {
+  const size_t n_cols = info.dims[0];
+  const size_t row_bytes = gguf::row_bytes(info.type, n_cols);
+  std::vector<float> out(info.n_values);
+  for (uint64_t r = 0; r < info.n_rows(); ++r) t.dequantize(info.data + r * row_bytes, out.data() + r * n_cols, n_cols);
+  return out;
+}
+
+TEST(QuantDequant, EveryTensorMatchesGgmlBitForBit) {
+  std::set<std::string> types_seen;
+  for (const char* name : kFiles) {
+    const auto gguf_path = test::shared_file(std::string("models/") + name + ".gguf");
+    const auto oracle_path = test::shared_file(std::string("oracle/dequant/") + name + ".jsonl");
+    ASSERT_FALSE(gguf_path.empty() || oracle_path.empty());
+    const gguf::File file = gguf::File::open(gguf_path.string());
+    std::ifstream in(oracle_path);
+    std::string line;
+    int n_checked = 0;
+    while (std::getline(in, line)) {
+      const auto j = nlohmann::json::parse(line);
+      const gguf::TensorInfo& info = file.tensor(j.at("name").get<std::string>());
+      const QuantTraits* t = quant_traits(info.type);
+      if (t == nullptr) continue;  // F32 and the types dot.h already covers
+      const std::vector<float> values = dequantize_tensor(*t, info);
+      unsigned char md[SHA256_DIGEST_LENGTH];
+      SHA256(reinterpret_cast<const unsigned char*>(values.data()), values.size() * sizeof(float), md);
+      EXPECT_EQ(hex(md, sizeof md), j.at("f32_sha256").get<std::string>())
+          << name << " " << info.name << " (" << gguf::tensor_type_name(info.type) << "), first value "
+          << values[0] << " vs " << j.at("first")[0];
+      types_seen.insert(std::string(gguf::tensor_type_name(info.type)));
+      ++n_checked;
+    }
+    EXPECT_GT(n_checked, 0) << name;
+  }
+  for (const char* type : {"Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS", "Q4_1", "Q5_0"}) {
+    EXPECT_TRUE(types_seen.count(type)) << type << " not in any shared file";
+  }
+}
+
+// Each type's dot with quantized activations equals sum(dequant(w) * dequant(x)) up to float rounding, for real
+// rows of the shared files and random activations.
+TEST(QuantDot, EqualsTheDotOfTheDequantizedRows) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const char* name : kFiles) {
+    const auto gguf_path = test::shared_file(std::string("models/") + name + ".gguf");
+    ASSERT_FALSE(gguf_path.empty());
+    const gguf::File file = gguf::File::open(gguf_path.string());
+    for (const gguf::TensorInfo& info : file.tensors()) {
+      const QuantTraits* t = quant_traits(info.type);
+      if (t == nullptr || info.n_rows() < 4) continue;
+      const size_t n = info.dims[0];
+      std::vector<float> x(n);
+      for (float& v : x) v = normal(rng);
+      std::vector<float> xd(n);  // the activations as the dot sees them
+      std::vector<uint8_t> xq;
+      if (t->act == ActFormat::Q8_K) {
+        xq.resize(n / kQK * sizeof(BlockQ8_K));
+        auto* blocks = reinterpret_cast<BlockQ8_K*>(xq.data());
+        quantize_row_q8_k(x.data(), blocks, n);
+        for (size_t i = 0; i < n; ++i) xd[i] = blocks[i / kQK].d * blocks[i / kQK].qs[i % kQK];
+        for (size_t b = 0; b < n / kQK; ++b) {
+          for (int g = 0; g < 16; ++g) {
+            int s = 0;
+            for (int i = 0; i < 16; ++i) s += blocks[b].qs[16 * g + i];
+            ASSERT_EQ(s, blocks[b].bsums[g]);
+          }
+        }
+      } else {
+        xq.resize(n / 32 * sizeof(gguf::BlockQ8_0));
+        auto* blocks = reinterpret_cast<gguf::BlockQ8_0*>(xq.data());
+        quantize_row_q8_0(x.data(), blocks, n);
+        dequantize_row_q8_0(blocks, xd.data(), n);
+      }
+      const size_t row_bytes = gguf::row_bytes(info.type, n);
+      std::vector<float> w(n);
+      for (uint64_t r = 0; r < 4; ++r) {
+        t->dequantize(info.data + r * row_bytes, w.data(), n);
+        double want = 0, mag = 0;
+        for (size_t i = 0; i < n; ++i) {
+          want += static_cast<double>(w[i]) * xd[i];
+          mag += std::fabs(static_cast<double>(w[i]) * xd[i]);
+        }
+        const float got = t->dot(info.data + r * row_bytes, xq.data(), n);
+        EXPECT_NEAR(got, want, 1e-5 * mag + 1e-30) << name << " " << info.name << " row " << r;
+      }
+    }
+  }
+}
+
+TEST(QuantQ8K, ScaleIsTheSignedMaxOver127) {
+  std::vector<float> x(512, 0.0f);
+  x[3] = -2.54f;
+  x[10] = 1.0f;
+  x[300] = 0.5f;
+  std::vector<BlockQ8_K> b(2);
+  quantize_row_q8_k(x.data(), b.data(), x.size());
+  EXPECT_EQ(b[0].qs[3], -127);  // the value of largest magnitude maps to -127: d = max / -127
+  EXPECT_FLOAT_EQ(b[0].d, 2.54f / 127.0f);
+  EXPECT_EQ(b[0].qs[10], 50);
+  EXPECT_EQ(b[1].qs[300 - 256], -127);
+  EXPECT_FLOAT_EQ(b[1].d, -0.5f / 127.0f);
+  const std::vector<float> zeros(256, 0.0f);
+  quantize_row_q8_k(zeros.data(), b.data(), 256);
+  EXPECT_EQ(b[0].d, 0.0f);
+  EXPECT_EQ(b[0].bsums[0], 0);
+}
+
+TEST(QuantTraits, OneRowPerComputedType) {
+  for (uint32_t raw = 0; raw < 40; ++raw) {
+    const auto type = gguf::tensor_type_from_raw(raw);
+    if (!type) continue;
+    const QuantTraits* t = quant_traits(*type);
+    if (t != nullptr) {
+      EXPECT_EQ(t->type, *type);
+    }
+  }
+  EXPECT_EQ(quant_traits(gguf::TensorType::Q4_K)->act, ActFormat::Q8_K);
+  EXPECT_EQ(quant_traits(gguf::TensorType::Q5_0)->act, ActFormat::Q8_0);
+  EXPECT_EQ(quant_traits(gguf::TensorType::F16), nullptr);
+}
+
+}  // namespace
+}  // namespace preface::kernels
