@@ -78,7 +78,7 @@ void check_tensor(const gguf::File& f, const gguf::TensorInfo& t) {
         "tensor '" + t.name + "' data lies outside the file");
   check((t.data - begin) % f.alignment() == 0, "tensor '" + t.name + "' data is not aligned");
 
-  if (!gguf::type_is_computed(t.type)) return;  // a layout the reader knows, with no decoder yet
+  if (!gguf::type_has_codec(t.type)) return;  // a layout the reader knows, decoded by the kernels
   const size_t block = gguf::type_block_values(t.type);
   const size_t n_decode = std::min<uint64_t>(t.n_values, 4096) / block * block;
   const size_t n_decode_bytes = gguf::row_bytes(t.type, n_decode);

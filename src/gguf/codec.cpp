@@ -94,8 +94,7 @@ std::vector<uint8_t> encode_values(TensorType type, const float* values, size_t 
       }
       break;
     default:
-      throw Error("encode_values: cannot encode " + std::string(tensor_type_name(type)) + " (encodes " +
-                  computed_type_names() + ")");
+      throw Error("encode_values: cannot encode " + std::string(tensor_type_name(type)) + " (encodes F32, F16, BF16, Q8_0, Q4_0)");
   }
   return out;
 }
@@ -135,9 +134,13 @@ void decode_values(TensorType type, const uint8_t* data, size_t n_values, float*
       }
       break;
     default:
-      throw Error("decode_values: cannot decode " + std::string(tensor_type_name(type)) + " (decodes " +
-                  computed_type_names() + ")");
+      throw Error("decode_values: cannot decode " + std::string(tensor_type_name(type)) + " (decodes F32, F16, BF16, Q8_0, Q4_0)");
   }
+}
+
+bool type_has_codec(TensorType type) {
+  return type == TensorType::F32 || type == TensorType::F16 || type == TensorType::BF16 ||
+         type == TensorType::Q8_0 || type == TensorType::Q4_0;
 }
 
 }  // namespace preface::gguf

@@ -13,22 +13,22 @@ struct TypeTraits {
   const char* name;
   uint32_t block_values;
   uint32_t block_bytes;
-  bool computed;  // preface has kernels for it
+  bool computed;  // preface has kernels for it (kernels/dot.h, or a row of kernels/quant.h)
 };
 
 // ggml's block layouts (ggml-common.h): e.g. Q4_K = { f16 d, dmin; uint8 scales[12]; uint8 qs[128] } = 144 bytes.
 constexpr TypeTraits kTypes[] = {
     {TensorType::F32, "F32", 1, 4, true},           {TensorType::F16, "F16", 1, 2, true},
-    {TensorType::Q4_0, "Q4_0", 32, 18, true},       {TensorType::Q4_1, "Q4_1", 32, 20, false},
-    {TensorType::Q5_0, "Q5_0", 32, 22, false},      {TensorType::Q5_1, "Q5_1", 32, 24, false},
+    {TensorType::Q4_0, "Q4_0", 32, 18, true},       {TensorType::Q4_1, "Q4_1", 32, 20, true},
+    {TensorType::Q5_0, "Q5_0", 32, 22, true},      {TensorType::Q5_1, "Q5_1", 32, 24, true},
     {TensorType::Q8_0, "Q8_0", 32, 34, true},       {TensorType::Q8_1, "Q8_1", 32, 36, false},
-    {TensorType::Q2_K, "Q2_K", 256, 84, false},     {TensorType::Q3_K, "Q3_K", 256, 110, false},
-    {TensorType::Q4_K, "Q4_K", 256, 144, false},    {TensorType::Q5_K, "Q5_K", 256, 176, false},
-    {TensorType::Q6_K, "Q6_K", 256, 210, false},    {TensorType::Q8_K, "Q8_K", 256, 292, false},
+    {TensorType::Q2_K, "Q2_K", 256, 84, true},     {TensorType::Q3_K, "Q3_K", 256, 110, true},
+    {TensorType::Q4_K, "Q4_K", 256, 144, true},    {TensorType::Q5_K, "Q5_K", 256, 176, true},
+    {TensorType::Q6_K, "Q6_K", 256, 210, true},    {TensorType::Q8_K, "Q8_K", 256, 292, false},
     {TensorType::IQ2_XXS, "IQ2_XXS", 256, 66, false}, {TensorType::IQ2_XS, "IQ2_XS", 256, 74, false},
     {TensorType::IQ3_XXS, "IQ3_XXS", 256, 98, false}, {TensorType::IQ1_S, "IQ1_S", 256, 50, false},
-    {TensorType::IQ4_NL, "IQ4_NL", 32, 18, false},  {TensorType::IQ3_S, "IQ3_S", 256, 110, false},
-    {TensorType::IQ2_S, "IQ2_S", 256, 82, false},   {TensorType::IQ4_XS, "IQ4_XS", 256, 136, false},
+    {TensorType::IQ4_NL, "IQ4_NL", 32, 18, true},  {TensorType::IQ3_S, "IQ3_S", 256, 110, false},
+    {TensorType::IQ2_S, "IQ2_S", 256, 82, false},   {TensorType::IQ4_XS, "IQ4_XS", 256, 136, true},
     {TensorType::I8, "I8", 1, 1, false},            {TensorType::I16, "I16", 1, 2, false},
     {TensorType::I32, "I32", 1, 4, false},          {TensorType::I64, "I64", 1, 8, false},
     {TensorType::F64, "F64", 1, 8, false},          {TensorType::IQ1_M, "IQ1_M", 256, 56, false},

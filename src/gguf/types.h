@@ -69,7 +69,8 @@ std::optional<TensorType> tensor_type_from_raw(uint32_t raw);
 // ggml's names ("F32", "Q4_K", "IQ4_XS", ...); also parses them (case-insensitive).
 std::string_view tensor_type_name(TensorType t);
 std::optional<TensorType> tensor_type_from_name(std::string_view name);
-// True for the types preface has kernels for (F32, F16, BF16, Q8_0, Q4_0); computed_type_names() lists them.
+// True for the types preface has kernels for (F32, F16, BF16, Q8_0, Q4_0 in kernels/dot.h; Q4_1, Q5_0, Q5_1,
+// IQ4_NL, Q2_K..Q6_K, IQ4_XS in kernels/quant.h); computed_type_names() lists them.
 bool type_is_computed(TensorType t);
 std::string computed_type_names();
 // Values per block (1 for plain types, 32 or 256 for block-quantized ones) and bytes per block.

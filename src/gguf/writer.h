@@ -56,6 +56,8 @@ class Writer {
 // q = min(15, (int8)(x/d + 8.5))). n_values must be a multiple of the block size.
 std::vector<uint8_t> encode_values(TensorType type, const float* values, size_t n_values);
 // Decodes `n_values` values of `type` starting at `data` into f32.
+// Both handle F32, F16, BF16, Q8_0 and Q4_0 (type_has_codec); the model decodes the other types with kernels/quant.h.
+bool type_has_codec(TensorType type);
 void decode_values(TensorType type, const uint8_t* data, size_t n_values, float* out);
 
 }  // namespace preface::gguf

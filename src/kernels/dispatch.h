@@ -8,6 +8,7 @@
 #include "kernels/dot.h"
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
+#include "kernels/quant.h"
 
 namespace preface::kernels {
 
@@ -28,6 +29,8 @@ struct KernelTable {
   GemmFn gemm_float;  // F32 / F16 / BF16 weights
   void (*swiglu)(float*, const float*, size_t);
   LogitStats (*logit_stats)(const float*, size_t);
+  float (*dot_q4_k)(const BlockQ4_K*, const BlockQ8_K*, size_t);  // reached through quant_traits
+  float (*dot_q6_k)(const BlockQ6_K*, const BlockQ8_K*, size_t);
   // gemm_quant reads Q4_0 and Q8_0 packed into row groups (repack.h) fast: matmul accepts packed matrices.
   bool row_group_layouts = false;
   // Runs qualifying tiles together (avx512::attention_tiles_shared), or returns false; null: one at a time.

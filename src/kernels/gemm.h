@@ -31,6 +31,9 @@ struct GemmArgs {
   // pair of blocks k, k + 1 (k even, within whole groups of 4 blocks) stored as 32 values
   // [x_k 0..15 | x_k+1 0..15] then [x_k 16..31 | x_k+1 16..31]; other blocks unused. Same results either way.
   const int8_t* x_pairs = nullptr;
+  // Types with a kernels/quant.h traits row: x is [n_tokens] activation rows of the row's ActFormat, each
+  // x_row_bytes long (x_scales, x_sums and x_pairs unused).
+  size_t x_row_bytes = 0;
   size_t n_cols = 0;
   int64_t n_rows = 0;
   int64_t n_tokens = 0;
@@ -43,6 +46,8 @@ using GemmFn = void (*)(const GemmArgs&, int64_t row_begin, int64_t row_end);
 
 namespace scalar {
 void gemm(const GemmArgs& args, int64_t row_begin, int64_t row_end);
+// The types of kernels/quant.h: each y[t][r] is that type's traits dot of row r and activation row t.
+void gemm_traits(const GemmArgs& args, int64_t row_begin, int64_t row_end);
 }  // namespace scalar
 
 namespace avx2 {

@@ -7,6 +7,7 @@
 #include "kernels/dispatch.h"
 #include "kernels/dot.h"
 #include "kernels/gemm.h"
+#include "kernels/quant.h"
 #include "kernels/repack.h"
 #include "util/error.h"
 #include "util/fp16.h"
@@ -100,6 +101,32 @@ const BlockQ8_0* quantize_activations(ThreadPool& pool, const KernelTable& k, co
   return xq;
 }
 
+// The activations a matrix's kernel reads: Q8_0/Q4_0 and the Q8_0-format rows of quant.h read Q8_0 blocks
+// (quantize_activations), the K-quants Q8_K super-blocks, the float types f32.
+ActFormat act_format(gguf::TensorType type) {
+  if (type == gguf::TensorType::Q8_0 || type == gguf::TensorType::Q4_0) return ActFormat::Q8_0;
+  const QuantTraits* t = quant_traits(type);
+  return t != nullptr ? t->act : ActFormat::F32;
+}
+
+// x: [n_tokens][n_cols] as Q8_K rows in out (n_cols / 256 blocks each).
+void quantize_activations_q8_k(ThreadPool& pool, const float* x, int64_t n_tokens, size_t n_cols,
+                               std::vector<uint8_t>& out) {
+  const size_t row_bytes = n_cols / kQK * sizeof(BlockQ8_K);
+  out.resize(static_cast<size_t>(n_tokens) * row_bytes);
+  auto* xq = reinterpret_cast<BlockQ8_K*>(out.data());  // operator new alignment >= alignof(BlockQ8_K)
+  const auto run = [x, xq, n_cols](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      quantize_row_q8_k(x + static_cast<size_t>(t) * n_cols, xq + static_cast<size_t>(t) * (n_cols / kQK), n_cols);
+    }
+  };
+  if (n_tokens <= kSerialQuantizeTokens) {
+    run(0, n_tokens);
+  } else {
+    pool.parallel_for(n_tokens, run);
+  }
+}
+
 void check_matrix(const Matrix& w) {
   if (w.n_rows < 0 || w.n_cols < 0) {
     throw Error("matrix has a negative shape: " + std::to_string(w.n_rows) + " x " + std::to_string(w.n_cols));
@@ -138,30 +165,42 @@ void matmul_multi(ThreadPool& pool, std::initializer_list<const Matrix*> ws, con
   const KernelTable& k = kernel_table();
   MultiGemm job{};
   const size_t n_cols = static_cast<size_t>((*ws.begin())->n_cols);
-  bool any_quantized = false;
+  bool any_q8_0 = false, any_q8_k = false;
   for (const Matrix* w : ws) {
     check_matrix(*w);
     if (static_cast<size_t>(w->n_cols) != n_cols) throw Error("matmul_multi: matrices differ in column count");
     gguf::row_bytes(w->type, n_cols);  // throws unless n_cols fills whole blocks
-    any_quantized = any_quantized || w->type == gguf::TensorType::Q8_0 || w->type == gguf::TensorType::Q4_0;
+    any_q8_0 = any_q8_0 || act_format(w->type) == ActFormat::Q8_0;
+    any_q8_k = any_q8_k || act_format(w->type) == ActFormat::Q8_K;
   }
   if (n_tokens == 0) return;
   const float* x_scales = nullptr;
   const int32_t* x_sums = nullptr;
   const int8_t* x_pairs = nullptr;
-  const BlockQ8_0* xq = any_quantized && n_cols > 0
+  const BlockQ8_0* xq = any_q8_0 && n_cols > 0
                             ? quantize_activations(pool, k, x, n_tokens, n_cols, scratch, &x_scales, &x_sums,
                                                    &x_pairs)
                             : nullptr;
+  // The Q8_K rows live in a buffer of the calling thread (scratch already holds the Q8_0 layout above).
+  thread_local std::vector<uint8_t> q8_k_scratch;
+  if (any_q8_k && n_cols > 0) quantize_activations_q8_k(pool, x, n_tokens, n_cols, q8_k_scratch);
   auto y_it = ys.begin();
   for (const Matrix* w : ws) {
     GemmArgs& a = job.args[job.n_jobs];
     const bool quantized = w->type == gguf::TensorType::Q8_0 || w->type == gguf::TensorType::Q4_0;
+    const QuantTraits* traits = quant_traits(w->type);
     a.type = w->type;
     a.w = w->data;
     a.w_row_bytes = gguf::row_bytes(w->type, n_cols);
     a.row_groups = w->row_groups;
     a.x = quantized ? static_cast<const void*>(xq) : static_cast<const void*>(x);
+    if (traits != nullptr && traits->act == ActFormat::Q8_0) {
+      a.x = xq;
+      a.x_row_bytes = n_cols / gguf::kQuantBlock * sizeof(BlockQ8_0);
+    } else if (traits != nullptr) {
+      a.x = q8_k_scratch.data();
+      a.x_row_bytes = n_cols / kQK * sizeof(BlockQ8_K);
+    }
     a.x_scales = quantized ? x_scales : nullptr;
     a.x_sums = quantized ? x_sums : nullptr;
     a.x_pairs = quantized ? x_pairs : nullptr;
@@ -170,7 +209,7 @@ void matmul_multi(ThreadPool& pool, std::initializer_list<const Matrix*> ws, con
     a.n_tokens = n_tokens;
     a.y = *y_it++;
     a.y_stride = static_cast<size_t>(w->n_rows);
-    job.gemm[job.n_jobs] = quantized ? k.gemm_quant : k.gemm_float;
+    job.gemm[job.n_jobs] = traits != nullptr ? scalar::gemm_traits : quantized ? k.gemm_quant : k.gemm_float;
     job.row_offset[job.n_jobs + 1] = job.row_offset[job.n_jobs] + (w->n_rows + kRowGrain - 1) / kRowGrain * kRowGrain;
     ++job.n_jobs;
   }
@@ -213,7 +252,9 @@ void get_row(const Matrix& w, int64_t row, float* out) {
     case gguf::TensorType::Q4_0:
       dequantize_row_q4_0(reinterpret_cast<const BlockQ4_0*>(src), out, n_cols);
       return;
-    default: return;  // check_matrix refused it above
+    default:  // check_matrix refused any type without a traits row above
+      quant_traits(w.type)->dequantize(src, out, n_cols);
+      return;
   }
 }
 

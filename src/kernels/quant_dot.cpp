@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/dispatch.h"
 #include "kernels/dot.h"
 #include "kernels/quant.h"
 #include "util/fp16.h"
@@ -115,11 +116,12 @@ float d_of(const BlockQ4_K& b) { return f16_to_f32(b.d); }
 float d_of(const BlockQ5_K& b) { return f16_to_f32(b.d); }
 float d_of(const BlockQ6_K& b) { return f16_to_f32(b.d); }
 float d_of(const BlockIQ4_XS& b) { return f16_to_f32(b.d); }
+// Types with a min term (x = d * scale * q - dmin * min).
 float dmin_of(const BlockQ2_K& b) { return f16_to_f32(b.dmin); }
 float dmin_of(const BlockQ4_K& b) { return f16_to_f32(b.dmin); }
 float dmin_of(const BlockQ5_K& b) { return f16_to_f32(b.dmin); }
 template <typename Block>
-float dmin_of(const Block&) { return 0.0f; }
+constexpr bool kHasMin = requires(const Block& b) { dmin_of(b); };
 
 template <typename Block>
 float dot_k(const Block* w, const BlockQ8_K* x, size_t n) {
@@ -134,8 +136,9 @@ float dot_k(const Block* w, const BlockQ8_K* x, size_t n) {
       isum += u.scale[g] * s;
       imin += u.min[g] * x[b].bsums[g];
     }
+    // The SIMD dots (quant_k_avx2.cpp) end each super-block with exactly these float operations.
     acc += d_of(w[b]) * x[b].d * static_cast<float>(isum);
-    acc -= dmin_of(w[b]) * x[b].d * static_cast<float>(imin);
+    if constexpr (kHasMin<Block>) acc -= dmin_of(w[b]) * x[b].d * static_cast<float>(imin);
   }
   return acc;
 }
@@ -269,6 +272,10 @@ constexpr QuantTraits row(gguf::TensorType type, ActFormat act) {
       }};
 }
 
+// The types with SIMD dots: the kernel table's choice (dispatch.cpp), the same bits as the scalar ones.
+float dispatched_dot_q4_k(const BlockQ4_K* w, const BlockQ8_K* x, size_t n) { return kernel_table().dot_q4_k(w, x, n); }
+float dispatched_dot_q6_k(const BlockQ6_K* w, const BlockQ8_K* x, size_t n) { return kernel_table().dot_q6_k(w, x, n); }
+
 using gguf::BlockQ8_0;
 using gguf::TensorType;
 constexpr QuantTraits kTraits[] = {
@@ -279,9 +286,9 @@ constexpr QuantTraits kTraits[] = {
                                                                                     ActFormat::Q8_0),
     row<BlockQ2_K, BlockQ8_K, scalar::dequantize_row_q2_k, scalar::dot_q2_k>(TensorType::Q2_K, ActFormat::Q8_K),
     row<BlockQ3_K, BlockQ8_K, scalar::dequantize_row_q3_k, scalar::dot_q3_k>(TensorType::Q3_K, ActFormat::Q8_K),
-    row<BlockQ4_K, BlockQ8_K, scalar::dequantize_row_q4_k, scalar::dot_q4_k>(TensorType::Q4_K, ActFormat::Q8_K),
+    row<BlockQ4_K, BlockQ8_K, scalar::dequantize_row_q4_k, dispatched_dot_q4_k>(TensorType::Q4_K, ActFormat::Q8_K),
     row<BlockQ5_K, BlockQ8_K, scalar::dequantize_row_q5_k, scalar::dot_q5_k>(TensorType::Q5_K, ActFormat::Q8_K),
-    row<BlockQ6_K, BlockQ8_K, scalar::dequantize_row_q6_k, scalar::dot_q6_k>(TensorType::Q6_K, ActFormat::Q8_K),
+    row<BlockQ6_K, BlockQ8_K, scalar::dequantize_row_q6_k, dispatched_dot_q6_k>(TensorType::Q6_K, ActFormat::Q8_K),
     row<BlockIQ4_XS, BlockQ8_K, scalar::dequantize_row_iq4_xs, scalar::dot_iq4_xs>(TensorType::IQ4_XS,
                                                                                     ActFormat::Q8_K),
 };

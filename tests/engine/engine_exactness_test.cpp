@@ -150,7 +150,9 @@ INSTANTIATE_TEST_SUITE_P(SharedModels, EngineExactness,
                          ::testing::Values(Case{"stories260K.gguf"}, Case{"synth-spm-d128-f16.gguf"},
                                            Case{"synth-spm-d128-q8_0.gguf"}, Case{"synth-spm-d128-q4_0.gguf"},
                                            Case{"synth-gpt2-d128-q8_0-tied.gguf"},
-                                           Case{"synth-qwen2-d128-bf16.gguf"}),
+                                           Case{"synth-qwen2-d128-bf16.gguf"}, Case{"synth-llama-d256-q4_k_m.gguf"},
+                                           Case{"synth-llama-d256-q3_k_m.gguf"}, Case{"synth-llama-d256-iq4_xs.gguf"},
+                                           Case{"synth-llama-d256-q4_1.gguf"}),
                          [](const auto& info) {
                            std::string name = info.param.model;
                            name = name.substr(0, name.find(".gguf"));

@@ -25,13 +25,18 @@ std::vector<float> ramp() {
 TEST(Types, NamesSizesAndRawValues) {
   EXPECT_EQ(tensor_type_from_raw(8), TensorType::Q8_0);
   EXPECT_EQ(tensor_type_from_raw(30), TensorType::BF16);
-  EXPECT_EQ(tensor_type_from_raw(3), TensorType::Q4_1);  // parsed (its layout is known), not computed
+  EXPECT_EQ(tensor_type_from_raw(3), TensorType::Q4_1);
+  EXPECT_EQ(tensor_type_from_raw(16), TensorType::IQ2_XXS);  // parsed (its layout is known), not computed
   EXPECT_EQ(tensor_type_from_raw(12), TensorType::Q4_K);
   EXPECT_FALSE(tensor_type_from_raw(4).has_value());  // an id ggml retired
   EXPECT_FALSE(tensor_type_from_raw(31).has_value());
   EXPECT_TRUE(type_is_computed(TensorType::Q4_0));
-  EXPECT_FALSE(type_is_computed(TensorType::Q4_K));
-  EXPECT_EQ(computed_type_names(), "F32, F16, Q4_0, Q8_0, BF16");
+  EXPECT_TRUE(type_is_computed(TensorType::Q4_K));
+  EXPECT_FALSE(type_is_computed(TensorType::IQ2_XXS));
+  EXPECT_FALSE(type_is_computed(TensorType::Q8_K));  // activations only
+  EXPECT_EQ(computed_type_names(), "F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, BF16");
+  EXPECT_FALSE(type_has_codec(TensorType::Q4_K));
+  EXPECT_TRUE(type_has_codec(TensorType::Q4_0));
   EXPECT_EQ(tensor_type_name(TensorType::IQ4_XS), "IQ4_XS");
   EXPECT_EQ(tensor_type_from_name("q6_k"), TensorType::Q6_K);
   // ggml's block layouts: 256-value super-blocks for the K-quants.

@@ -15,8 +15,10 @@
 
 #include "gguf/reader.h"
 #include "kernels/dot.h"
+#include "kernels/matmul.h"
 #include "kernels/quant.h"
 #include "support/shared_data.h"
+#include "util/fp16.h"
 
 namespace preface::kernels {
 namespace {
@@ -151,10 +153,111 @@ TEST(QuantTraits, OneRowPerComputedType) {
     if (t != nullptr) {
       EXPECT_EQ(t->type, *type);
     }
+    // gguf's "computed" flag is exactly: a dot.h type or a row of this table.
+    const bool dot_h = *type == gguf::TensorType::F32 || *type == gguf::TensorType::F16 ||
+                       *type == gguf::TensorType::BF16 || *type == gguf::TensorType::Q8_0 ||
+                       *type == gguf::TensorType::Q4_0;
+    EXPECT_EQ(gguf::type_is_computed(*type), dot_h || t != nullptr) << gguf::tensor_type_name(*type);
   }
   EXPECT_EQ(quant_traits(gguf::TensorType::Q4_K)->act, ActFormat::Q8_K);
   EXPECT_EQ(quant_traits(gguf::TensorType::Q5_0)->act, ActFormat::Q8_0);
   EXPECT_EQ(quant_traits(gguf::TensorType::F16), nullptr);
+}
+
+}  // namespace
+}  // namespace preface::kernels
+
+namespace preface::kernels {
+namespace {
+
+// matmul over the traits types: every output equals the row's traits dot, bit for bit, for any batch size and
+// thread count, also when matrices of different types (Q4_K beside Q6_K, Q8_0-format beside Q8_K-format rows)
+// are fused; get_row is the traits dequantization.
+TEST(QuantMatmul, EqualsTheRowDotsForAnyBatchAndThreads) {
+  const auto path = test::shared_file("models/synth-llama-d256-q4_k_m.gguf");
+  const auto path_q5_0 = test::shared_file("models/synth-llama-d256-q5_0.gguf");
+  ASSERT_FALSE(path.empty() || path_q5_0.empty());
+  const gguf::File file = gguf::File::open(path.string());
+  const gguf::File file_q5_0 = gguf::File::open(path_q5_0.string());
+  auto matrix = [](const gguf::TensorInfo& t) {
+    return Matrix{t.type, t.data, static_cast<int64_t>(t.n_rows()), static_cast<int64_t>(t.dims[0])};
+  };
+  const Matrix wq = matrix(file.tensor("blk.0.attn_q.weight"));
+  const Matrix wv = matrix(file.tensor("blk.1.attn_v.weight"));      // Q6_K in Q4_K_M
+  const Matrix wk = matrix(file_q5_0.tensor("blk.0.attn_k.weight"));  // Q5_0: Q8_0 activations
+  ASSERT_EQ(wq.type, gguf::TensorType::Q4_K);
+  ASSERT_EQ(wv.type, gguf::TensorType::Q6_K);
+  ASSERT_EQ(wk.type, gguf::TensorType::Q5_0);
+  const size_t n = static_cast<size_t>(wq.n_cols);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  constexpr int64_t kTokens = 11;
+  std::vector<float> x(kTokens * n);
+  for (float& v : x) v = normal(rng);
+
+  // The reference: each token alone, one thread, one matrix at a time.
+  ThreadPool one(1), three(3);
+  std::vector<uint8_t> scratch;
+  std::vector<float> want_q(kTokens * wq.n_rows), want_v(kTokens * wv.n_rows), want_k(kTokens * wk.n_rows);
+  for (int64_t t = 0; t < kTokens; ++t) {
+    matmul(one, wq, x.data() + t * n, 1, want_q.data() + t * wq.n_rows, scratch);
+    matmul(one, wv, x.data() + t * n, 1, want_v.data() + t * wv.n_rows, scratch);
+    matmul(one, wk, x.data() + t * n, 1, want_k.data() + t * wk.n_rows, scratch);
+  }
+  std::vector<BlockQ8_K> xk(n / kQK);
+  quantize_row_q8_k(x.data(), xk.data(), n);
+  EXPECT_EQ(want_q[5], quant_traits(wq.type)->dot(wq.data + 5 * gguf::row_bytes(wq.type, n), xk.data(), n));
+
+  std::vector<float> q(want_q.size()), v(want_v.size()), k(want_k.size());
+  matmul_multi(three, {&wq, &wv, &wk}, x.data(), kTokens, {q.data(), v.data(), k.data()}, scratch);
+  EXPECT_EQ(std::memcmp(q.data(), want_q.data(), q.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(v.data(), want_v.data(), v.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(k.data(), want_k.data(), k.size() * sizeof(float)), 0);
+
+  std::vector<float> row(n), want_row(n);
+  get_row(wv, 3, row.data());
+  quant_traits(wv.type)->dequantize(wv.data + 3 * gguf::row_bytes(wv.type, n), want_row.data(), n);
+  EXPECT_EQ(row, want_row);
+}
+
+}  // namespace
+}  // namespace preface::kernels
+
+namespace preface::kernels {
+namespace {
+
+// Random super-blocks: every byte random except the f16 scales (finite, up to 0.1).
+template <typename Block>
+std::vector<Block> random_blocks(size_t n_blocks, std::mt19937& rng) {
+  std::vector<Block> blocks(n_blocks);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(-0.1f, 0.1f);
+  for (Block& b : blocks) {
+    auto* p = reinterpret_cast<uint8_t*>(&b);
+    for (size_t i = 0; i < sizeof(Block); ++i) p[i] = static_cast<uint8_t>(byte(rng));
+    b.d = f32_to_f16(scale(rng));
+    if constexpr (requires { b.dmin; }) b.dmin = f32_to_f16(scale(rng));
+  }
+  return blocks;
+}
+
+TEST(QuantDotAvx2, SameBitsAsScalar) {
+  if (!avx2::available()) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  for (int trial = 0; trial < 200; ++trial) {
+    const size_t n = kQK * (1 + trial % 7);
+    std::vector<float> x(n);
+    for (float& v : x) v = trial % 5 == 0 ? std::round(normal(rng)) : normal(rng);  // ties and outliers
+    std::vector<BlockQ8_K> xq(n / kQK);
+    quantize_row_q8_k(x.data(), xq.data(), n);
+    const auto q4 = random_blocks<BlockQ4_K>(n / kQK, rng);
+    const auto q6 = random_blocks<BlockQ6_K>(n / kQK, rng);
+    const float s4 = scalar::dot_q4_k(q4.data(), xq.data(), n), v4 = avx2::dot_q4_k(q4.data(), xq.data(), n);
+    const float s6 = scalar::dot_q6_k(q6.data(), xq.data(), n), v6 = avx2::dot_q6_k(q6.data(), xq.data(), n);
+    ASSERT_EQ(std::memcmp(&s4, &v4, sizeof(float)), 0) << "Q4_K trial " << trial << ": " << s4 << " vs " << v4;
+    ASSERT_EQ(std::memcmp(&s6, &v6, sizeof(float)), 0) << "Q6_K trial " << trial << ": " << s6 << " vs " << v6;
+  }
 }
 
 }  // namespace

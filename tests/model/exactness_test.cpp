@@ -161,7 +161,9 @@ TEST_P(Exactness, OnlyTokensWantingLogitsGetThemInBatchOrder) {
 INSTANTIATE_TEST_SUITE_P(SharedModels, Exactness,
                          ::testing::Values("stories260K.gguf", "synth-spm-d128-f16.gguf", "synth-spm-d128-q8_0.gguf",
                                            "synth-spm-d128-q4_0.gguf", "synth-gpt2-d128-q8_0-tied.gguf",
-                                           "synth-qwen2-d128-bf16.gguf"),
+                                           "synth-qwen2-d128-bf16.gguf", "synth-llama-d256-q4_k_m.gguf",
+                                           "synth-llama-d256-q2_k.gguf", "synth-llama-d256-q5_k_m.gguf",
+                                           "synth-llama-d256-q5_0.gguf"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string name = info.param.substr(0, info.param.size() - 5);
                            for (char& ch : name) {

@@ -1,0 +1,80 @@
+// AVX2 row dots for Q4_K and Q6_K with Q8_K activations. The integer part of each super-block (sum over groups of
+// scale * sum(q * x), and the min term from the activations' bsums) is exact, so it equals the scalar unpacked
+// sum whatever the lane order; the float operations that follow are the scalar ones (quant_dot.cpp dot_k), so the
+// results are the same bits.
+#include <immintrin.h>
+
+#include "kernels/quant.h"
+#include "kernels/simd_avx2.h"
+#include "util/fp16.h"
+
+namespace preface::kernels::avx2 {
+
+float dot_q4_k(const BlockQ4_K* w, const BlockQ8_K* x, size_t n) {
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  float acc = 0.0f;
+  for (size_t b = 0; b < n / kQK; ++b) {
+    uint8_t sc[8], mn[8];
+    int32_t imin = 0;
+    for (int j = 0; j < 8; ++j) {
+      scale_min_k4(j, w[b].scales, &sc[j], &mn[j]);
+      imin += mn[j] * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
+    }
+    __m256i sum = _mm256_setzero_si256();
+    for (int p = 0; p < 4; ++p) {
+      const __m256i q4 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * p));
+      const __m256i lo = _mm256_and_si256(q4, m4);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
+      const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs + 64 * p));
+      const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs + 64 * p + 32));
+      // maddubs: pairs of (0..15) * int8, at most 2 * 15 * 128 in magnitude: no saturation.
+      const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), _mm256_set1_epi16(sc[2 * p]));
+      const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), _mm256_set1_epi16(sc[2 * p + 1]));
+      sum = _mm256_add_epi32(sum, _mm256_add_epi32(p0, p1));
+    }
+    const int32_t isum = hsum_i32(sum);
+    acc += f16_to_f32(w[b].d) * x[b].d * static_cast<float>(isum);
+    acc -= f16_to_f32(w[b].dmin) * x[b].d * static_cast<float>(imin);
+  }
+  return acc;
+}
+
+float dot_q6_k(const BlockQ6_K* w, const BlockQ8_K* x, size_t n) {
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  const __m256i m2 = _mm256_set1_epi8(3);
+  float acc = 0.0f;
+  for (size_t b = 0; b < n / kQK; ++b) {
+    const int8_t* sc = w[b].scales;
+    // Levels are u - 32 with u in 0..63: sum(u * x) - 32 * bsum per group of 16.
+    int32_t bias = 0;
+    for (int g = 0; g < 16; ++g) bias += sc[g] * x[b].bsums[g];
+    __m256i sum = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* ql = w[b].ql + 64 * h;
+      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qh + 32 * h));
+      const __m256i u[4] = {
+          _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4)),
+          _mm256_or_si256(_mm256_and_si256(l1, m4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4)),
+      };
+      for (int k = 0; k < 4; ++k) {
+        const int g = 8 * h + 2 * k;  // groups g (lanes 0..7 of the products) and g + 1 (lanes 8..15)
+        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs + 128 * h + 32 * k));
+        const __m256i scale = _mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g]));
+        // maddubs: pairs of (0..63) * int8, at most 2 * 63 * 128 in magnitude: no saturation.
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(u[k], xv), scale));
+      }
+    }
+    const int32_t isum = hsum_i32(sum) - 32 * bias;
+    acc += f16_to_f32(w[b].d) * x[b].d * static_cast<float>(isum);
+  }
+  return acc;
+}
+
+}  // namespace preface::kernels::avx2
