@@ -62,10 +62,7 @@ Engine::Engine(std::unique_ptr<Backend> backend, const EngineConfig& config)
                 std::to_string(config_.max_batch_tokens));
   }
   if (config_.max_running < 1) throw Error("max running sequences must be >= 1");
-  const auto& cfg = backend_->config();
-  std::ostringstream rope;
-  rope << "base=" << cfg.rope_base << ";n_rot=" << cfg.n_rot << ";neox=" << cfg.rope_neox;
-  rope_desc_ = rope.str();
+  rope_desc_ = model::rope_description(backend_->config());
   publish_counters();
 }
 

@@ -54,6 +54,23 @@ void rope_cos_sin(int pos, size_t n_rot, float base, float* cos_sin) {
   }
 }
 
+void rope_cos_sin(int pos, size_t n_rot, float base, float freq_scale, const float* freq_factors, float* cos_sin) {
+  if (freq_scale == 1.0f && freq_factors == nullptr) {
+    rope_cos_sin(pos, n_rot, base, cos_sin);
+    return;
+  }
+  // ggml's rope cache with ext_factor 0 and attn_factor 1: theta = freq_scale * (theta_base / ff).
+  const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
+  float theta_base = static_cast<float>(pos);
+  for (size_t i = 0; i < n_rot / 2; ++i) {
+    const float ff = freq_factors != nullptr ? freq_factors[i] : 1.0f;
+    const float theta = freq_scale * (theta_base / ff);
+    cos_sin[2 * i] = std::cos(theta);
+    cos_sin[2 * i + 1] = std::sin(theta);
+    theta_base *= theta_scale;
+  }
+}
+
 void rope_apply(float* x, size_t n_heads, size_t head_dim, size_t n_rot, const float* cos_sin, bool neox) {
   check_rope(n_rot, head_dim);
   const size_t n_pairs = n_rot / 2;

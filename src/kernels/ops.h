@@ -15,8 +15,10 @@ void rope(float* x, size_t n_heads, size_t head_dim, size_t n_rot, int pos, floa
 
 // rope in two steps, for applying one position's rotation to several rows (q and k, every layer):
 // cos_sin[2i], cos_sin[2i + 1] = cos, sin of pair i's angle at `pos` (cos_sin: [n_rot]); then rope_apply with them
-// gives exactly rope()'s result.
+// gives exactly rope()'s result. With scaling (RoPE scaling of Llama 3.1 and linear), as ggml's rope cache:
+// theta_i = freq_scale * ((pos * base^(-2i/n_rot)) / freq_factors[i]) (freq_factors: [n_rot / 2], or nullptr).
 void rope_cos_sin(int pos, size_t n_rot, float base, float* cos_sin);
+void rope_cos_sin(int pos, size_t n_rot, float base, float freq_scale, const float* freq_factors, float* cos_sin);
 void rope_apply(float* x, size_t n_heads, size_t head_dim, size_t n_rot, const float* cos_sin, bool neox);
 
 // In place softmax over x[n].

@@ -2,7 +2,11 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <sstream>
+#include <vector>
 
+#include "gguf/writer.h"
 #include "util/error.h"
 
 namespace preface::model {
@@ -49,7 +53,45 @@ int32_t read_n_vocab(const gguf::File& file) {
   return static_cast<int32_t>(n_vocab);
 }
 
+// rope.scaling.type none or linear (factor: rope.scaling.factor, or the older rope.scale_linear), and the
+// frequency factors of rope_freqs.weight.
+void read_rope_scaling(const gguf::File& file, const std::string& p, Config& c) {
+  const std::string scaling = file.try_string(p + "rope.scaling.type").value_or("none");
+  std::optional<double> factor;
+  if (scaling == "linear") {
+    factor = file.try_float(p + "rope.scaling.factor");
+    if (!factor) throw Error(p + "rope.scaling.type is linear but " + p + "rope.scaling.factor is missing");
+  } else if (scaling == "none") {
+    factor = file.try_float(p + "rope.scale_linear");
+  } else {
+    throw Error("unsupported rope scaling type '" + scaling + "' (preface runs none and linear)");
+  }
+  if (factor) {
+    if (!(*factor >= 1.0) || !std::isfinite(*factor)) throw Error("rope scaling factor must be a finite value >= 1");
+    c.rope_freq_scale = 1.0f / static_cast<float>(*factor);
+  }
+  if (const gguf::TensorInfo* t = file.find_tensor("rope_freqs.weight")) {
+    const uint64_t n_pairs = static_cast<uint64_t>(c.n_rot / 2);
+    if (t->dims != std::vector<uint64_t>{n_pairs} || !gguf::type_has_codec(t->type)) {
+      throw Error("rope_freqs.weight must be " + std::to_string(n_pairs) + " values (one per rotated pair) of F32, F16 or BF16");
+    }
+    c.rope_freq_factors.resize(n_pairs);
+    gguf::decode_values(t->type, t->data, n_pairs, c.rope_freq_factors.data());
+    for (const float f : c.rope_freq_factors) {
+      if (!(f > 0.0f) || !std::isfinite(f)) throw Error("rope_freqs.weight holds a factor that is not finite and > 0");
+    }
+  }
+}
+
 }  // namespace
+
+std::string rope_description(const Config& c) {
+  std::ostringstream s;
+  s << std::hexfloat << "base=" << c.rope_base << ";n_rot=" << c.n_rot << ";neox=" << c.rope_neox
+    << ";scale=" << c.rope_freq_scale << ";factors=";
+  for (const float f : c.rope_freq_factors) s << f << ",";
+  return s.str();
+}
 
 Config read_config(const gguf::File& file) {
   Config c;
@@ -97,11 +139,7 @@ Config read_config(const gguf::File& file) {
   if (!(c.rope_base > 1.0f) || !std::isfinite(c.rope_base)) {
     throw Error("rope.freq_base must be a finite value > 1");
   }
-  const std::string scaling = file.try_string(p + "rope.scaling.type").value_or("none");
-  if (scaling != "none") throw Error("unsupported rope scaling type '" + scaling + "'");
-  if (file.find_tensor("rope_freqs.weight") != nullptr) {
-    throw Error("unsupported: rope frequency factors (rope_freqs.weight)");
-  }
+  read_rope_scaling(file, p, c);
   c.rms_eps = static_cast<float>(file.get_float(p + "attention.layer_norm_rms_epsilon"));
   if (!(c.rms_eps > 0.0f) || !std::isfinite(c.rms_eps)) {
     throw Error("attention.layer_norm_rms_epsilon must be a finite value > 0");

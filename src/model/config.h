@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "gguf/reader.h"
 
@@ -23,6 +24,9 @@ struct Config {
   int32_t n_rot = 0;          // rope.dimension_count (default head_dim)
   float rope_base = 10000.0f; // rope.freq_base
   bool rope_neox = false;     // true for qwen2 (rotate halves), false for llama (rotate adjacent pairs)
+  // Pair i's angle at position p is rope_freq_scale * (p * base^(-2i/n_rot) / rope_freq_factors[i]), as ggml:
+  float rope_freq_scale = 1.0f;          // 1 / rope.scaling.factor with rope.scaling.type linear, else 1
+  std::vector<float> rope_freq_factors;  // rope_freqs.weight (Llama 3.1 and later), [n_rot / 2]; empty: all 1
   float rms_eps = 1e-5f;
   int32_t ctx_len = 0;        // context_length
   bool qkv_bias = false;      // qwen2
@@ -30,6 +34,10 @@ struct Config {
 
   int32_t kv_row_values() const { return n_kv_heads * head_dim; }  // K (or V) values per token per layer
 };
+
+// A description of every RoPE setting above (base, dims, layout, scale, factors), for cache namespaces: two configs
+// with the same description rotate every position identically.
+std::string rope_description(const Config& config);
 
 // Throws preface::Error for an unsupported architecture or missing/inconsistent values.
 Config read_config(const gguf::File& file);

@@ -125,7 +125,8 @@ void Model::forward(const ForwardBatch& batch, const KvView& kv, ThreadPool& poo
   std::vector<float> rope_cs(n * n_rot);
   for_tokens(pool, nt, [&](size_t t0, size_t t1) {
     for (size_t t = t0; t < t1 && n_rot > 0; ++t) {
-      kernels::rope_cos_sin(batch.pos[t], n_rot, c.rope_base, rope_cs.data() + t * n_rot);
+      kernels::rope_cos_sin(batch.pos[t], n_rot, c.rope_base, c.rope_freq_scale,
+                            c.rope_freq_factors.empty() ? nullptr : c.rope_freq_factors.data(), rope_cs.data() + t * n_rot);
     }
   });
 

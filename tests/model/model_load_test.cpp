@@ -211,3 +211,34 @@ TEST(Forward, MalformedBatchesAreErrors) {
 
 }  // namespace
 }  // namespace preface::test
+
+namespace preface::test {
+namespace {
+
+// Llama 3.1-style frequency factors and linear scaling are read, and both reach the RoPE description that roots
+// cache namespaces (two files that rotate differently never share a block).
+TEST(ModelLoad, RopeScalingIsReadAndDescribed) {
+  const auto oc64 = shared_file("models/synth-llama-rope-llama3-oc64-d256-f16.gguf");
+  const auto linear = shared_file("models/synth-llama-rope-linear-d256-f16.gguf");
+  const auto plain = shared_file("models/synth-llama-d256-f16.gguf");
+  if (oc64.empty() || linear.empty() || plain.empty()) GTEST_FAIL() << "needs the shared rope files";
+  const model::Config a = model::read_config(gguf::File::open(oc64.string()));
+  const model::Config b = model::read_config(gguf::File::open(linear.string()));
+  const model::Config c = model::read_config(gguf::File::open(plain.string()));
+  ASSERT_EQ(a.rope_freq_factors.size(), 32u);  // head_dim 64: 32 rotated pairs
+  EXPECT_EQ(a.rope_freq_factors[0], 1.0f);
+  EXPECT_EQ(a.rope_freq_factors[31], 8.0f);
+  EXPECT_EQ(a.rope_freq_scale, 1.0f);
+  EXPECT_TRUE(b.rope_freq_factors.empty());
+  EXPECT_EQ(b.rope_freq_scale, 0.25f);
+  EXPECT_TRUE(c.rope_freq_factors.empty());
+  EXPECT_EQ(c.rope_freq_scale, 1.0f);
+  EXPECT_NE(model::rope_description(a), model::rope_description(c));
+  EXPECT_NE(model::rope_description(b), model::rope_description(c));
+  model::Config a2 = a;
+  a2.rope_freq_factors[5] = std::nextafter(a2.rope_freq_factors[5], 100.0f);
+  EXPECT_NE(model::rope_description(a), model::rope_description(a2));
+}
+
+}  // namespace
+}  // namespace preface::test
