@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gguf/writer.h"
+#include "model/architectures.h"
 #include "util/error.h"
 
 namespace preface::model {
@@ -96,17 +97,13 @@ std::string rope_description(const Config& c) {
 Config read_config(const gguf::File& file) {
   Config c;
   c.arch_name = file.get_string("general.architecture");
-  if (c.arch_name == "llama") {
-    c.arch = Arch::Llama;
-    c.rope_neox = false;
-    c.qkv_bias = false;
-  } else if (c.arch_name == "qwen2") {
-    c.arch = Arch::Qwen2;
-    c.rope_neox = true;
-    c.qkv_bias = true;
-  } else {
-    throw Error("unsupported architecture '" + c.arch_name + "' (supported: llama, qwen2)");
+  const Architecture* arch = find_architecture(c.arch_name);
+  if (arch == nullptr) {
+    throw Error("unsupported architecture '" + c.arch_name + "' (supported: " + architecture_names() + ")");
   }
+  c.rope_neox = arch->rope_neox;
+  c.qkv_bias = arch->qkv_bias;
+  c.qk_norm = arch->qk_norm;
   c.name = file.try_string("general.name").value_or("");
   const std::string p = c.arch_name + ".";
 
@@ -116,7 +113,10 @@ Config read_config(const gguf::File& file) {
   c.n_kv_heads = try_count(file, p + "attention.head_count_kv", kMaxHeads, c.n_heads);
   c.ffn_dim = get_count(file, p + "feed_forward_length", 4 * kMaxDim);
   c.ctx_len = get_count(file, p + "context_length", kMaxCtx);
-  if (c.dim % c.n_heads != 0) {
+  const std::optional<int64_t> key_length = file.find(p + "attention.key_length")
+                                                ? std::optional<int64_t>(get_count(file, p + "attention.key_length", kMaxDim))
+                                                : std::nullopt;
+  if (!key_length && c.dim % c.n_heads != 0) {
     throw Error("embedding_length " + std::to_string(c.dim) + " is not a multiple of head_count " +
                 std::to_string(c.n_heads));
   }
@@ -124,12 +124,13 @@ Config read_config(const gguf::File& file) {
     throw Error("head_count " + std::to_string(c.n_heads) + " is not a multiple of head_count_kv " +
                 std::to_string(c.n_kv_heads));
   }
-  c.head_dim = c.dim / c.n_heads;
-  for (const char* key : {"attention.key_length", "attention.value_length"}) {
-    if (file.find(p + key) && file.get_int(p + key) != c.head_dim) {
-      throw Error("unsupported: " + p + key + " differs from embedding_length / head_count");
-    }
+  // Heads may be wider or narrower than dim / n_heads (Qwen3: 128-wide heads on a 1024 embedding).
+  c.head_dim = key_length ? static_cast<int32_t>(*key_length) : c.dim / c.n_heads;
+  if (file.find(p + "attention.value_length") && file.get_int(p + "attention.value_length") != c.head_dim) {
+    throw Error("unsupported: " + p + "attention.value_length differs from the key length " +
+                std::to_string(c.head_dim));
   }
+  if (static_cast<int64_t>(c.n_heads) * c.head_dim > kMaxDim) throw Error("head_count x key_length is too large");
   c.n_rot = try_count(file, p + "rope.dimension_count", kMaxDim, c.head_dim);
   if (c.n_rot > c.head_dim || c.n_rot % 2 != 0) {
     throw Error("rope.dimension_count " + std::to_string(c.n_rot) + " must be even and <= head_dim " +

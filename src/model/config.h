@@ -8,18 +8,15 @@
 
 namespace preface::model {
 
-enum class Arch { Llama, Qwen2 };
-
 struct Config {
-  Arch arch = Arch::Llama;
-  std::string arch_name;      // "llama" | "qwen2"
+  std::string arch_name;      // general.architecture, a row of model/architectures.h
   std::string name;           // general.name, may be empty
   int32_t n_vocab = 0;
   int32_t dim = 0;            // embedding length
   int32_t n_layers = 0;
   int32_t n_heads = 0;
   int32_t n_kv_heads = 0;     // GQA: n_heads % n_kv_heads == 0
-  int32_t head_dim = 0;       // dim / n_heads
+  int32_t head_dim = 0;       // attention.key_length, else dim / n_heads
   int32_t ffn_dim = 0;
   int32_t n_rot = 0;          // rope.dimension_count (default head_dim)
   float rope_base = 10000.0f; // rope.freq_base
@@ -30,9 +27,11 @@ struct Config {
   float rms_eps = 1e-5f;
   int32_t ctx_len = 0;        // context_length
   bool qkv_bias = false;      // qwen2
+  bool qk_norm = false;       // qwen3: per-head RMSNorm of Q and K before RoPE
   bool tied_embeddings = false;  // no output.weight: the output head is token_embd.weight
 
   int32_t kv_row_values() const { return n_kv_heads * head_dim; }  // K (or V) values per token per layer
+  int32_t q_dim() const { return n_heads * head_dim; }  // Q (and attention output) values per token
 };
 
 // A description of every RoPE setting above (base, dims, layout, scale, factors), for cache namespaces: two configs

@@ -116,6 +116,7 @@ void Model::forward(const ForwardBatch& batch, const KvView& kv, ThreadPool& poo
   check_batch(c, batch, kv, max_batch_tokens_);
   const size_t n = batch.size();
   const size_t dim = static_cast<size_t>(c.dim), kv_dim = static_cast<size_t>(c.kv_row_values());
+  const size_t q_dim = static_cast<size_t>(c.q_dim()), head_dim = static_cast<size_t>(c.head_dim);
   const size_t ffn = static_cast<size_t>(c.ffn_dim);
   const int64_t nt = static_cast<int64_t>(n);
 
@@ -143,11 +144,21 @@ void Model::forward(const ForwardBatch& batch, const KvView& kv, ThreadPool& poo
                           quant_scratch_);
     for_tokens(pool, nt, [&](size_t t0, size_t t1) {
       for (size_t t = t0; t < t1; ++t) {
-        float* q = q_.data() + t * dim;  // [n_heads][head_dim]
+        float* q = q_.data() + t * q_dim;  // [n_heads][head_dim]
         float* k = k_.data() + t * kv_dim;  // [n_kv_heads][head_dim]
         add_bias(q, l.bq);
         add_bias(k, l.bk);
         add_bias(v_.data() + t * kv_dim, l.bv);
+        if (!l.q_norm.empty()) {  // qwen3: each head normalized on its own, in place, before RoPE
+          for (int32_t h = 0; h < c.n_heads; ++h) {
+            float* qh = q + static_cast<size_t>(h) * head_dim;
+            kernels::rmsnorm(qh, l.q_norm.data(), qh, head_dim, c.rms_eps);
+          }
+          for (int32_t h = 0; h < c.n_kv_heads; ++h) {
+            float* kh = k + static_cast<size_t>(h) * head_dim;
+            kernels::rmsnorm(kh, l.k_norm.data(), kh, head_dim, c.rms_eps);
+          }
+        }
         if (n_rot > 0) {
           const float* cs = rope_cs.data() + t * n_rot;
           kernels::rope_apply(q, c.n_heads, c.head_dim, n_rot, cs, c.rope_neox);

@@ -36,8 +36,9 @@ struct ForwardBatch {
 
 struct LayerWeights {
   std::vector<float> attn_norm;            // [dim]
-  kernels::Matrix wq, wk, wv, wo;          // [dim x dim], [kv x dim], [kv x dim], [dim x dim] (rows x cols)
+  kernels::Matrix wq, wk, wv, wo;          // [q_dim x dim], [kv x dim], [kv x dim], [dim x q_dim] (rows x cols)
   std::vector<float> bq, bk, bv;           // qwen2 biases; empty for llama
+  std::vector<float> q_norm, k_norm;       // qwen3 per-head Q/K RMSNorm weights [head_dim]; empty otherwise
   std::vector<float> ffn_norm;             // [dim]
   kernels::Matrix w_gate, w_up, w_down;    // [ffn x dim], [ffn x dim], [dim x ffn]
 };

@@ -72,7 +72,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, int32_t max_batch_to
 Model::Model(gguf::File file, Config config, int32_t max_batch_tokens)
     : file_(std::move(file)), config_(std::move(config)), max_batch_tokens_(max_batch_tokens) {
   const Config& c = config_;
-  const int64_t dim = c.dim, kv = c.kv_row_values(), ffn = c.ffn_dim, vocab = c.n_vocab;
+  const int64_t dim = c.dim, q_dim = c.q_dim(), kv = c.kv_row_values(), ffn = c.ffn_dim, vocab = c.n_vocab;
   tok_embd_ = load_matrix(file_, "token_embd.weight", vocab, dim);
   output_ = c.tied_embeddings ? tok_embd_ : load_matrix(file_, "output.weight", vocab, dim);
   fingerprint_ = model_fingerprint(file_.mapping());
@@ -82,15 +82,19 @@ Model::Model(gguf::File file, Config config, int32_t max_batch_tokens)
     const std::string p = "blk." + std::to_string(i) + ".";
     LayerWeights& l = layers_[static_cast<size_t>(i)];
     l.attn_norm = load_vector(file_, p + "attn_norm.weight", dim);
-    l.wq = load_matrix(file_, p + "attn_q.weight", dim, dim);
+    l.wq = load_matrix(file_, p + "attn_q.weight", q_dim, dim);
     l.wk = load_matrix(file_, p + "attn_k.weight", kv, dim);
     l.wv = load_matrix(file_, p + "attn_v.weight", kv, dim);
-    l.wo = load_matrix(file_, p + "attn_output.weight", dim, dim);
+    l.wo = load_matrix(file_, p + "attn_output.weight", dim, q_dim);
     // qwen2 always has Q/K/V biases; a llama file may carry them too, and then they are applied.
     if (c.qkv_bias || file_.find_tensor(p + "attn_q.bias") != nullptr) {
-      l.bq = load_vector(file_, p + "attn_q.bias", dim);
+      l.bq = load_vector(file_, p + "attn_q.bias", q_dim);
       l.bk = load_vector(file_, p + "attn_k.bias", kv);
       l.bv = load_vector(file_, p + "attn_v.bias", kv);
+    }
+    if (c.qk_norm) {
+      l.q_norm = load_vector(file_, p + "attn_q_norm.weight", c.head_dim);
+      l.k_norm = load_vector(file_, p + "attn_k_norm.weight", c.head_dim);
     }
     l.ffn_norm = load_vector(file_, p + "ffn_norm.weight", dim);
     l.w_gate = load_matrix(file_, p + "ffn_gate.weight", ffn, dim);
@@ -116,15 +120,15 @@ Model::Model(gguf::File file, Config config, int32_t max_batch_tokens)
   const size_t n = static_cast<size_t>(max_batch_tokens_);
   x_.assign(n * dim, 0.0f);         // [n][dim] residual stream
   xb_.assign(n * dim, 0.0f);        // [n][dim] normed input of a block / output of wo and w_down
-  q_.assign(n * dim, 0.0f);         // [n][n_heads][head_dim]
+  q_.assign(n * q_dim, 0.0f);       // [n][n_heads][head_dim]
   k_.assign(n * kv, 0.0f);          // [n][n_kv_heads][head_dim]
   v_.assign(n * kv, 0.0f);          // [n][n_kv_heads][head_dim]
-  attn_out_.assign(n * dim, 0.0f);  // [n][n_heads][head_dim]
+  attn_out_.assign(n * q_dim, 0.0f);  // [n][n_heads][head_dim]
   gate_.assign(n * ffn, 0.0f);      // [n][ffn]
   up_.assign(n * ffn, 0.0f);        // [n][ffn]
   ffn_out_.assign(n * dim, 0.0f);   // [n][dim]
   // Q8_0 copies of a batch of activation rows for quantized matmuls (matmul grows it if ever needed).
-  quant_scratch_.reserve(n * gguf::row_bytes(gguf::TensorType::Q8_0, ((std::max(dim, ffn) + 31) / 32) * 32));
+  quant_scratch_.reserve(n * gguf::row_bytes(gguf::TensorType::Q8_0, ((std::max({dim, q_dim, ffn}) + 31) / 32) * 32));
 }
 
 }  // namespace preface::model

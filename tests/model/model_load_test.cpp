@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -74,7 +75,7 @@ TEST(Config, Stories260K) {
   const auto path = shared_file("models/stories260K.gguf");
   if (path.empty()) return;
   const model::Config c = model::read_config(gguf::File::open(path.string()));
-  EXPECT_EQ(c.arch, model::Arch::Llama);
+  EXPECT_EQ(c.arch_name, "llama");
   EXPECT_EQ(c.dim, 64);
   EXPECT_EQ(c.n_layers, 5);
   EXPECT_EQ(c.n_heads, 8);
@@ -95,7 +96,7 @@ TEST(Config, Qwen2AndTied) {
   const auto tied = shared_file("models/synth-gpt2-d128-q8_0-tied.gguf");
   if (qwen.empty() || tied.empty()) return;
   const model::Config q = model::read_config(gguf::File::open(qwen.string()));
-  EXPECT_EQ(q.arch, model::Arch::Qwen2);
+  EXPECT_EQ(q.arch_name, "qwen2");
   EXPECT_TRUE(q.rope_neox);
   EXPECT_TRUE(q.qkv_bias);
   EXPECT_FLOAT_EQ(q.rope_base, 1e6f);
@@ -238,6 +239,67 @@ TEST(ModelLoad, RopeScalingIsReadAndDescribed) {
   model::Config a2 = a;
   a2.rope_freq_factors[5] = std::nextafter(a2.rope_freq_factors[5], 100.0f);
   EXPECT_NE(model::rope_description(a), model::rope_description(a2));
+}
+
+}  // namespace
+}  // namespace preface::test
+
+namespace preface::test {
+namespace {
+
+// Heads wider than dim / n_heads (Qwen3 0.6B: 16 heads of 128 on a 1024 embedding): attn_q has n_heads x
+// key_length rows and attn_output as many columns; the model runs, and chunking never changes a logit.
+TEST(ModelLoad, WideHeadsQwen3Runs) {
+  const auto path = (temp_dir("model-wide") / "wide.gguf").string();
+  gguf::Writer w;
+  w.set_string("general.architecture", "qwen3");
+  w.set_u32("qwen3.context_length", 64);
+  w.set_u32("qwen3.embedding_length", 32);
+  w.set_u32("qwen3.block_count", 1);
+  w.set_u32("qwen3.feed_forward_length", 64);
+  w.set_u32("qwen3.attention.head_count", 2);
+  w.set_u32("qwen3.attention.head_count_kv", 1);
+  w.set_u32("qwen3.attention.key_length", 32);
+  w.set_u32("qwen3.attention.value_length", 32);
+  w.set_f32("qwen3.attention.layer_norm_rms_epsilon", 1e-6f);
+  uint32_t seed = 1;
+  auto add = [&](const std::string& name, std::vector<uint64_t> dims) {
+    uint64_t n = 1;
+    for (uint64_t d : dims) n *= d;
+    std::vector<float> values(n);
+    for (float& v : values) v = 0.02f * static_cast<float>((seed = seed * 1103515245u + 12345u) >> 24) / 255.0f - 0.01f;
+    if (name.find("norm") != std::string::npos) {
+      for (float& v : values) v += 1.0f;
+    }
+    w.add_tensor_f32(name, gguf::TensorType::F32, dims, values);
+  };
+  add("token_embd.weight", {32, 16});
+  add("output_norm.weight", {32});
+  add("blk.0.attn_norm.weight", {32});
+  add("blk.0.attn_q.weight", {32, 64});       // 2 heads x 32
+  add("blk.0.attn_k.weight", {32, 32});
+  add("blk.0.attn_v.weight", {32, 32});
+  add("blk.0.attn_q_norm.weight", {32});
+  add("blk.0.attn_k_norm.weight", {32});
+  add("blk.0.attn_output.weight", {64, 32});  // 64 columns back to the 32-wide embedding
+  add("blk.0.ffn_norm.weight", {32});
+  add("blk.0.ffn_gate.weight", {32, 64});
+  add("blk.0.ffn_up.weight", {32, 64});
+  add("blk.0.ffn_down.weight", {64, 32});
+  w.write(path);
+
+  auto m = model::Model::load(path, 8);
+  EXPECT_EQ(m->config().head_dim, 32);
+  EXPECT_EQ(m->config().q_dim(), 64);
+  EXPECT_TRUE(m->config().qk_norm);
+  ThreadPool pool(2);
+  TestKv kv(m->config(), model::KvType::F32, 4, 2);
+  const std::vector<int32_t> tokens = {1, 5, 9, 3, 7, 2};
+  const std::vector<float> whole = run_chunked(*m, pool, kv.view, {0, 1}, tokens, tokens.size());
+  TestKv kv2(m->config(), model::KvType::F32, 4, 2);
+  const std::vector<float> one_by_one = run_chunked(*m, pool, kv2.view, {1, 0}, tokens, 1);
+  for (float x : whole) ASSERT_TRUE(std::isfinite(x));
+  ASSERT_EQ(std::memcmp(whole.data(), one_by_one.data(), whole.size() * sizeof(float)), 0);
 }
 
 }  // namespace

@@ -115,7 +115,7 @@ INSTANTIATE_TEST_SUITE_P(SharedModels, Oracle,
                                            "synth-llama-d256-q2_k", "synth-llama-d256-iq4_xs",
                                            "synth-llama-d256-q4_1", "synth-llama-d256-q5_0",
                                            "synth-llama-rope-linear-d256-f16", "synth-llama-rope-llama3-d256-f16",
-                                           "synth-llama-rope-llama3-oc64-d256-f16"),
+                                           "synth-llama-rope-llama3-oc64-d256-f16", "synth-qwen3-d256-f16"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string s = info.param;
                            for (char& ch : s) {
