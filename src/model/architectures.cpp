@@ -4,10 +4,12 @@ namespace preface::model {
 namespace {
 
 constexpr Architecture kArchitectures[] = {
-    // name     neox   bias   qk_norm
-    {"llama", false, false, false},  // Llama 1-3.x, Mistral, TinyLlama, SmolLM (a llama file may carry biases)
-    {"qwen2", true, true, false},
-    {"qwen3", true, false, true},
+    // name  neox   bias   qk_norm fused
+    {"llama", false, false, false, false},  // Llama 1-3.x, Mistral, TinyLlama, SmolLM (a llama file may carry biases)
+    {"qwen2", true, true, false, false},
+    {"qwen3", true, false, true, false},
+    // phi3.attention.sliding_window is not applied, as llama.cpp has not since mid-2025 (docs in README).
+    {"phi3", true, false, false, true},
 };
 
 }  // namespace

@@ -71,6 +71,11 @@ void read_rope_scaling(const gguf::File& file, const std::string& p, Config& c) 
     if (!(*factor >= 1.0) || !std::isfinite(*factor)) throw Error("rope scaling factor must be a finite value >= 1");
     c.rope_freq_scale = 1.0f / static_cast<float>(*factor);
   }
+  for (const char* name : {"rope_factors_long.weight", "rope_factors_short.weight"}) {
+    if (file.find_tensor(name) != nullptr) {
+      throw Error(std::string("unsupported rope scaling: longrope (") + name + ", Phi-3 128k)");
+    }
+  }
   if (const gguf::TensorInfo* t = file.find_tensor("rope_freqs.weight")) {
     const uint64_t n_pairs = static_cast<uint64_t>(c.n_rot / 2);
     if (t->dims != std::vector<uint64_t>{n_pairs} || !gguf::type_has_codec(t->type)) {
@@ -104,6 +109,7 @@ Config read_config(const gguf::File& file) {
   c.rope_neox = arch->rope_neox;
   c.qkv_bias = arch->qkv_bias;
   c.qk_norm = arch->qk_norm;
+  c.fused_projections = arch->fused_projections;
   c.name = file.try_string("general.name").value_or("");
   const std::string p = c.arch_name + ".";
 

@@ -28,6 +28,7 @@ struct Config {
   int32_t ctx_len = 0;        // context_length
   bool qkv_bias = false;      // qwen2
   bool qk_norm = false;       // qwen3: per-head RMSNorm of Q and K before RoPE
+  bool fused_projections = false;  // phi3: attn_qkv and a gate+up ffn_up (model/architectures.h)
   bool tied_embeddings = false;  // no output.weight: the output head is token_embd.weight
 
   int32_t kv_row_values() const { return n_kv_heads * head_dim; }  // K (or V) values per token per layer

@@ -46,6 +46,12 @@ kernels::Matrix load_matrix(const gguf::File& file, const std::string& name, int
   return kernels::Matrix{t.type, t.data, n_rows, n_cols};
 }
 
+// Rows [first, first + n_rows) of m, as a matrix of its own (a view into the same bytes).
+kernels::Matrix row_view(const kernels::Matrix& m, int64_t first, int64_t n_rows) {
+  const size_t row_bytes = gguf::row_bytes(m.type, static_cast<size_t>(m.n_cols));
+  return kernels::Matrix{m.type, m.data + static_cast<size_t>(first) * row_bytes, n_rows, m.n_cols};
+}
+
 // A 1-D tensor of n values of any supported type, decoded to f32.
 std::vector<float> load_vector(const gguf::File& file, const std::string& name, int64_t n) {
   const gguf::TensorInfo& t = expect_tensor(file, name, {static_cast<uint64_t>(n)});
@@ -82,9 +88,16 @@ Model::Model(gguf::File file, Config config, int32_t max_batch_tokens)
     const std::string p = "blk." + std::to_string(i) + ".";
     LayerWeights& l = layers_[static_cast<size_t>(i)];
     l.attn_norm = load_vector(file_, p + "attn_norm.weight", dim);
-    l.wq = load_matrix(file_, p + "attn_q.weight", q_dim, dim);
-    l.wk = load_matrix(file_, p + "attn_k.weight", kv, dim);
-    l.wv = load_matrix(file_, p + "attn_v.weight", kv, dim);
+    if (c.fused_projections) {
+      const kernels::Matrix qkv = load_matrix(file_, p + "attn_qkv.weight", q_dim + 2 * kv, dim);
+      l.wq = row_view(qkv, 0, q_dim);
+      l.wk = row_view(qkv, q_dim, kv);
+      l.wv = row_view(qkv, q_dim + kv, kv);
+    } else {
+      l.wq = load_matrix(file_, p + "attn_q.weight", q_dim, dim);
+      l.wk = load_matrix(file_, p + "attn_k.weight", kv, dim);
+      l.wv = load_matrix(file_, p + "attn_v.weight", kv, dim);
+    }
     l.wo = load_matrix(file_, p + "attn_output.weight", dim, q_dim);
     // qwen2 always has Q/K/V biases; a llama file may carry them too, and then they are applied.
     if (c.qkv_bias || file_.find_tensor(p + "attn_q.bias") != nullptr) {
@@ -97,8 +110,14 @@ Model::Model(gguf::File file, Config config, int32_t max_batch_tokens)
       l.k_norm = load_vector(file_, p + "attn_k_norm.weight", c.head_dim);
     }
     l.ffn_norm = load_vector(file_, p + "ffn_norm.weight", dim);
-    l.w_gate = load_matrix(file_, p + "ffn_gate.weight", ffn, dim);
-    l.w_up = load_matrix(file_, p + "ffn_up.weight", ffn, dim);
+    if (c.fused_projections) {
+      const kernels::Matrix gate_up = load_matrix(file_, p + "ffn_up.weight", 2 * ffn, dim);
+      l.w_gate = row_view(gate_up, 0, ffn);
+      l.w_up = row_view(gate_up, ffn, ffn);
+    } else {
+      l.w_gate = load_matrix(file_, p + "ffn_gate.weight", ffn, dim);
+      l.w_up = load_matrix(file_, p + "ffn_up.weight", ffn, dim);
+    }
     l.w_down = load_matrix(file_, p + "ffn_down.weight", dim, ffn);
   }
   // Where the kernels read them faster, Q4_0 and Q8_0 matrices get a packed copy, and the mapped bytes it was

@@ -67,10 +67,15 @@ TEST_P(Oracle, MatchesLlamaCpp) {
   const std::vector<OracleCase> cases = read_oracle(oracle_path);
   ASSERT_FALSE(cases.empty());
 
+  int n_compared = 0;
   for (const OracleCase& oc : cases) {
     SCOPED_TRACE("prompt: " + oc.prompt);
     const std::vector<int32_t> tokens = tok->encode(oc.prompt, tok->add_bos_default());
     ASSERT_EQ(tokens, oc.tokens);
+    // The phi3 oracle applied phi3.attention.sliding_window (16); preface, as llama.cpp since mid-2025, does not,
+    // so only prompts within the window compare.
+    if (name == "synth-phi3-d256-f16" && tokens.size() > 16) continue;
+    ++n_compared;
     ASSERT_EQ(oc.last_logits.size(), n_vocab);
     const auto [lo, hi] = std::minmax_element(oc.last_logits.begin(), oc.last_logits.end());
     const float range = *hi - *lo;
@@ -104,6 +109,7 @@ TEST_P(Oracle, MatchesLlamaCpp) {
                 tokens.size());
     EXPECT_LE(diff[0], tolerance);
   }
+  EXPECT_GT(n_compared, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(SharedModels, Oracle,
@@ -115,7 +121,8 @@ INSTANTIATE_TEST_SUITE_P(SharedModels, Oracle,
                                            "synth-llama-d256-q2_k", "synth-llama-d256-iq4_xs",
                                            "synth-llama-d256-q4_1", "synth-llama-d256-q5_0",
                                            "synth-llama-rope-linear-d256-f16", "synth-llama-rope-llama3-d256-f16",
-                                           "synth-llama-rope-llama3-oc64-d256-f16", "synth-qwen3-d256-f16"),
+                                           "synth-llama-rope-llama3-oc64-d256-f16", "synth-qwen3-d256-f16",
+                                           "synth-phi3-d256-f16"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string s = info.param;
                            for (char& ch : s) {
