@@ -112,40 +112,39 @@ void dequantize_row_q3_k(const BlockQ3_K* x, float* y, size_t n) {
   }
 }
 
-void dequantize_row_q4_k(const BlockQ4_K* x, float* y, size_t n) {
+namespace {
+// Q4_K and Q5_K: 4 pairs of 32-value groups with 6-bit scales and mins; level(block, p, l, high) is value l of
+// group 2p (high false: the low nibbles) or 2p + 1.
+template <typename Block, typename Level>
+void dequantize_k4(const Block* x, float* y, size_t n, Level level) {
   for (size_t b = 0; b < n / kQK; ++b) {
     const float d = f16_to_f32(x[b].d), dmin = f16_to_f32(x[b].dmin);
-    const uint8_t* q = x[b].qs;
-    for (int j = 0; j < 8; j += 2, q += 32) {
+    for (int p = 0; p < 4; ++p) {
       uint8_t sc, m;
-      scale_min_k4(j, x[b].scales, &sc, &m);
+      scale_min_k4(2 * p, x[b].scales, &sc, &m);
       const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
-      scale_min_k4(j + 1, x[b].scales, &sc, &m);
+      scale_min_k4(2 * p + 1, x[b].scales, &sc, &m);
       const float d2 = d * static_cast<float>(sc), m2 = dmin * static_cast<float>(m);
-      for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>(q[l] & 0xF) - m1;
-      for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>(q[l] >> 4) - m2;
+      for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>(level(x[b], p, l, false)) - m1;
+      for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>(level(x[b], p, l, true)) - m2;
     }
   }
 }
+}  // namespace
+
+void dequantize_row_q4_k(const BlockQ4_K* x, float* y, size_t n) {
+  dequantize_k4(x, y, n, [](const BlockQ4_K& b, int p, int l, bool high) {
+    const uint8_t q = b.qs[32 * p + l];
+    return high ? q >> 4 : q & 0xF;
+  });
+}
 
 void dequantize_row_q5_k(const BlockQ5_K* x, float* y, size_t n) {
-  for (size_t b = 0; b < n / kQK; ++b) {
-    const float d = f16_to_f32(x[b].d), dmin = f16_to_f32(x[b].dmin);
-    const uint8_t* ql = x[b].qs;
-    const uint8_t* qh = x[b].qh;
-    uint8_t u1 = 1, u2 = 2;
-    for (int j = 0; j < 8; j += 2, ql += 32) {
-      uint8_t sc, m;
-      scale_min_k4(j, x[b].scales, &sc, &m);
-      const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
-      scale_min_k4(j + 1, x[b].scales, &sc, &m);
-      const float d2 = d * static_cast<float>(sc), m2 = dmin * static_cast<float>(m);
-      for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
-      for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
-      u1 = static_cast<uint8_t>(u1 << 2);
-      u2 = static_cast<uint8_t>(u2 << 2);
-    }
-  }
+  dequantize_k4(x, y, n, [](const BlockQ5_K& b, int p, int l, bool high) {
+    const uint8_t q = b.qs[32 * p + l];
+    const int bit = (b.qh[l] >> (2 * p + (high ? 1 : 0))) & 1;
+    return (high ? q >> 4 : q & 0xF) + 16 * bit;
+  });
 }
 
 void dequantize_row_q6_k(const BlockQ6_K* x, float* y, size_t n) {

@@ -162,6 +162,49 @@ int8_t q5_level(const uint8_t* qs, uint32_t qh, int i) {  // i in 0..31, unsigne
   return static_cast<int8_t>(nib | (((qh >> i) & 1) << 4));
 }
 
+// The 32 levels of a Q8_0-format block (value = d * q + m) and its m (0 for the types without one).
+void levels(const BlockQ4_1& b, int8_t* q) {
+  for (int j = 0; j < 16; ++j) {
+    q[j] = static_cast<int8_t>(b.qs[j] & 0xF);
+    q[j + 16] = static_cast<int8_t>(b.qs[j] >> 4);
+  }
+}
+void levels(const BlockQ5_0& b, int8_t* q) {
+  uint32_t qh;
+  std::memcpy(&qh, b.qh, 4);
+  for (int i = 0; i < 32; ++i) q[i] = static_cast<int8_t>(q5_level(b.qs, qh, i) - 16);
+}
+void levels(const BlockQ5_1& b, int8_t* q) {
+  uint32_t qh;
+  std::memcpy(&qh, b.qh, 4);
+  for (int i = 0; i < 32; ++i) q[i] = q5_level(b.qs, qh, i);
+}
+void levels(const BlockIQ4_NL& b, int8_t* q) {
+  for (int j = 0; j < 16; ++j) {
+    q[j] = kIq4nlValues[b.qs[j] & 0xF];
+    q[j + 16] = kIq4nlValues[b.qs[j] >> 4];
+  }
+}
+template <typename Block>
+float m_of(const Block& b) {
+  if constexpr (requires { b.m; }) {
+    return f16_to_f32(b.m);
+  } else {
+    return 0.0f;
+  }
+}
+
+template <typename Block>
+float dot_32(const Block* w, const gguf::BlockQ8_0* x, size_t n) {
+  float acc = 0.0f;
+  int8_t q[32];
+  for (size_t b = 0; b < n / 32; ++b) {
+    levels(w[b], q);
+    acc += block_term(q, f16_to_f32(w[b].d), m_of(w[b]), x[b]);
+  }
+  return acc;
+}
+
 }  // namespace
 
 void quantize_row_q8_k(const float* x, BlockQ8_K* out, size_t n) {
@@ -201,55 +244,10 @@ void quantize_row_q8_k(const float* x, BlockQ8_K* out, size_t n) {
 
 namespace scalar {
 
-float dot_q4_1(const BlockQ4_1* w, const gguf::BlockQ8_0* x, size_t n) {
-  float acc = 0.0f;
-  int8_t q[32];
-  for (size_t b = 0; b < n / 32; ++b) {
-    for (int j = 0; j < 16; ++j) {
-      q[j] = static_cast<int8_t>(w[b].qs[j] & 0xF);
-      q[j + 16] = static_cast<int8_t>(w[b].qs[j] >> 4);
-    }
-    acc += block_term(q, f16_to_f32(w[b].d), f16_to_f32(w[b].m), x[b]);
-  }
-  return acc;
-}
-
-float dot_q5_0(const BlockQ5_0* w, const gguf::BlockQ8_0* x, size_t n) {
-  float acc = 0.0f;
-  int8_t q[32];
-  for (size_t b = 0; b < n / 32; ++b) {
-    uint32_t qh;
-    std::memcpy(&qh, w[b].qh, 4);
-    for (int i = 0; i < 32; ++i) q[i] = static_cast<int8_t>(q5_level(w[b].qs, qh, i) - 16);
-    acc += block_term(q, f16_to_f32(w[b].d), 0.0f, x[b]);
-  }
-  return acc;
-}
-
-float dot_q5_1(const BlockQ5_1* w, const gguf::BlockQ8_0* x, size_t n) {
-  float acc = 0.0f;
-  int8_t q[32];
-  for (size_t b = 0; b < n / 32; ++b) {
-    uint32_t qh;
-    std::memcpy(&qh, w[b].qh, 4);
-    for (int i = 0; i < 32; ++i) q[i] = q5_level(w[b].qs, qh, i);
-    acc += block_term(q, f16_to_f32(w[b].d), f16_to_f32(w[b].m), x[b]);
-  }
-  return acc;
-}
-
-float dot_iq4_nl(const BlockIQ4_NL* w, const gguf::BlockQ8_0* x, size_t n) {
-  float acc = 0.0f;
-  int8_t q[32];
-  for (size_t b = 0; b < n / 32; ++b) {
-    for (int j = 0; j < 16; ++j) {
-      q[j] = kIq4nlValues[w[b].qs[j] & 0xF];
-      q[j + 16] = kIq4nlValues[w[b].qs[j] >> 4];
-    }
-    acc += block_term(q, f16_to_f32(w[b].d), 0.0f, x[b]);
-  }
-  return acc;
-}
+float dot_q4_1(const BlockQ4_1* w, const gguf::BlockQ8_0* x, size_t n) { return dot_32(w, x, n); }
+float dot_q5_0(const BlockQ5_0* w, const gguf::BlockQ8_0* x, size_t n) { return dot_32(w, x, n); }
+float dot_q5_1(const BlockQ5_1* w, const gguf::BlockQ8_0* x, size_t n) { return dot_32(w, x, n); }
+float dot_iq4_nl(const BlockIQ4_NL* w, const gguf::BlockQ8_0* x, size_t n) { return dot_32(w, x, n); }
 
 float dot_q2_k(const BlockQ2_K* w, const BlockQ8_K* x, size_t n) { return dot_k(w, x, n); }
 float dot_q3_k(const BlockQ3_K* w, const BlockQ8_K* x, size_t n) { return dot_k(w, x, n); }
