@@ -7,14 +7,16 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
-#include <cstdlib>
-#include <mutex>
-#include <thread>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "cli/commands.h"
 #include "cli/options.h"
@@ -39,7 +41,8 @@ struct ServeOptions {
   std::string chat_template;       // empty: detect from the GGUF
   std::string alias;
   bool quiet = false;
-  std::string api_key;             // --api-key: one key, tenant "default"
+  std::string api_key;             // --api-key (or $PREFACE_API_KEY): one key, tenant "default"
+  std::string api_key_file;        // --api-key-file: the key on the file's first line
   std::string api_keys_file;       // --api-keys: `key tenant` lines
   double cache_ttl_s = 0;          // 0: no expiry
   int32_t pin_budget_per_tenant = 0;  // blocks; 0: only the half-pool cap
@@ -103,6 +106,27 @@ class SignalWatcher {
   std::thread thread_;  // last: starts once the members above exist
 };
 
+// --api-key / $PREFACE_API_KEY / --api-key-file name one key of tenant "default", beside the --api-keys file.
+void configure_keys(ServeOptions& opts) {
+  if (!opts.api_key_file.empty()) {
+    if (!opts.api_key.empty()) throw Error("give the key with --api-key (or PREFACE_API_KEY) or --api-key-file, not both");
+    std::ifstream in(opts.api_key_file);
+    if (!in) throw Error("cannot read --api-key-file " + opts.api_key_file);
+    std::getline(in, opts.api_key);
+    while (!opts.api_key.empty() && std::isspace(static_cast<unsigned char>(opts.api_key.back()))) opts.api_key.pop_back();
+    if (opts.api_key.empty()) throw Error("--api-key-file " + opts.api_key_file + " holds no key on its first line");
+  }
+  if (!opts.api_keys_file.empty()) opts.server.api_keys = server::load_api_keys(opts.api_keys_file);
+  if (opts.api_key.empty()) return;
+  for (const auto& [key, tenant] : opts.server.api_keys) {
+    if (tenant == "default") {
+      throw Error("--api-keys names a tenant 'default', which is the tenant of --api-key: they would share one "
+                  "prompt cache; rename that tenant");
+    }
+  }
+  if (!opts.server.api_keys.emplace(opts.api_key, "default").second) throw Error("--api-key is also listed in --api-keys");
+}
+
 void serve(ServeOptions& opts) {
   const sigset_t signals = shutdown_signals();
   if (pthread_sigmask(SIG_BLOCK, &signals, nullptr) != 0) throw Error("cannot block SIGINT/SIGTERM");
@@ -131,10 +155,7 @@ void serve(ServeOptions& opts) {
       std::chrono::duration<double>(opts.cache_ttl_s));
   config.max_pinned_blocks_per_group = opts.pin_budget_per_tenant;
   opts.server.log_requests = !opts.quiet;
-  if (!opts.api_keys_file.empty()) opts.server.api_keys = server::load_api_keys(opts.api_keys_file);
-  if (!opts.api_key.empty() && !opts.server.api_keys.emplace(opts.api_key, "default").second) {
-    throw Error("--api-key is also listed in --api-keys");
-  }
+  configure_keys(opts);
 
   // Declared before the server so that the server (destroyed first) stops before the engine.
   std::unique_ptr<model::Model> model;
@@ -243,7 +264,10 @@ void register_serve(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--api-key", opts->api_key,
                   "Require this key (Authorization: Bearer KEY or x-api-key); its tenant is 'default'. "
-                  "GET /health and /metrics stay open");
+                  "GET /health and /metrics stay open. Prefer PREFACE_API_KEY or --api-key-file: a key on the "
+                  "command line is visible to every local user in the process list")
+      ->envname("PREFACE_API_KEY");
+  cmd->add_option("--api-key-file", opts->api_key_file, "Read --api-key's key from the first line of this file");
   cmd->add_option("--api-keys", opts->api_keys_file,
                   "File of `key tenant` lines (# comments): each tenant gets its own prompt cache");
   cmd->add_option("--admin-key", s.admin_key, "Key allowed to purge a tenant's cache (DELETE /v1/cache)");
