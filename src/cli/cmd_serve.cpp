@@ -41,6 +41,7 @@ struct ServeOptions {
   std::string chat_template;       // empty: detect from the GGUF
   std::string alias;
   bool quiet = false;
+  bool no_mmap = false;  // --no-mmap: read the model into memory
   std::string api_key;             // --api-key (or $PREFACE_API_KEY): one key, tenant "default"
   std::string api_key_file;        // --api-key-file: the key on the file's first line
   std::string api_keys_file;       // --api-keys: `key tenant` lines
@@ -167,7 +168,8 @@ void serve(ServeOptions& opts) {
   std::fprintf(stderr, "preface: listening on http://%s:%d (loading %s)\n", opts.server.host.c_str(), port,
                identity.path.c_str());
 
-  model = model::Model::load(identity.path, opts.max_batch_tokens);
+  model = model::Model::load(identity.path, opts.max_batch_tokens,
+                             opts.no_mmap ? MappedFile::Mode::Copy : MappedFile::Mode::Map);
   tokenizer = Tokenizer::from_gguf(model->file());
   engine = std::make_unique<engine::Engine>(*model, engine::with_eog(config, *tokenizer));
   engine->start();
@@ -281,6 +283,9 @@ void register_serve(CLI::App& app) {
       ->check(CLI::Range(0.0, 1e9))
       ->capture_default_str();
   cmd->add_flag("--quiet", opts->quiet, "No per-request log lines");
+  cmd->add_flag("--no-mmap", opts->no_mmap,
+                "Read the model into memory instead of mapping it: costs its size in RAM, and the file may then be "
+                "replaced or truncated while serving (a mapped file truncated under the server crashes it, SIGBUS)");
   cmd->add_flag("--debug-invariants", s.debug_invariants,
                 "Check the KV cache's invariants at every /metrics scrape (preface_kv_invariants_ok; slow: takes "
                 "the engine's step lock)");

@@ -206,9 +206,9 @@ std::pair<TensorInfo, uint64_t> read_tensor_info(Cursor& c, uint64_t index, uint
 
 }  // namespace
 
-File File::open(const std::string& path) {
+File File::open(const std::string& path, MappedFile::Mode mode) {
   File f;
-  f.map_ = MappedFile(path);
+  f.map_ = MappedFile(path, mode);
   Cursor c(f.map_.data(), f.map_.size_bytes(), path);
 
   c.need(4, "magic");

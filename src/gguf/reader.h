@@ -58,7 +58,7 @@ struct TensorInfo {
 class File {
  public:
   // Maps and parses `path`. Throws preface::Error on any problem.
-  static File open(const std::string& path);
+  static File open(const std::string& path, MappedFile::Mode mode = MappedFile::Mode::Map);
 
   uint32_t version() const { return version_; }
   const std::string& path() const { return map_.path(); }

@@ -47,7 +47,9 @@ class Model {
  public:
   // Opens and validates the GGUF (every tensor present with the expected shape and a supported type).
   // max_batch_tokens sizes the activation buffers allocated here, once.
-  static std::unique_ptr<Model> load(const std::string& path, int32_t max_batch_tokens = 512);
+  // mode Copy reads the file into memory (`--no-mmap`, util/mapped_file.h).
+  static std::unique_ptr<Model> load(const std::string& path, int32_t max_batch_tokens = 512,
+                                     MappedFile::Mode mode = MappedFile::Mode::Map);
 
   const Config& config() const { return config_; }
   const gguf::File& file() const { return file_; }

@@ -65,11 +65,11 @@ std::vector<float> load_vector(const gguf::File& file, const std::string& name, 
 
 }  // namespace
 
-std::unique_ptr<Model> Model::load(const std::string& path, int32_t max_batch_tokens) {
+std::unique_ptr<Model> Model::load(const std::string& path, int32_t max_batch_tokens, MappedFile::Mode mode) {
   if (max_batch_tokens < 1 || max_batch_tokens > kMaxBatchTokensLimit) {
     throw Error("max_batch_tokens must be in [1, " + std::to_string(kMaxBatchTokensLimit) + "]");
   }
-  gguf::File file = gguf::File::open(path);
+  gguf::File file = gguf::File::open(path, mode);
   Config config = read_config(file);
   return std::unique_ptr<Model>(new Model(std::move(file), std::move(config), max_batch_tokens));
 }

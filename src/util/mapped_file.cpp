@@ -8,13 +8,14 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <string>
 #include <utility>
 
 #include "util/error.h"
 
 namespace preface {
 
-MappedFile::MappedFile(const std::string& path) : path_(path) {
+MappedFile::MappedFile(const std::string& path, Mode mode) : path_(path) {
   // O_NONBLOCK: opening a FIFO (or a device) for reading would otherwise wait for a writer forever; such a file is
   // refused below. It changes nothing for a regular file.
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -30,7 +31,29 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
     throw Error("'" + path + "' is not a regular file");
   }
   size_bytes_ = static_cast<size_t>(st.st_size);
-  if (size_bytes_ > 0) {
+  if (size_bytes_ > 0 && mode == Mode::Copy) {
+    void* p = ::mmap(nullptr, size_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      ::close(fd);
+      throw Error("cannot allocate " + std::to_string(size_bytes_) + " bytes to read '" + path + "' into");
+    }
+    auto* out = static_cast<uint8_t*>(p);
+    size_t done = 0;
+    // The descriptor is non-blocking (above); a regular file reads in full regardless.
+    while (done < size_bytes_) {
+      const ssize_t n = ::read(fd, out + done, size_bytes_ - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const int err = n < 0 ? errno : 0;
+        ::munmap(p, size_bytes_);
+        ::close(fd);
+        throw Error("cannot read '" + path + "': " + (n < 0 ? std::strerror(err) : "it shrank while being read"));
+      }
+      done += static_cast<size_t>(n);
+    }
+    ::mprotect(p, size_bytes_, PROT_READ);
+    data_ = out;
+  } else if (size_bytes_ > 0) {
     void* p = ::mmap(nullptr, size_bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {
       int err = errno;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -51,6 +52,17 @@ TEST(MappedFile, MapsTheWholeFile) {
   const MappedFile map(write_pattern("whole.bin", n));
   ASSERT_EQ(map.size_bytes(), n);
   EXPECT_TRUE(holds_pattern(map.data(), n));
+}
+
+// Mode::Copy (--no-mmap): the same bytes, held in memory, so truncating or rewriting the file changes nothing.
+TEST(MappedFile, CopyModeSurvivesTheFileBeingTruncated) {
+  const size_t n = 5 * 4096 + 3;
+  const std::string path = write_pattern("copy.bin", n);
+  const MappedFile copy(path, MappedFile::Mode::Copy);
+  ASSERT_EQ(copy.size_bytes(), n);
+  std::filesystem::resize_file(path, 0);
+  EXPECT_TRUE(holds_pattern(copy.data(), n));  // with Mode::Map this read would raise SIGBUS
+  EXPECT_THROW(MappedFile("/nonexistent/file", MappedFile::Mode::Copy), Error);
 }
 
 TEST(MappedFile, ReleasedBytesStayReadable) {
