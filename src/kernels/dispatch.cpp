@@ -50,7 +50,7 @@ constexpr KernelTable kScalar = {
     scalar::dot_q8_0,          scalar::dot_q4_0,       scalar::axpy_f32,        scalar::axpy_f16,
     scalar::axpy_bf16,         scalar::f32_to_f16_row, scalar::f32_to_bf16_row, scalar::attention_tile,
     scalar::gemm,              scalar::gemm,           scalar::swiglu,          scalar::logit_stats,
-    scalar::dot_q4_k,          scalar::dot_q6_k,
+    scalar::dot_q4_k,          scalar::dot_q5_k,       scalar::dot_q6_k,        scalar::dot_iq4_xs,
 };
 
 constexpr KernelTable kAvx2 = {
@@ -58,7 +58,7 @@ constexpr KernelTable kAvx2 = {
     avx2::dot_q8_0,          avx2::dot_q4_0,       avx2::axpy_f32,        avx2::axpy_f16,
     avx2::axpy_bf16,         avx2::f32_to_f16_row, avx2::f32_to_bf16_row, avx2::attention_tile,
     avx2::gemm,              avx2::gemm,           avx2::swiglu,          avx2::logit_stats,
-    avx2::dot_q4_k,          avx2::dot_q6_k,
+    avx2::dot_q4_k,          avx2::dot_q5_k,       avx2::dot_q6_k,        avx2::dot_iq4_xs,
 };
 
 // PREFACE_KERNELS=scalar forces the scalar kernels (to cross-check a whole model run against the reference);

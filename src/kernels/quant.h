@@ -64,7 +64,9 @@ float dot_iq4_xs(const BlockIQ4_XS* w, const BlockQ8_K* x, size_t n);
 namespace avx2 {
 // The same bits as the scalar dots (exact integer sums, then the same float operations per super-block).
 float dot_q4_k(const BlockQ4_K* w, const BlockQ8_K* x, size_t n);
+float dot_q5_k(const BlockQ5_K* w, const BlockQ8_K* x, size_t n);
 float dot_q6_k(const BlockQ6_K* w, const BlockQ8_K* x, size_t n);
+float dot_iq4_xs(const BlockIQ4_XS* w, const BlockQ8_K* x, size_t n);
 }  // namespace avx2
 
 }  // namespace preface::kernels

@@ -272,7 +272,11 @@ constexpr QuantTraits row(gguf::TensorType type, ActFormat act) {
 
 // The types with SIMD dots: the kernel table's choice (dispatch.cpp), the same bits as the scalar ones.
 float dispatched_dot_q4_k(const BlockQ4_K* w, const BlockQ8_K* x, size_t n) { return kernel_table().dot_q4_k(w, x, n); }
+float dispatched_dot_q5_k(const BlockQ5_K* w, const BlockQ8_K* x, size_t n) { return kernel_table().dot_q5_k(w, x, n); }
 float dispatched_dot_q6_k(const BlockQ6_K* w, const BlockQ8_K* x, size_t n) { return kernel_table().dot_q6_k(w, x, n); }
+float dispatched_dot_iq4_xs(const BlockIQ4_XS* w, const BlockQ8_K* x, size_t n) {
+  return kernel_table().dot_iq4_xs(w, x, n);
+}
 
 using gguf::BlockQ8_0;
 using gguf::TensorType;
@@ -285,9 +289,9 @@ constexpr QuantTraits kTraits[] = {
     row<BlockQ2_K, BlockQ8_K, scalar::dequantize_row_q2_k, scalar::dot_q2_k>(TensorType::Q2_K, ActFormat::Q8_K),
     row<BlockQ3_K, BlockQ8_K, scalar::dequantize_row_q3_k, scalar::dot_q3_k>(TensorType::Q3_K, ActFormat::Q8_K),
     row<BlockQ4_K, BlockQ8_K, scalar::dequantize_row_q4_k, dispatched_dot_q4_k>(TensorType::Q4_K, ActFormat::Q8_K),
-    row<BlockQ5_K, BlockQ8_K, scalar::dequantize_row_q5_k, scalar::dot_q5_k>(TensorType::Q5_K, ActFormat::Q8_K),
+    row<BlockQ5_K, BlockQ8_K, scalar::dequantize_row_q5_k, dispatched_dot_q5_k>(TensorType::Q5_K, ActFormat::Q8_K),
     row<BlockQ6_K, BlockQ8_K, scalar::dequantize_row_q6_k, dispatched_dot_q6_k>(TensorType::Q6_K, ActFormat::Q8_K),
-    row<BlockIQ4_XS, BlockQ8_K, scalar::dequantize_row_iq4_xs, scalar::dot_iq4_xs>(TensorType::IQ4_XS,
+    row<BlockIQ4_XS, BlockQ8_K, scalar::dequantize_row_iq4_xs, dispatched_dot_iq4_xs>(TensorType::IQ4_XS,
                                                                                     ActFormat::Q8_K),
 };
 

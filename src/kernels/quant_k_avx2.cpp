@@ -1,4 +1,4 @@
-// AVX2 row dots for Q4_K and Q6_K with Q8_K activations. The integer part of each super-block (sum over groups of
+// AVX2 row dots for Q4_K, Q5_K, Q6_K and IQ4_XS with Q8_K activations. The integer part of each super-block (sum over groups of
 // scale * sum(q * x), and the min term from the activations' bsums) is exact, so it equals the scalar unpacked
 // sum whatever the lane order; the float operations that follow are the scalar ones (quant_dot.cpp dot_k), so the
 // results are the same bits.
@@ -35,6 +35,72 @@ float dot_q4_k(const BlockQ4_K* w, const BlockQ8_K* x, size_t n) {
     const int32_t isum = hsum_i32(sum);
     acc += f16_to_f32(w[b].d) * x[b].d * static_cast<float>(isum);
     acc -= f16_to_f32(w[b].dmin) * x[b].d * static_cast<float>(imin);
+  }
+  return acc;
+}
+
+float dot_q5_k(const BlockQ5_K* w, const BlockQ8_K* x, size_t n) {
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  const __m256i one = _mm256_set1_epi8(1);
+  float acc = 0.0f;
+  for (size_t b = 0; b < n / kQK; ++b) {
+    uint8_t sc[8], mn[8];
+    int32_t imin = 0;
+    for (int j = 0; j < 8; ++j) {
+      scale_min_k4(j, w[b].scales, &sc[j], &mn[j]);
+      imin += mn[j] * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
+    }
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qh));
+    __m256i sum = _mm256_setzero_si256();
+    for (int p = 0; p < 4; ++p) {
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * p));
+      // Bit 2p (2p + 1) of qh[l] is the fifth bit of value l of group 2p (2p + 1).
+      const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p), one), 4);
+      const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p + 1), one), 4);
+      const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), h0);
+      const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), h1);
+      const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs + 64 * p));
+      const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs + 64 * p + 32));
+      // maddubs: pairs of (0..31) * int8: no saturation.
+      const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), _mm256_set1_epi16(sc[2 * p]));
+      const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), _mm256_set1_epi16(sc[2 * p + 1]));
+      sum = _mm256_add_epi32(sum, _mm256_add_epi32(p0, p1));
+    }
+    const int32_t isum = hsum_i32(sum);
+    acc += f16_to_f32(w[b].d) * x[b].d * static_cast<float>(isum);
+    acc -= f16_to_f32(w[b].dmin) * x[b].d * static_cast<float>(imin);
+  }
+  return acc;
+}
+
+float dot_iq4_xs(const BlockIQ4_XS* w, const BlockQ8_K* x, size_t n) {
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
+  const __m256i values = _mm256_set_m128i(table, table);
+  float acc = 0.0f;
+  for (size_t b = 0; b < n / kQK; ++b) {
+    __m256i sum = _mm256_setzero_si256();
+    for (int p = 0; p < 4; ++p) {  // groups 2p and 2p + 1, 16 bytes of qs each
+      const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].qs + 32 * p));
+      const __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].qs + 32 * p + 16));
+      // Group g's 32 values: low nibbles of its 16 bytes, then high nibbles.
+      const __m256i n0 = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q0, 4), _mm256_castsi256_si128(m4)),
+                                          _mm_and_si128(q0, _mm256_castsi256_si128(m4)));
+      const __m256i n1 = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q1, 4), _mm256_castsi256_si128(m4)),
+                                          _mm_and_si128(q1, _mm256_castsi256_si128(m4)));
+      const __m256i v0 = _mm256_shuffle_epi8(values, n0);
+      const __m256i v1 = _mm256_shuffle_epi8(values, n1);
+      const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs + 64 * p));
+      const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs + 64 * p + 32));
+      // Signed x signed through maddubs: |v| * (x with v's sign); |v| <= 127, so pairs stay below 2^15.
+      const __m256i d0 = _mm256_maddubs_epi16(_mm256_sign_epi8(v0, v0), _mm256_sign_epi8(x0, v0));
+      const __m256i d1 = _mm256_maddubs_epi16(_mm256_sign_epi8(v1, v1), _mm256_sign_epi8(x1, v1));
+      const int ls0 = ((w[b].scales_l[p] & 0xF) | (((w[b].scales_h >> (4 * p)) & 3) << 4)) - 32;
+      const int ls1 = ((w[b].scales_l[p] >> 4) | (((w[b].scales_h >> (4 * p + 2)) & 3) << 4)) - 32;
+      sum = _mm256_add_epi32(sum, _mm256_madd_epi16(d0, _mm256_set1_epi16(static_cast<int16_t>(ls0))));
+      sum = _mm256_add_epi32(sum, _mm256_madd_epi16(d1, _mm256_set1_epi16(static_cast<int16_t>(ls1))));
+    }
+    acc += f16_to_f32(w[b].d) * x[b].d * static_cast<float>(hsum_i32(sum));
   }
   return acc;
 }

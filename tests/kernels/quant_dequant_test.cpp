@@ -253,6 +253,12 @@ TEST(QuantDotAvx2, SameBitsAsScalar) {
     quantize_row_q8_k(x.data(), xq.data(), n);
     const auto q4 = random_blocks<BlockQ4_K>(n / kQK, rng);
     const auto q6 = random_blocks<BlockQ6_K>(n / kQK, rng);
+    const auto q5 = random_blocks<BlockQ5_K>(n / kQK, rng);
+    const auto iq = random_blocks<BlockIQ4_XS>(n / kQK, rng);
+    const float s5 = scalar::dot_q5_k(q5.data(), xq.data(), n), v5 = avx2::dot_q5_k(q5.data(), xq.data(), n);
+    const float si = scalar::dot_iq4_xs(iq.data(), xq.data(), n), vi = avx2::dot_iq4_xs(iq.data(), xq.data(), n);
+    ASSERT_EQ(std::memcmp(&s5, &v5, sizeof(float)), 0) << "Q5_K trial " << trial << ": " << s5 << " vs " << v5;
+    ASSERT_EQ(std::memcmp(&si, &vi, sizeof(float)), 0) << "IQ4_XS trial " << trial << ": " << si << " vs " << vi;
     const float s4 = scalar::dot_q4_k(q4.data(), xq.data(), n), v4 = avx2::dot_q4_k(q4.data(), xq.data(), n);
     const float s6 = scalar::dot_q6_k(q6.data(), xq.data(), n), v6 = avx2::dot_q6_k(q6.data(), xq.data(), n);
     ASSERT_EQ(std::memcmp(&s4, &v4, sizeof(float)), 0) << "Q4_K trial " << trial << ": " << s4 << " vs " << v4;
