@@ -152,7 +152,9 @@ INSTANTIATE_TEST_SUITE_P(SharedModels, EngineExactness,
                                            Case{"synth-gpt2-d128-q8_0-tied.gguf"},
                                            Case{"synth-qwen2-d128-bf16.gguf"}, Case{"synth-llama-d256-q4_k_m.gguf"},
                                            Case{"synth-llama-d256-q3_k_m.gguf"}, Case{"synth-llama-d256-iq4_xs.gguf"},
-                                           Case{"synth-llama-d256-q4_1.gguf"}),
+                                           Case{"synth-llama-d256-q4_1.gguf"}, Case{"synth-qwen3-d256-f16.gguf"},
+                                           Case{"synth-phi3-d256-f16.gguf"},
+                                           Case{"synth-llama-rope-llama3-oc64-d256-f16.gguf"}),
                          [](const auto& info) {
                            std::string name = info.param.model;
                            name = name.substr(0, name.find(".gguf"));
