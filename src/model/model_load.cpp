@@ -1,6 +1,7 @@
 // Model::load: opens the GGUF, checks every tensor the forward pass reads (presence, shape, type), decodes
 // the small vectors (norms, biases) to f32 once and sizes the activation buffers.
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "gguf/writer.h"
@@ -60,6 +61,9 @@ std::vector<float> load_vector(const gguf::File& file, const std::string& name, 
   }
   std::vector<float> out(static_cast<size_t>(n));
   gguf::decode_values(t.type, t.data, out.size(), out.data());
+  for (const float v : out) {
+    if (!std::isfinite(v)) throw Error("tensor " + name + " holds a NaN or infinite value");
+  }
   return out;
 }
 

@@ -86,6 +86,7 @@ VocabTokenizer::VocabTokenizer(Vocab vocab) : vocab_(std::move(vocab)) {
   add_bos_ = vocab_.add_bos;
   add_eos_ = vocab_.add_eos;
   add_space_prefix_ = vocab_.add_space_prefix;
+  warnings_ = vocab_.warnings;
 }
 
 void VocabTokenizer::build_byte_cache() {

@@ -74,11 +74,14 @@ class Tokenizer {
   // True for ids that end generation (EOS, EOT, and other end-of-generation control tokens).
   bool is_end_of_generation(int32_t id) const;
   const std::vector<int32_t>& end_of_generation_ids() const { return eog_ids_; }  // sorted
+  // What loading ignored in the file's metadata (e.g. an EOS id outside the vocabulary), one line each.
+  const std::vector<std::string>& load_warnings() const { return warnings_; }
 
  protected:
   std::vector<std::string> pieces_;   // [n_vocab] token text as stored in the GGUF
   std::vector<TokenAttr> attrs_;      // [n_vocab]
   std::vector<int32_t> eog_ids_;      // end-of-generation ids, sorted
+  std::vector<std::string> warnings_;
   int32_t bos_id_ = -1, eos_id_ = -1, eot_id_ = -1, unk_id_ = -1;
   bool add_bos_ = false;
   bool add_eos_ = false;

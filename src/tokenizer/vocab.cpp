@@ -61,10 +61,18 @@ TokenAttr attr_from_type(double type) {
 
 // A special-id key overrides `id` when present and in range (llama.cpp ignores out-of-range values such as
 // the 0xFFFFFFFF some converters write for "none").
-void read_special_id(const gguf::File& f, const std::string& key, int32_t n_vocab, int32_t& id) {
+// A special id outside the vocabulary is ignored (as llama.cpp does), with a warning in v.warnings.
+void read_special_id(const gguf::File& f, const std::string& key, Vocab& v, int32_t& id) {
+  const auto n_vocab = static_cast<int32_t>(v.pieces.size());
   if (id >= n_vocab) id = -1;
-  const std::optional<int64_t> v = f.try_int(key);
-  if (v && *v >= 0 && *v < n_vocab) id = static_cast<int32_t>(*v);
+  const std::optional<int64_t> value = f.try_int(key);
+  if (!value) return;
+  if (*value >= 0 && *value < n_vocab) {
+    id = static_cast<int32_t>(*value);
+  } else {
+    v.warnings.push_back(key + " = " + std::to_string(*value) + " is outside the vocabulary of " +
+                         std::to_string(n_vocab) + " tokens; ignored");
+  }
 }
 
 void read_pieces(const gguf::File& f, Vocab& v) {
@@ -166,12 +174,11 @@ Vocab load_vocab(const gguf::File& file) {
   v.add_space_prefix = file.try_bool("tokenizer.ggml.add_space_prefix").value_or(v.add_space_prefix);
 
   read_pieces(file, v);
-  const auto n_vocab = static_cast<int32_t>(v.pieces.size());
-  read_special_id(file, "tokenizer.ggml.bos_token_id", n_vocab, v.bos_id);
-  read_special_id(file, "tokenizer.ggml.eos_token_id", n_vocab, v.eos_id);
-  read_special_id(file, "tokenizer.ggml.eot_token_id", n_vocab, v.eot_id);
-  read_special_id(file, "tokenizer.ggml.eom_token_id", n_vocab, v.eom_id);
-  read_special_id(file, "tokenizer.ggml.unknown_token_id", n_vocab, v.unk_id);
+  read_special_id(file, "tokenizer.ggml.bos_token_id", v, v.bos_id);
+  read_special_id(file, "tokenizer.ggml.eos_token_id", v, v.eos_id);
+  read_special_id(file, "tokenizer.ggml.eot_token_id", v, v.eot_id);
+  read_special_id(file, "tokenizer.ggml.eom_token_id", v, v.eom_id);
+  read_special_id(file, "tokenizer.ggml.unknown_token_id", v, v.unk_id);
   v.add_bos = file.try_bool("tokenizer.ggml.add_bos_token").value_or(v.add_bos);
   v.add_eos = file.try_bool("tokenizer.ggml.add_eos_token").value_or(v.add_eos);
   if (v.add_bos && v.bos_id < 0) {

@@ -44,6 +44,7 @@ struct Vocab {
   bool add_bos = false, add_eos = false, add_space_prefix = false;
   std::vector<int32_t> eog_ids;      // sorted, unique
   std::vector<int32_t> special_ids;  // Control/UserDefined/Unknown ids, longest text first (ties: lower id)
+  std::vector<std::string> warnings;  // what load ignored (an out-of-range special id), for the caller to print
 
   int32_t find(std::string_view text) const {
     const auto it = piece_to_id.find(text);

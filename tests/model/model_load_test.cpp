@@ -19,10 +19,11 @@ namespace {
 
 // A tiny llama (dim 32, 1 layer, 2 heads, 1 KV head, ffn 64, vocab 16), F32 weights with small values.
 // `omit` drops a tensor; `reshape` gives that tensor one extra row.
-// uncomputed: a tensor written as zero bytes of IQ2_XXS (a type preface parses but does not compute); dim: the
+// nan_tensor: a tensor with one NaN value; uncomputed: a tensor written as zero bytes of IQ2_XXS (a type preface parses but does not compute); dim: the
 // embedding length (IQ2_XXS rows need 256).
 void write_tiny_llama(const std::string& path, const std::string& arch = "llama", const std::string& omit = "",
-                      const std::string& reshape = "", const std::string& uncomputed = "", uint64_t dim = 32) {
+                      const std::string& reshape = "", const std::string& uncomputed = "", uint64_t dim = 32,
+                      const std::string& nan_tensor = "") {
   gguf::Writer w;
   w.set_string("general.architecture", arch);
   w.set_u32(arch + ".context_length", 64);
@@ -44,6 +45,7 @@ void write_tiny_llama(const std::string& path, const std::string& arch = "llama"
     }
     std::vector<float> values(n_cols * n_rows);
     for (size_t i = 0; i < values.size(); ++i) values[i] = 0.01f * static_cast<float>((i * 37) % 19) - 0.09f;
+    if (name == nan_tensor) values[values.size() / 2] = std::nanf("");
     std::vector<uint64_t> dims = {n_cols};
     if (n_rows > 1 || name.find("norm") == std::string::npos) dims.push_back(n_rows);
     w.add_tensor_f32(name, gguf::TensorType::F32, dims, values);
@@ -215,6 +217,14 @@ TEST(Forward, MalformedBatchesAreErrors) {
 
 namespace preface::test {
 namespace {
+
+// A norm weight that is NaN is refused at load, by tensor name (issue 28 item 11).
+TEST(ModelLoad, NonFiniteNormIsRefused) {
+  const auto path = (temp_dir("model-nan") / "nan.gguf").string();
+  write_tiny_llama(path, "llama", "", "", "", 32, "blk.0.ffn_norm.weight");
+  EXPECT_NE(load_error(path).find("tensor blk.0.ffn_norm.weight holds a NaN or infinite value"), std::string::npos)
+      << load_error(path);
+}
 
 // Llama 3.1-style frequency factors and linear scaling are read, and both reach the RoPE description that roots
 // cache namespaces (two files that rotate differently never share a block).

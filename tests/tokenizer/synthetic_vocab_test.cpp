@@ -180,3 +180,25 @@ TEST(SyntheticErrors, BrokenMetadata) {
 
 }  // namespace
 }  // namespace preface::test
+
+namespace preface::test {
+namespace {
+
+// An EOS id outside the vocabulary is ignored, as llama.cpp does, but said (issue 28 item 11).
+TEST(SyntheticVocab, OutOfRangeSpecialIdIsIgnoredWithAWarning) {
+  gguf::Writer w = spm_writer({});
+  w.set_u32("tokenizer.ggml.bos_token_id", 1);
+  w.set_u32("tokenizer.ggml.eos_token_id", 99999);
+  const auto tok = build(w, "eos-out-of-range");
+  EXPECT_EQ(tok->bos_id(), 1);
+  ASSERT_EQ(tok->load_warnings().size(), 1u);
+  EXPECT_NE(tok->load_warnings()[0].find("tokenizer.ggml.eos_token_id = 99999 is outside the vocabulary"),
+            std::string::npos)
+      << tok->load_warnings()[0];
+  gguf::Writer ok = spm_writer({});
+  ok.set_u32("tokenizer.ggml.eos_token_id", 2);
+  EXPECT_TRUE(build(ok, "eos-in-range")->load_warnings().empty());
+}
+
+}  // namespace
+}  // namespace preface::test
