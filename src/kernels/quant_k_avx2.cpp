@@ -10,8 +10,12 @@
 
 namespace preface::kernels::avx2 {
 
-float dot_q4_k(const BlockQ4_K* w, const BlockQ8_K* x, size_t n) {
-  const __m256i m4 = _mm256_set1_epi8(0xF);
+namespace {
+
+// Q4_K and Q5_K: per super-block, groups 2p and 2p + 1 (p < 4) hold unsigned levels (0..15, or 0..31 with the
+// fifth bit) with 6-bit scales and mins. levels(block, p, &lo, &hi) gives the two groups' 32 levels each.
+template <typename Block, typename Levels>
+float dot_k4(const Block* w, const BlockQ8_K* x, size_t n, Levels levels) {
   float acc = 0.0f;
   for (size_t b = 0; b < n / kQK; ++b) {
     uint8_t sc[8], mn[8];
@@ -22,12 +26,11 @@ float dot_q4_k(const BlockQ4_K* w, const BlockQ8_K* x, size_t n) {
     }
     __m256i sum = _mm256_setzero_si256();
     for (int p = 0; p < 4; ++p) {
-      const __m256i q4 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * p));
-      const __m256i lo = _mm256_and_si256(q4, m4);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
+      __m256i lo, hi;
+      levels(w[b], p, &lo, &hi);
       const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs + 64 * p));
       const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs + 64 * p + 32));
-      // maddubs: pairs of (0..15) * int8, at most 2 * 15 * 128 in magnitude: no saturation.
+      // maddubs: pairs of (0..31) * int8, at most 2 * 31 * 128 in magnitude: no saturation.
       const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), _mm256_set1_epi16(sc[2 * p]));
       const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), _mm256_set1_epi16(sc[2 * p + 1]));
       sum = _mm256_add_epi32(sum, _mm256_add_epi32(p0, p1));
@@ -39,38 +42,29 @@ float dot_q4_k(const BlockQ4_K* w, const BlockQ8_K* x, size_t n) {
   return acc;
 }
 
+}  // namespace
+
+float dot_q4_k(const BlockQ4_K* w, const BlockQ8_K* x, size_t n) {
+  return dot_k4(w, x, n, [](const BlockQ4_K& b, int p, __m256i* lo, __m256i* hi) {
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * p));
+    *lo = _mm256_and_si256(q, m4);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+  });
+}
+
 float dot_q5_k(const BlockQ5_K* w, const BlockQ8_K* x, size_t n) {
-  const __m256i m4 = _mm256_set1_epi8(0xF);
-  const __m256i one = _mm256_set1_epi8(1);
-  float acc = 0.0f;
-  for (size_t b = 0; b < n / kQK; ++b) {
-    uint8_t sc[8], mn[8];
-    int32_t imin = 0;
-    for (int j = 0; j < 8; ++j) {
-      scale_min_k4(j, w[b].scales, &sc[j], &mn[j]);
-      imin += mn[j] * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
-    }
-    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qh));
-    __m256i sum = _mm256_setzero_si256();
-    for (int p = 0; p < 4; ++p) {
-      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * p));
-      // Bit 2p (2p + 1) of qh[l] is the fifth bit of value l of group 2p (2p + 1).
-      const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p), one), 4);
-      const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p + 1), one), 4);
-      const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), h0);
-      const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), h1);
-      const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs + 64 * p));
-      const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs + 64 * p + 32));
-      // maddubs: pairs of (0..31) * int8: no saturation.
-      const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), _mm256_set1_epi16(sc[2 * p]));
-      const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), _mm256_set1_epi16(sc[2 * p + 1]));
-      sum = _mm256_add_epi32(sum, _mm256_add_epi32(p0, p1));
-    }
-    const int32_t isum = hsum_i32(sum);
-    acc += f16_to_f32(w[b].d) * x[b].d * static_cast<float>(isum);
-    acc -= f16_to_f32(w[b].dmin) * x[b].d * static_cast<float>(imin);
-  }
-  return acc;
+  return dot_k4(w, x, n, [](const BlockQ5_K& b, int p, __m256i* lo, __m256i* hi) {
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    const __m256i one = _mm256_set1_epi8(1);
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * p));
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
+    // Bit 2p (2p + 1) of qh[l] is the fifth bit of value l of group 2p (2p + 1).
+    const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p), one), 4);
+    const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p + 1), one), 4);
+    *lo = _mm256_or_si256(_mm256_and_si256(q, m4), h0);
+    *hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), h1);
+  });
 }
 
 float dot_iq4_xs(const BlockIQ4_XS* w, const BlockQ8_K* x, size_t n) {
