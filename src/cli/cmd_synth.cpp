@@ -40,8 +40,12 @@ void register_synth(CLI::App& app) {
   cmd->add_option("--ffn", s.ffn_dim, "Feed-forward length (0: 8/3 * dim rounded up to a multiple of 32)")
       ->capture_default_str();
   cmd->add_option("--ctx", s.ctx_len, "Context length written to the metadata")->capture_default_str();
-  cmd->add_option("--type", opts->type_name, "Type of the 2-D weights: f32, f16, bf16, q8_0, q4_0 (norms: F32)")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0"}, CLI::ignore_case))
+  cmd->add_option("--type", opts->type_name,
+                  "Type of the 2-D weights: f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k, iq4_xs, or llama-quantize's "
+                  "mixes q4_k_m, q5_k_m (norms: F32; output.weight Q6_K with the K-quants and iq4_xs)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k", "iq4_xs", "q4_k_m",
+                             "q5_k_m"},
+                            CLI::ignore_case))
       ->capture_default_str();
   cmd->add_flag("--tied", s.tied, "Tie the output head to token_embd.weight (no output.weight)");
   cmd->add_option("--seed", s.seed, "Random seed")->capture_default_str();
@@ -50,14 +54,17 @@ void register_synth(CLI::App& app) {
   cmd->add_option("--name", s.name, "general.name (default: synthetic-<arch>-d<dim>-l<layers>-<type>)");
 
   cmd->callback([opts] {
-    const auto type = gguf::tensor_type_from_name(opts->type_name);
+    std::string type_name = opts->type_name;
+    opts->spec.k_mix = type_name.size() > 2 && (type_name.ends_with("_m") || type_name.ends_with("_M"));
+    if (opts->spec.k_mix) type_name.resize(type_name.size() - 2);
+    const auto type = gguf::tensor_type_from_name(type_name);
     if (!type) throw Error("synth: unknown --type '" + opts->type_name + "'");
     opts->spec.type = *type;
     model::write_synth_model(opts->spec, opts->out_path);
     const model::SynthSpec& s = opts->spec;
-    std::printf("wrote %s: %s d%d l%d heads %d/%d ffn %d %s%s, %.1f MB\n", opts->out_path.c_str(), s.arch.c_str(),
+    std::printf("wrote %s: %s d%d l%d heads %d/%d ffn %d %s%s%s, %.1f MB\n", opts->out_path.c_str(), s.arch.c_str(),
                 s.dim, s.n_layers, s.n_heads, s.n_kv_heads, model::synth_ffn_dim(s),
-                std::string(gguf::tensor_type_name(s.type)).c_str(), s.tied ? " tied" : "",
+                std::string(gguf::tensor_type_name(s.type)).c_str(), s.k_mix ? "_M" : "", s.tied ? " tied" : "",
                 static_cast<double>(std::filesystem::file_size(opts->out_path)) / 1e6);
   });
 }

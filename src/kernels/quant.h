@@ -27,6 +27,9 @@ struct QuantTraits {
   void (*dequantize)(const void* row, float* out, size_t n);
   // Dot of a weight row of n values with one activation row of format `act`.
   float (*dot)(const void* w, const void* x, size_t n);
+  // n f32 values (a multiple of the block values) to blocks; nullptr where preface has no quantizer. These are
+  // plain min/max fits for synthetic files (model/synth.h), not llama-quantize's error-minimising searches.
+  void (*quantize)(const float* x, void* out, size_t n);
 };
 
 // The row of a type computed through this table (Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K..Q6_K, IQ4_XS), else nullptr.
@@ -59,6 +62,11 @@ float dot_q4_k(const BlockQ4_K* w, const BlockQ8_K* x, size_t n);
 float dot_q5_k(const BlockQ5_K* w, const BlockQ8_K* x, size_t n);
 float dot_q6_k(const BlockQ6_K* w, const BlockQ8_K* x, size_t n);
 float dot_iq4_xs(const BlockIQ4_XS* w, const BlockQ8_K* x, size_t n);
+
+void quantize_row_q4_k(const float* x, void* out, size_t n);   // out: BlockQ4_K[n / 256]
+void quantize_row_q5_k(const float* x, void* out, size_t n);   // out: BlockQ5_K[n / 256]
+void quantize_row_q6_k(const float* x, void* out, size_t n);   // out: BlockQ6_K[n / 256]
+void quantize_row_iq4_xs(const float* x, void* out, size_t n); // out: BlockIQ4_XS[n / 256]
 }  // namespace scalar
 
 namespace avx2 {

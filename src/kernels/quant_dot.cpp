@@ -262,12 +262,14 @@ namespace {
 
 template <typename Block, typename Act, void (*Dequant)(const Block*, float*, size_t),
           float (*Dot)(const Block*, const Act*, size_t)>
-constexpr QuantTraits row(gguf::TensorType type, ActFormat act) {
+constexpr QuantTraits row(gguf::TensorType type, ActFormat act,
+                          void (*quantize)(const float*, void*, size_t) = nullptr) {
   return QuantTraits{
       type, act, [](const void* w, float* out, size_t n) { Dequant(static_cast<const Block*>(w), out, n); },
       [](const void* w, const void* x, size_t n) {
         return Dot(static_cast<const Block*>(w), static_cast<const Act*>(x), n);
-      }};
+      },
+      quantize};
 }
 
 // The types with SIMD dots: the kernel table's choice (dispatch.cpp), the same bits as the scalar ones.
@@ -288,11 +290,15 @@ constexpr QuantTraits kTraits[] = {
                                                                                     ActFormat::Q8_0),
     row<BlockQ2_K, BlockQ8_K, scalar::dequantize_row_q2_k, scalar::dot_q2_k>(TensorType::Q2_K, ActFormat::Q8_K),
     row<BlockQ3_K, BlockQ8_K, scalar::dequantize_row_q3_k, scalar::dot_q3_k>(TensorType::Q3_K, ActFormat::Q8_K),
-    row<BlockQ4_K, BlockQ8_K, scalar::dequantize_row_q4_k, dispatched_dot_q4_k>(TensorType::Q4_K, ActFormat::Q8_K),
-    row<BlockQ5_K, BlockQ8_K, scalar::dequantize_row_q5_k, dispatched_dot_q5_k>(TensorType::Q5_K, ActFormat::Q8_K),
-    row<BlockQ6_K, BlockQ8_K, scalar::dequantize_row_q6_k, dispatched_dot_q6_k>(TensorType::Q6_K, ActFormat::Q8_K),
+    row<BlockQ4_K, BlockQ8_K, scalar::dequantize_row_q4_k, dispatched_dot_q4_k>(TensorType::Q4_K, ActFormat::Q8_K,
+                                                                                 scalar::quantize_row_q4_k),
+    row<BlockQ5_K, BlockQ8_K, scalar::dequantize_row_q5_k, dispatched_dot_q5_k>(TensorType::Q5_K, ActFormat::Q8_K,
+                                                                                 scalar::quantize_row_q5_k),
+    row<BlockQ6_K, BlockQ8_K, scalar::dequantize_row_q6_k, dispatched_dot_q6_k>(TensorType::Q6_K, ActFormat::Q8_K,
+                                                                                 scalar::quantize_row_q6_k),
     row<BlockIQ4_XS, BlockQ8_K, scalar::dequantize_row_iq4_xs, dispatched_dot_iq4_xs>(TensorType::IQ4_XS,
-                                                                                    ActFormat::Q8_K),
+                                                                                    ActFormat::Q8_K,
+                                                                                    scalar::quantize_row_iq4_xs),
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 // through Box-Muller, not std::normal_distribution (implementation-defined), so files match across toolchains.
 #include "model/synth.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <random>
@@ -11,6 +12,7 @@
 
 #include "gguf/reader.h"
 #include "gguf/writer.h"
+#include "kernels/quant.h"
 #include "util/error.h"
 
 namespace preface::model {
@@ -54,6 +56,10 @@ uint32_t file_type_of(TensorType t) {  // llama.cpp's llama_ftype
     case TensorType::Q4_0: return 2;
     case TensorType::Q8_0: return 7;
     case TensorType::BF16: return 32;
+    case TensorType::Q4_K: return 14;  // Q4_K_S (15 with the _M mix: file_type_of_spec)
+    case TensorType::Q5_K: return 16;  // Q5_K_S (17 with the _M mix)
+    case TensorType::Q6_K: return 18;
+    case TensorType::IQ4_XS: return 30;
     default: return 0;  // synth writes only the computed types (check_spec)
   }
 }
@@ -69,7 +75,13 @@ void check_spec(const SynthSpec& s, int32_t ffn) {
   if (s.dim % s.n_heads != 0) fail("dim " + std::to_string(s.dim) + " is not a multiple of heads");
   if ((s.dim / s.n_heads) % 2 != 0) fail("head dim " + std::to_string(s.dim / s.n_heads) + " must be even (rope)");
   if (s.n_heads % s.n_kv_heads != 0) fail("heads must be a multiple of kv-heads");
-  const int32_t block = static_cast<int32_t>(gguf::type_block_values(s.type));
+  const kernels::QuantTraits* traits = kernels::quant_traits(s.type);
+  if (!gguf::type_has_codec(s.type) && (traits == nullptr || traits->quantize == nullptr)) {
+    fail("no quantizer for " + std::string(gguf::tensor_type_name(s.type)));
+  }
+  if (s.k_mix && s.type != TensorType::Q4_K && s.type != TensorType::Q5_K) fail("the _M mix needs Q4_K or Q5_K");
+  int32_t block = static_cast<int32_t>(gguf::type_block_values(s.type));
+  if (synth_tensor_type(s, "output.weight") != s.type) block = std::max(block, int32_t{256});  // Q6_K rows
   if (s.dim % block != 0 || ffn % block != 0) {
     fail("dim and ffn must be multiples of " + std::to_string(block) + " for " +
          std::string(gguf::tensor_type_name(s.type)));
@@ -78,7 +90,26 @@ void check_spec(const SynthSpec& s, int32_t ffn) {
   if (s.vocab_from.empty()) fail("a vocabulary GGUF (vocab_from) is required");
 }
 
+// llama.cpp's use_more_bits(i_layer, n_layers): the layers its _M mixes give Q6_K attn_v and ffn_down.
+bool use_more_bits(int32_t layer, int32_t n_layers) {
+  return layer < n_layers / 8 || layer >= 7 * n_layers / 8 || (layer - n_layers / 8) % 3 == 2;
+}
+
+bool is_k_or_iq(TensorType t) {
+  return t == TensorType::Q4_K || t == TensorType::Q5_K || t == TensorType::Q6_K || t == TensorType::IQ4_XS;
+}
+
 }  // namespace
+
+gguf::TensorType synth_tensor_type(const SynthSpec& spec, const std::string& name) {
+  if (name == "output.weight" && is_k_or_iq(spec.type)) return TensorType::Q6_K;
+  if (spec.k_mix && name.starts_with("blk.") &&
+      (name.ends_with(".attn_v.weight") || name.ends_with(".ffn_down.weight"))) {
+    const int32_t layer = std::stoi(name.substr(4));
+    if (use_more_bits(layer, spec.n_layers)) return TensorType::Q6_K;
+  }
+  return spec.type;
+}
 
 int32_t synth_ffn_dim(const SynthSpec& spec) {
   if (spec.ffn_dim != 0) return spec.ffn_dim;
@@ -108,7 +139,7 @@ void write_synth_model(const SynthSpec& spec, const std::string& out_path) {
                                                          "-l" + std::to_string(spec.n_layers) + "-" +
                                                          std::string(gguf::tensor_type_name(spec.type)));
   w.set_u32("general.alignment", 32);
-  w.set_u32("general.file_type", file_type_of(spec.type));
+  w.set_u32("general.file_type", file_type_of(spec.type) + (spec.k_mix ? 1 : 0));
   w.set_u32(a + "context_length", static_cast<uint32_t>(spec.ctx_len));
   w.set_u32(a + "embedding_length", static_cast<uint32_t>(spec.dim));
   w.set_u32(a + "block_count", static_cast<uint32_t>(spec.n_layers));
@@ -127,8 +158,15 @@ void write_synth_model(const SynthSpec& spec, const std::string& out_path) {
   // activations keep unit scale and logits are O(1) after the final RMS norm.
   auto matrix = [&](const std::string& name, uint64_t n_cols, uint64_t n_rows) {
     const float stddev = 1.0f / std::sqrt(static_cast<float>(n_cols));
-    w.add_tensor_f32(name, spec.type, {n_cols, n_rows}, normals(tensor_seed(spec.seed, name), n_cols * n_rows,
-                                                                0.0f, stddev));
+    const TensorType type = synth_tensor_type(spec, name);
+    const std::vector<float> values = normals(tensor_seed(spec.seed, name), n_cols * n_rows, 0.0f, stddev);
+    if (gguf::type_has_codec(type)) {
+      w.add_tensor_f32(name, type, {n_cols, n_rows}, values);
+      return;
+    }
+    std::vector<uint8_t> bytes(gguf::row_bytes(type, n_cols) * n_rows);
+    kernels::quant_traits(type)->quantize(values.data(), bytes.data(), values.size());
+    w.add_tensor(name, type, {n_cols, n_rows}, std::move(bytes));
   };
   auto norm_or_bias = [&](const std::string& name, uint64_t n, float mean, float stddev) {
     w.add_tensor_f32(name, TensorType::F32, {n}, normals(tensor_seed(spec.seed, name), n, mean, stddev));

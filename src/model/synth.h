@@ -19,11 +19,17 @@ struct SynthSpec {
   float rope_base = 10000.0f;
   float rms_eps = 1e-5f;
   gguf::TensorType type = gguf::TensorType::F16;  // 2-D weights incl. token_embd; norms and biases are F32
+  // llama-quantize's "_M" mix (Q4_K_M, Q5_K_M): attn_v and ffn_down in Q6_K on the layers llama.cpp gives more
+  // bits (use_more_bits). With a K-quant or IQ4_XS `type`, output.weight is Q6_K either way, as llama-quantize.
+  bool k_mix = false;
   bool tied = false;           // no output.weight: the output head reuses token_embd.weight
   uint64_t seed = 0;
   std::string vocab_from;      // GGUF whose tokenizer.* metadata is copied verbatim; n_vocab = its token count
   std::string name;            // general.name; empty: "synthetic-<arch>-d<dim>-l<layers>-<type>"
 };
+
+// The type synth writes for tensor `name` ("output.weight", "blk.3.attn_v.weight", ...): spec.type or the mix's.
+gguf::TensorType synth_tensor_type(const SynthSpec& spec, const std::string& name);
 
 // The ffn_dim actually used for `spec` (resolves 0 to the default).
 int32_t synth_ffn_dim(const SynthSpec& spec);

@@ -12,6 +12,7 @@
 
 #include "gguf/reader.h"
 #include "gguf/writer.h"
+#include "kernels/quant.h"
 #include "support/shared_data.h"
 #include "util/error.h"
 
@@ -39,10 +40,19 @@ SynthSpec small_spec() {
   return s;
 }
 
+// A tensor's values as f32, through the codec or the type's traits row (K-quants, IQ4_XS).
+void decode_tensor(const gguf::TensorInfo& t, float* out) {
+  if (gguf::type_has_codec(t.type)) {
+    gguf::decode_values(t.type, t.data, t.n_values, out);
+  } else {
+    kernels::quant_traits(t.type)->dequantize(t.data, out, t.n_values);
+  }
+}
+
 // Mean and RMS of a tensor's decoded values.
 std::pair<double, double> stats(const gguf::TensorInfo& t) {
   std::vector<float> v(t.n_values);  // [n_values]
-  gguf::decode_values(t.type, t.data, v.size(), v.data());
+  decode_tensor(t, v.data());
   double sum = 0, sum_sq = 0;
   for (float x : v) {
     sum += x;
@@ -54,7 +64,7 @@ std::pair<double, double> stats(const gguf::TensorInfo& t) {
 std::vector<float> decoded(const gguf::File& f, const std::string& name) {
   const gguf::TensorInfo& t = f.tensor(name);
   std::vector<float> v(t.n_values);  // [n_rows][n_cols]
-  gguf::decode_values(t.type, t.data, v.size(), v.data());
+  decode_tensor(t, v.data());
   return v;
 }
 
@@ -256,6 +266,57 @@ TEST(Synth, SameSeedSameBytesOtherSeedDifferent) {
   }
 }
 
+// llama-quantize's Q4_K_M layout: Q6_K output, Q6_K attn_v / ffn_down on use_more_bits layers (0, 3, 6, 7 of 8).
+TEST(Synth, Q4KMMixHasLlamaQuantizesLayout) {
+  SynthSpec spec = small_spec();
+  if (spec.vocab_from.empty()) return;
+  spec.dim = 256;
+  spec.n_heads = 4;
+  spec.ffn_dim = 512;
+  spec.n_layers = 8;
+  spec.type = TensorType::Q4_K;
+  spec.k_mix = true;
+  const std::string path = (test::temp_dir("synth-q4km") / "q4km.gguf").string();
+  write_synth_model(spec, path);
+  const gguf::File f = gguf::File::open(path);
+  EXPECT_EQ(f.get_int("general.file_type"), 15);  // LLAMA_FTYPE_MOSTLY_Q4_K_M
+  EXPECT_EQ(f.tensor("token_embd.weight").type, TensorType::Q4_K);
+  EXPECT_EQ(f.tensor("output.weight").type, TensorType::Q6_K);
+  for (int layer = 0; layer < 8; ++layer) {
+    const std::string p = "blk." + std::to_string(layer) + ".";
+    const bool more = layer == 0 || layer == 3 || layer == 6 || layer == 7;
+    const TensorType expected = more ? TensorType::Q6_K : TensorType::Q4_K;
+    EXPECT_EQ(f.tensor(p + "attn_v.weight").type, expected) << layer;
+    EXPECT_EQ(f.tensor(p + "ffn_down.weight").type, expected) << layer;
+    EXPECT_EQ(f.tensor(p + "attn_q.weight").type, TensorType::Q4_K) << layer;
+    EXPECT_EQ(f.tensor(p + "ffn_up.weight").type, TensorType::Q4_K) << layer;
+  }
+  const auto [q_mean, q_rms] = stats(f.tensor("blk.2.attn_q.weight"));
+  EXPECT_NEAR(q_mean, 0.0, 0.01);
+  EXPECT_NEAR(q_rms, 1.0 / 16.0, 0.006);
+  const auto [d_mean, d_rms] = stats(f.tensor("blk.3.ffn_down.weight"));  // Q6_K
+  EXPECT_NEAR(d_rms, 1.0 / std::sqrt(512.0), 0.003);
+  expect_usable_logits(f);
+}
+
+TEST(Synth, IQ4XSAndQ6KFiles) {
+  SynthSpec spec = small_spec();
+  if (spec.vocab_from.empty()) return;
+  spec.dim = 256;
+  spec.ffn_dim = 256;
+  for (const TensorType type : {TensorType::IQ4_XS, TensorType::Q6_K, TensorType::Q5_K}) {
+    spec.type = type;
+    const std::string path = (test::temp_dir("synth-kq") / "m.gguf").string();
+    write_synth_model(spec, path);
+    const gguf::File f = gguf::File::open(path);
+    EXPECT_EQ(f.tensor("blk.1.ffn_down.weight").type, type);
+    EXPECT_EQ(f.tensor("output.weight").type, TensorType::Q6_K);
+    const auto [mean, rms] = stats(f.tensor("blk.0.attn_k.weight"));
+    EXPECT_NEAR(rms, 1.0 / 16.0, 0.006) << gguf::tensor_type_name(type);
+    expect_usable_logits(f);
+  }
+}
+
 TEST(Synth, RejectsBadSpecs) {
   const SynthSpec good = small_spec();
   if (good.vocab_from.empty()) return;
@@ -280,6 +341,15 @@ TEST(Synth, RejectsBadSpecs) {
   s = good;
   s.ffn_dim = 100;
   expect_error(s, "multiples of 32 for Q8_0");
+  s = good;
+  s.type = TensorType::Q4_K;
+  expect_error(s, "multiples of 256 for Q4_K");
+  s = good;
+  s.type = TensorType::Q2_K;
+  expect_error(s, "no quantizer for Q2_K");
+  s = good;
+  s.k_mix = true;
+  expect_error(s, "_M mix needs Q4_K or Q5_K");
   s = good;
   s.n_layers = 0;
   expect_error(s, "must be positive");
