@@ -170,6 +170,7 @@ void serve(ServeOptions& opts) {
 
   model = model::Model::load(identity.path, opts.max_batch_tokens,
                              opts.no_mmap ? MappedFile::Mode::Copy : MappedFile::Mode::Map);
+  std::fprintf(stderr, "preface: model %s\n", model::model_summary(*model).c_str());
   tokenizer = Tokenizer::from_gguf(model->file());
   for (const std::string& w : tokenizer->load_warnings()) std::fprintf(stderr, "preface: warning: %s\n", w.c_str());
   engine = std::make_unique<engine::Engine>(*model, engine::with_eog(config, *tokenizer));

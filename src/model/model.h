@@ -84,4 +84,8 @@ class Model {
   std::vector<float> attn_scratch_;  // detail::attention's tiles, sized by its first call
 };
 
+// One line for start-up logs: architecture, shape, context, tensor types with counts ("F32 5, Q4_K 12, Q6_K 3")
+// and the weight bytes.
+std::string model_summary(const Model& m);
+
 }  // namespace preface::model

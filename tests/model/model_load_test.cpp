@@ -146,6 +146,11 @@ TEST(ModelLoad, MixedKQuantFileLoads) {
   if (path.empty()) GTEST_FAIL() << "needs ../shared/models/synth-llama-d256-q4_k_m.gguf";
   auto m = model::Model::load(path.string(), 8);
   EXPECT_EQ(m->config().n_vocab, 512);
+  // The start-up line names the architecture and counts each type (../shared/README.md lists this file's mix).
+  const std::string summary = model::model_summary(*m);
+  EXPECT_NE(summary.find("llama: 2 layers, dim 256, 4 heads / 2 KV heads of 64, ffn 768, vocab 512"),
+            std::string::npos) << summary;
+  EXPECT_NE(summary.find("21 tensors (F32 5, Q4_K 13, Q6_K 3)"), std::string::npos) << summary;
 }
 
 TEST(ModelLoad, MissingTensorIsNamed) {

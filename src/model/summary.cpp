@@ -1,0 +1,29 @@
+// model_summary(): the start-up line that says what was loaded.
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "model/model.h"
+
+namespace preface::model {
+
+std::string model_summary(const Model& m) {
+  const Config& c = m.config();
+  std::map<std::string, int> histogram;  // type name -> tensors; ordered so the line is stable
+  uint64_t weight_bytes = 0;
+  for (const gguf::TensorInfo& t : m.file().tensors()) {
+    ++histogram[std::string(gguf::tensor_type_name(t.type))];
+    weight_bytes += t.size_bytes;
+  }
+  std::string types;
+  for (const auto& [name, count] : histogram) types += (types.empty() ? "" : ", ") + name + " " + std::to_string(count);
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "%s: %d layers, dim %d, %d heads / %d KV heads of %d, ffn %d, vocab %d, context %d; "
+                "%zu tensors (%s), %.1f MiB of weights",
+                c.arch_name.c_str(), c.n_layers, c.dim, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn_dim, c.n_vocab,
+                c.ctx_len, m.file().tensors().size(), types.c_str(), static_cast<double>(weight_bytes) / 1048576.0);
+  return line;
+}
+
+}  // namespace preface::model
