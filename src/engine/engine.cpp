@@ -353,6 +353,8 @@ void Engine::publish_counters() {
   c.n_blocks_free = pool_.n_free();
   c.n_evictions = pool_.n_evictions();
   c.n_expired = pool_.n_expired();
+  c.n_removal_records = static_cast<int64_t>(pool_.removals().size());
+  c.removal_record_bytes = static_cast<int64_t>(pool_.removals().memory_bytes());
   c.n_preemptions = scheduler_.n_preemptions();
   c.n_waiting = scheduler_.n_waiting();
   c.n_running = scheduler_.n_running();

@@ -69,6 +69,7 @@ struct EngineCounters {
   int32_t n_blocks_total = 0, n_blocks_in_use = 0, n_blocks_cached = 0, n_blocks_free = 0;
   int64_t n_evictions = 0, n_preemptions = 0;
   int64_t n_expired = 0;  // cached blocks dropped by --cache-ttl
+  int64_t n_removal_records = 0, removal_record_bytes = 0;  // the cache explainer's kv::RemovalLog
   int32_t n_waiting = 0, n_running = 0;
   int32_t n_pinned_blocks = 0;
   int64_t n_steps = 0;
@@ -91,6 +92,16 @@ struct EngineDescription {
   int32_t n_kv_blocks = 0;
   size_t kv_bytes = 0;                  // the KV storage allocated
   model::KvType kv_type = model::KvType::F16;
+};
+
+// Why a prompt would hit the cache as far as it would, now (Engine::explain_cache).
+struct CacheExplanation {
+  bool prefix_cache = true;          // false: the engine runs without a prefix cache (nothing is ever reused)
+  int32_t n_prompt_tokens = 0;
+  int32_t block_size = 0;
+  int32_t n_blocks = 0;              // the pool's size, beside prefix.removal->n_in_use
+  kv::PrefixExplanation prefix;      // the cap is n_prompt_tokens - 1, as admission's
+  double removed_seconds_ago = -1;   // with a removal: the engine clock's age of it
 };
 
 class Engine {
@@ -134,6 +145,12 @@ class Engine {
   int32_t purge_namespace(const std::string& salt);
   // The same for each namespace root digest (cache_namespace) in `roots`.
   int32_t purge_namespaces(std::span<const kv::Digest> roots);
+  // A dry run of admission's cache lookup for `prompt` in the namespace of `salt`: how many tokens would be reused
+  // and why no more (kv::PrefixIndex::explain). `siblings`: other namespace roots of the same caller, named when
+  // they hold the missing block. Under the step lock; changes nothing. The answer describes the cache now; a
+  // request submitted right after may find more (a concurrent request registered blocks) or less (eviction).
+  CacheExplanation explain_cache(std::span<const int32_t> prompt, const std::string& salt,
+                                 std::span<const kv::Digest> siblings = {}) const;
   // The namespaces holding a registered block now. O(blocks), under the step lock.
   std::vector<kv::Digest> live_namespaces() const;
 

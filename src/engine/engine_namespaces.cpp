@@ -31,6 +31,23 @@ std::vector<kv::Digest> Engine::live_namespaces() const {
   return {live.begin(), live.end()};
 }
 
+CacheExplanation Engine::explain_cache(std::span<const int32_t> prompt, const std::string& salt,
+                                       std::span<const kv::Digest> siblings) const {
+  CacheExplanation e;
+  e.prefix_cache = config_.prefix_cache;
+  e.n_prompt_tokens = static_cast<int32_t>(prompt.size());
+  e.block_size = pool_.block_size();
+  e.n_blocks = pool_.n_blocks();
+  if (!config_.prefix_cache || prompt.empty()) return e;
+  const kv::Digest ns = cache_namespace(salt);
+  std::lock_guard step_lock(step_mu_);
+  e.prefix = index_.explain(ns, prompt, e.n_prompt_tokens - 1, siblings);
+  if (e.prefix.removal) {
+    e.removed_seconds_ago = std::chrono::duration<double>(now() - e.prefix.removal->when).count();
+  }
+  return e;
+}
+
 void Engine::expire_namespaces() {
   // Per-block TTL: the pool stamps a cached block when it becomes idle (release, unpin) with this clock; a hit refs
   // the block, so it cannot expire while used and is re-stamped on release. This runs at the start of each step,

@@ -84,8 +84,9 @@ void BlockPool::enqueue_idle(int32_t block_id) {
   }
 }
 
-void BlockPool::unregister(int32_t block_id) {
+void BlockPool::unregister(int32_t block_id, RemovalReason reason) {
   Block& b = blocks_[block_id];
+  removals_.record(b.key.hash, Removal{reason, now_, n_in_use_});
   --state_counter(b);
   hash_to_block_.erase(b.key.hash);
   auto [first, last] = parent_to_children_.equal_range(b.key.parent_hash);
@@ -109,7 +110,7 @@ std::optional<std::vector<int32_t>> BlockPool::allocate(int32_t n) {
     const int32_t id = free_q_.head_id >= 0 ? free_q_.head_id : cached_q_.head_id;
     queue_remove(id);
     if (blocks_[id].registered) {
-      unregister(id);
+      unregister(id, RemovalReason::Evicted);
       ++n_evictions_;
     }
     Block& b = blocks_[id];
@@ -175,6 +176,7 @@ bool BlockPool::register_block(int32_t block_id, const BlockKey& key, std::span<
   std::copy(block_tokens.begin(), block_tokens.end(), tokens_.begin() + static_cast<ptrdiff_t>(block_id) * block_size_);
   hash_to_block_.emplace(key.hash, block_id);
   parent_to_children_.emplace(key.parent_hash, block_id);
+  removals_.forget(key.hash);
   return true;
 }
 
@@ -212,7 +214,7 @@ int32_t BlockPool::purge_namespace(const Digest& root) {
     Block& b = blocks_[id];
     if (!b.registered || b.key.root != root) continue;
     if (b.list != List::None) queue_remove(id);
-    unregister(id);
+    unregister(id, RemovalReason::Purged);
     ++n_purged;
     if (b.ref_count == 0) queue_push_front(id, List::Free);
   }
@@ -225,7 +227,7 @@ int32_t BlockPool::expire_idle(TimePoint cutoff) {
   while (cached_q_.head_id >= 0 && blocks_[cached_q_.head_id].last_use <= cutoff) {
     const int32_t id = cached_q_.head_id;
     queue_remove(id);
-    unregister(id);
+    unregister(id, RemovalReason::Expired);
     queue_push_front(id, List::Free);
     ++n_expired;
   }

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "kv/hash.h"
+#include "kv/removal_log.h"
 
 namespace preface::kv {
 
@@ -113,6 +114,9 @@ class BlockPool {
   int64_t n_evictions() const { return n_evictions_; }  // hashes dropped by allocate()
   int64_t n_expired() const { return n_expired_; }      // hashes dropped by expire_idle()
 
+  // Hashes that left the index (evicted, expired, purged) and when: kv/removal_log.h.
+  const RemovalLog& removals() const { return removals_; }
+
   // The free queue, head (next to be allocated) first.
   std::vector<int32_t> free_queue() const;
 
@@ -148,7 +152,7 @@ class BlockPool {
   // Puts an idle (ref 0, unpinned) block on the list its registration calls for: cached at the tail, stamped
   // now_; free at the head.
   void enqueue_idle(int32_t block_id);
-  void unregister(int32_t block_id);
+  void unregister(int32_t block_id, RemovalReason reason);
   void check_queue(const Queue& q, List list) const;
 
   int32_t block_size_;
@@ -162,6 +166,7 @@ class BlockPool {
   int32_t n_in_use_ = 0;
   int64_t n_evictions_ = 0;
   int64_t n_expired_ = 0;
+  RemovalLog removals_;
   std::unordered_map<Digest, int32_t, DigestHash> hash_to_block_;          // registered hash -> block id
   std::unordered_multimap<Digest, int32_t, DigestHash> parent_to_children_;  // parent hash -> registered block ids
 };

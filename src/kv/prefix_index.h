@@ -16,6 +16,7 @@
 // Counters live here (queries and hits); evictions are counted by the pool, which does them.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -32,6 +33,34 @@ struct PrefixMatch {
   int32_t partial_src_block = -1;   // registered block sharing n_partial_tokens with block k; -1 when none.
                                     // After *_and_acquire it is ref'd: release it once its rows are copied.
   int32_t n_partial_tokens = 0;     // 0 <= n < block_size
+};
+
+// Why a prompt's cached prefix ends where it does (PrefixIndex::explain). Positions are token indices.
+enum class MissReason : uint8_t {
+  FullHit,         // every full block below the cap is cached; only the last token(s) are computed
+  PartialBlock,    // every full block below the cap is cached; the rest is a block that is not full yet
+  NeverSeen,       // block `miss_block` was never registered here (a new or edited prompt)
+  Evicted,         // it was, and was evicted (removal: when, blocks in use then)
+  Expired,         // it was, and expired (the cache TTL)
+  Purged,          // it was, and its namespace was purged
+  OtherNamespace,  // absent here, but registered under one of the sibling namespaces the caller offered
+};
+const char* miss_reason_name(MissReason r);  // "full_hit" | "partial_block" | "never_seen" | "evicted" | ...
+
+struct PrefixExplanation {
+  MissReason reason = MissReason::NeverSeen;
+  int32_t n_cached_tokens = 0;    // full-block hits + copy-on-write partial tokens (what admission would reuse now)
+  int32_t n_full_hit_tokens = 0;  // k * block_size
+  int32_t miss_block = -1;        // k: the first full block below the cap that is not cached; -1 with FullHit /
+                                  // PartialBlock
+  // The first position where this prompt differs from what the namespace holds after the hit prefix: the longest
+  // registered child of h_k sharing tokens with block k; cached_token is that child's token there (-1: the cached
+  // chain simply ends, e.g. the previous turn's prompt stopped at this block, or the block was removed).
+  int32_t diverged_at = -1;
+  int32_t cached_token = -1;
+  int32_t new_token = -1;         // the prompt's token at diverged_at
+  std::optional<Removal> removal; // with Evicted / Expired / Purged
+  int32_t sibling = -1;           // with OtherNamespace: the index into the siblings given
 };
 
 struct PrefixStats {
@@ -63,6 +92,12 @@ class PrefixIndex {
   // another block, that one stays and this block remains unregistered (the hash is returned all the same).
   Digest register_full_block(const Digest& ns, int32_t block_id, const Digest& parent_hash,
                              std::span<const int32_t> block_tokens);
+
+  // A dry run of match() that says why the cached prefix ends where it does (no refs, no counters). `siblings`:
+  // other namespace roots the caller may learn about (the same tenant's other salts; never another tenant's, since
+  // a hit there would reveal that tenant's content), checked only when block k is absent from ns.
+  PrefixExplanation explain(const Digest& ns, std::span<const int32_t> tokens, int32_t max_tokens,
+                            std::span<const Digest> siblings = {}) const;
 
   const PrefixStats& stats() const { return stats_; }
   BlockPool& pool() { return pool_; }

@@ -41,6 +41,7 @@ struct GenerationRequest {
   std::vector<std::string> stop;      // stop strings, each non-empty
   bool text_start = false;            // the output starts a new text (chat reply): the leading-space rule of
                                       // Tokenizer::decode applies; false continues the prompt (completions)
+  bool cache_explain = false;         // "cache_explain": true: the response carries server/api/cache_explain.h
 };
 
 using TopLogprob = engine::TopLogprob;

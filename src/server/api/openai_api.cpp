@@ -51,6 +51,7 @@ OpenAIRequest parse_common(const JsonFields& f, const json& body, ServerContext&
   r.generation.stop = f.strings("stop", static_cast<size_t>(ctx.limits.max_stop_strings));
   g.ignore_eos = f.boolean("ignore_eos").value_or(false);
   g.cache_salt = f.string("cache_salt").value_or("");
+  r.generation.cache_explain = f.boolean("cache_explain").value_or(false);
   (void)f.string("prompt_cache_key");  // type-checked; routing hint only (see the header)
   (void)f.string("user");
   r.stream = f.boolean("stream").value_or(false);

@@ -39,6 +39,17 @@ int32_t TenantNamespaces::purge_tenant(engine::Engine& engine, const std::string
   return engine.purge_namespaces(roots);
 }
 
+std::vector<kv::Digest> TenantNamespaces::namespaces_of(const std::string& tenant, size_t max_n) const {
+  std::lock_guard lock(mu_);
+  std::vector<kv::Digest> out;
+  const auto it = by_tenant_.find(tenant);
+  if (it == by_tenant_.end()) return out;
+  out.assign(it->second.begin(), it->second.end());
+  std::sort(out.begin(), out.end());  // a stable choice when there are more than max_n
+  if (out.size() > max_n) out.resize(max_n);
+  return out;
+}
+
 size_t TenantNamespaces::size() const {
   std::lock_guard lock(mu_);
   return n_entries_;

@@ -13,6 +13,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "engine/engine.h"
 
@@ -29,6 +30,8 @@ class TenantNamespaces {
   void note(engine::Engine& engine, const std::string& tenant, const kv::Digest& ns);
   // Purges every namespace the tenant used (and forgets them). Returns the blocks purged.
   int32_t purge_tenant(engine::Engine& engine, const std::string& tenant);
+  // The namespaces `tenant` has used (at most max_n, lowest digests first), for the cache explainer's siblings.
+  std::vector<kv::Digest> namespaces_of(const std::string& tenant, size_t max_n) const;
   size_t size() const;  // digests held
 
  private:

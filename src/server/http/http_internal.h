@@ -8,10 +8,13 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 
 #include "server/api/api_error.h"
+#include "server/api/cache_explain.h"
 #include "server/api/context.h"
 #include "server/api/generation.h"
 #include "server/http/server.h"
@@ -64,6 +67,12 @@ void send_json(httplib::Response& res, const nlohmann::json& body, int status = 
 // An in-flight slot for a request about to parse its body (ApiError 503 when max_in_flight are taken or shutdown
 // began). Taken before the JSON is parsed, so that at most max_in_flight bodies are ever held as a DOM.
 std::unique_ptr<InFlight::Slot> acquire_slot(HttpState& state, const ServerContext& ctx);
+
+// The cache explainer for a tenant's prompt (`salt`: the engine's, tenant_cache_salt applied), with the tenant's
+// other namespaces (at most kMaxExplainSiblings) as siblings.
+inline constexpr size_t kMaxExplainSiblings = 64;
+engine::CacheExplanation explain_for_tenant(ServerContext& ctx, const std::string& tenant,
+                                            std::span<const int32_t> prompt, const std::string& salt);
 
 // Runs a parsed generation request in `slot`: submits (400 when the engine rejects the prompt), then answers with
 // one JSON body or, when `stream`, Server-Sent Events.

@@ -134,6 +134,41 @@ void messages(HttpState& state, ServerContext& ctx, const httplib::Request& req,
   serve_generation(state, ctx, req, res, std::move(slot), std::move(r.generation), std::move(format), r.stream);
 }
 
+// POST /v1/cache/explain: a dry run (no generation) of the cache lookup a request would make, in the caller's own
+// namespace (server/api/cache_explain.h). The body is a request of any API: {"tokens": [ids]}, a completion
+// ({"prompt"}), a chat completion ({"messages"}), or an Anthropic message ({"messages"} with a top-level "system",
+// an anthropic-version header or "api": "anthropic"); "cache_salt" as in that API.
+void explain_cache(HttpState& state, ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const auto slot = acquire_slot(state, ctx);
+  const std::string tenant = authenticate(state.options, req);
+  GenerationRequest g;
+  {
+    const json body = parse_json_object(req.body);
+    const JsonFields f(body);
+    const bool anthropic = f.string("api").value_or("") == "anthropic" || req.has_header("anthropic-version") ||
+                           body.contains("system");
+    if (const json* ids = f.array("tokens")) {
+      g.params.cache_salt = f.string("cache_salt").value_or("");
+      for (const json& v : *ids) {
+        if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= ctx.tokenizer.n_vocab()) {
+          f.fail("tokens", "must be an array of token ids in [0, " + std::to_string(ctx.tokenizer.n_vocab()) + ")");
+        }
+        g.params.prompt.push_back(v.get<int32_t>());
+      }
+    } else if (body.contains("prompt")) {
+      g = parse_completion_request(body, ctx).generation;
+    } else if (anthropic) {
+      g = parse_messages_request(body, ctx, true).generation;
+    } else {
+      g = parse_chat_request(body, ctx).generation;
+    }
+    if (g.params.prompt.empty()) f.fail("tokens", "must not be empty");
+  }  // the DOM is gone before the lookup
+  const std::string salt = tenant_cache_salt(tenant, g.params.cache_salt);
+  const engine::CacheExplanation e = explain_for_tenant(ctx, tenant, g.params.prompt, salt);
+  send_json(res, cache_explain_json(e, ctx.tokenizer));
+}
+
 void count_tokens(HttpState&, ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   const AnthropicRequest r = parse_messages_request(parse_json_object(req.body), ctx, true);
   send_json(res, {{"input_tokens", r.generation.params.prompt.size()}});
@@ -155,6 +190,7 @@ constexpr Route kRoutes[] = {
     {"/tokenize", "POST", O::OpenAI, "content", nullptr, tokenize},
     {"/detokenize", "POST", O::OpenAI, "tokens", nullptr, detokenize},
     {"/v1/cache", "DELETE", O::OpenAI, "", nullptr, purge_cache},
+    {"/v1/cache/explain", "POST", O::OpenAI, "messages", nullptr, explain_cache},
 };
 
 }  // namespace

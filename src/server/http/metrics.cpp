@@ -168,6 +168,11 @@ std::string Metrics::render(const engine::EngineCounters* c, int32_t n_in_flight
          static_cast<double>(c->n_evictions));
   single(out, "preface_kv_expired_total", "counter", "Cached blocks dropped after --cache-ttl seconds unused.",
          static_cast<double>(c->n_expired));
+  single(out, "preface_cache_removal_records", "gauge",
+         "Hashes of removed blocks remembered so the cache explainer can name an eviction or expiry (bounded).",
+         static_cast<double>(c->n_removal_records));
+  single(out, "preface_cache_removal_record_bytes", "gauge", "Memory held by those records.",
+         static_cast<double>(c->removal_record_bytes));
   single(out, "preface_preemptions_total", "counter", "Running requests preempted for lack of KV blocks.",
          static_cast<double>(c->n_preemptions));
   single(out, "preface_requests_waiting", "gauge", "Requests queued in the engine (queue depth).", c->n_waiting);
