@@ -17,6 +17,7 @@ class MessagesFormat : public ResponseFormat {
     message["content"] = json::array();
     message["stop_reason"] = nullptr;
     message["stop_sequence"] = nullptr;
+    merge_extra_fields(message);
     // The cache counts are known only when the request ends; message_delta carries the final usage.
     message["usage"] = {{"input_tokens", n_prompt_tokens},
                         {"cache_creation_input_tokens", 0},
@@ -56,8 +57,11 @@ class MessagesFormat : public ResponseFormat {
     out["stop_reason"] = anthropic_stop_reason(s.kind);
     out["stop_sequence"] = stop_sequence(s);
     out["usage"] = anthropic_usage(s);
+    merge_extra_fields(out);
     return out;
   }
+
+  const std::string& id() const override { return id_; }
 
  private:
   json envelope() const { return {{"id", id_}, {"type", "message"}, {"role", "assistant"}, {"model", ctx_.model_id}}; }

@@ -15,6 +15,7 @@
 #include "engine/engine.h"
 #include "chat/chat_template.h"
 #include "server/api/generation.h"
+#include "server/api/request_fingerprint.h"
 #include "server/api/tenant_namespaces.h"
 #include "server/http/metrics.h"
 #include "tokenizer/tokenizer.h"
@@ -60,6 +61,7 @@ class ServerContext {
   Metrics& metrics;
   const int64_t created_unix;         // when the model was attached (the `created` of /v1/models)
   TenantNamespaces tenants;           // the cache namespaces each tenant used (for purging a tenant)
+  FingerprintStore fingerprints{16u << 20};  // hosted-API cache diagnostics, 16 MiB at most
 
   int32_t ctx_len() const;
   // Throws ApiError 400 (code model_not_found) when `model` names neither model_id nor an accepted name. A
@@ -94,6 +96,20 @@ class ResponseFormat {
   // The non-streaming body.
   virtual nlohmann::json full_response(const std::string& text, const std::vector<TokenLogprob>& logprobs,
                                        const GenerationSummary& summary) = 0;
+  // The response's id ("msg_...", "chatcmpl-...", "cmpl-..."), fixed at construction.
+  virtual const std::string& id() const = 0;
+
+  // A top-level field for the response object (cache_explain, diagnostics): added to the full body, and on streams
+  // to Anthropic's message_start message or OpenAI's final chunk (the one with the finish_reason).
+  void add_field(const std::string& key, nlohmann::json value) { extra_fields_[key] = std::move(value); }
+
+ protected:
+  void merge_extra_fields(nlohmann::json& target) const {
+    for (const auto& [key, value] : extra_fields_.items()) target[key] = value;
+  }
+
+ private:
+  nlohmann::json extra_fields_ = nlohmann::json::object();
 };
 
 // "data: <json>\n\n"

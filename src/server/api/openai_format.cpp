@@ -75,7 +75,9 @@ class OpenAIFormat : public ResponseFormat {
     if (s.kind == StopKind::Error || s.kind == StopKind::Cancelled) {
       out = error_event(s);
     } else {
-      out = sse_data(chunk(chat_ ? json::object() : json(""), json(nullptr), openai_finish_reason(s.kind)));
+      json last = chunk(chat_ ? json::object() : json(""), json(nullptr), openai_finish_reason(s.kind));
+      merge_extra_fields(last);
+      out = sse_data(last);
       if (include_usage_) {
         json last = envelope(chat_ ? "chat.completion.chunk" : "text_completion");
         last["choices"] = json::array();
@@ -105,8 +107,11 @@ class OpenAIFormat : public ResponseFormat {
     json out = envelope(chat_ ? "chat.completion" : "text_completion");
     out["choices"] = json::array({choice});
     out["usage"] = openai_usage(s);
+    merge_extra_fields(out);
     return out;
   }
+
+  const std::string& id() const override { return id_; }
 
  private:
   json envelope(const char* object) const {

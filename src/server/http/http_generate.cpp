@@ -134,11 +134,10 @@ void serve_generation(HttpState& state, ServerContext& ctx, const httplib::Reque
   params.pin_group = tenant;
   const kv::Digest ns = ctx.engine.cache_namespace(params.cache_salt);
   ctx.tenants.note(ctx.engine, tenant, ns);
-  std::optional<nlohmann::json> explanation;
   if (request.cache_explain || req.get_header_value("X-Preface-Cache-Explain") == "1") {
     const engine::CacheExplanation e = explain_for_tenant(ctx, tenant, params.prompt, params.cache_salt);
     res.set_header("X-Preface-Cache-Explain", cache_explain_header(e));
-    explanation = cache_explain_json(e, ctx.tokenizer);
+    format->add_field("cache_explain", cache_explain_json(e, ctx.tokenizer));
   }
   const std::string pins = pins_text(params.cache_pins);
   const auto n_prompt = static_cast<int64_t>(params.prompt.size());
@@ -189,9 +188,7 @@ void serve_generation(HttpState& state, ServerContext& ctx, const httplib::Reque
     }
     if (s.kind == StopKind::Error) throw ApiError(500, "generation failed: " + s.error);
     if (s.kind == StopKind::Cancelled) throw ApiError(503, "the request was cancelled: the server is shutting down");
-    nlohmann::json body = format->full_response(text, logprobs, s);
-    if (explanation) body["cache_explain"] = std::move(*explanation);
-    send_json(res, body);
+    send_json(res, format->full_response(text, logprobs, s));
     return;
   }
 

@@ -74,6 +74,14 @@ inline constexpr size_t kMaxExplainSiblings = 64;
 engine::CacheExplanation explain_for_tenant(ServerContext& ctx, const std::string& tenant,
                                             std::span<const int32_t> prompt, const std::string& salt);
 
+// The hosted APIs' cache diagnostics (server/api/request_fingerprint.h): when `body` opts in (Anthropic's
+// "diagnostics", OpenAI's "prompt_cache_options"), stores this request's fingerprint under format.id() and adds
+// the comparison with the named earlier response to the response ("diagnostics" / "prompt_cache_diagnostics").
+void add_anthropic_diagnostics(HttpState& state, ServerContext& ctx, const httplib::Request& req,
+                               const nlohmann::json& body, int32_t n_prompt, ResponseFormat& format);
+void add_openai_diagnostics(HttpState& state, ServerContext& ctx, const httplib::Request& req,
+                            const nlohmann::json& body, int32_t n_prompt, ResponseFormat& format);
+
 // Runs a parsed generation request in `slot`: submits (400 when the engine rejects the prompt), then answers with
 // one JSON body or, when `stream`, Server-Sent Events.
 void serve_generation(HttpState& state, ServerContext& ctx, const httplib::Request& req, httplib::Response& res,

@@ -122,15 +122,28 @@ void completions(HttpState& state, ServerContext& ctx, const httplib::Request& r
 
 void chat_completions(HttpState& state, ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   auto slot = acquire_slot(state, ctx);
-  OpenAIRequest r = parse_chat_request(parse_json_object(req.body), ctx);
-  auto format = make_chat_format(ctx, r);
+  std::unique_ptr<ResponseFormat> format;
+  OpenAIRequest r;
+  {
+    const json body = parse_json_object(req.body);
+    r = parse_chat_request(body, ctx);
+    format = make_chat_format(ctx, r);
+    add_openai_diagnostics(state, ctx, req, body, static_cast<int32_t>(r.generation.params.prompt.size()), *format);
+  }
   serve_generation(state, ctx, req, res, std::move(slot), std::move(r.generation), std::move(format), r.stream);
 }
 
 void messages(HttpState& state, ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   auto slot = acquire_slot(state, ctx);
-  AnthropicRequest r = parse_messages_request(parse_json_object(req.body), ctx);
-  auto format = make_messages_format(ctx, r);
+  std::unique_ptr<ResponseFormat> format;
+  AnthropicRequest r;
+  {
+    const json body = parse_json_object(req.body);
+    r = parse_messages_request(body, ctx);
+    format = make_messages_format(ctx, r);
+    add_anthropic_diagnostics(state, ctx, req, body, static_cast<int32_t>(r.generation.params.prompt.size()),
+                              *format);
+  }
   serve_generation(state, ctx, req, res, std::move(slot), std::move(r.generation), std::move(format), r.stream);
 }
 
