@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   CLI::App app{"preface: an LLM inference server that never reads the same preface twice"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
+  app.set_version_flag("--version", "preface " PREFACE_VERSION);
   preface::cli::register_commands(app);
   try {
     app.parse(argc, argv);

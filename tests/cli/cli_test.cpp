@@ -28,6 +28,13 @@ nlohmann::json first_oracle_case() {
   return nlohmann::json::parse(line);
 }
 
+TEST(Cli, VersionPrintsTheProjectVersion) {
+  const CliResult r = run_preface({"--version"});
+  EXPECT_EQ(r.exit_code, 0) << r.all();
+  EXPECT_EQ(r.out.rfind("preface ", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find('.'), std::string::npos) << r.out;
+}
+
 TEST(Cli, RunGreedyFromBosTellsTheOracleStory) {
   const std::string model = stories();
   if (model.empty()) return;
