@@ -71,7 +71,7 @@ void attention_tiles(const AttnTile* tiles, size_t n_tiles, float* scratch, size
 
 // Asks the cache for what an attention_tiles call over these tiles reads first (each tile's queries and the K/V
 // rows of its first chunk), to be issued while other work runs; a hint, computing nothing. At short contexts a decode
-// call's time is mostly these misses (figures: session 15 in docs/perf-log/).
+// call's time is mostly these misses (see docs/perf-log/).
 void attention_prefetch(const AttnTile* tiles, size_t n_tiles);
 
 namespace scalar {

@@ -14,8 +14,7 @@
 // in the shared tile.
 // Several tiles (the KV heads of one token: their slices share every row's cache lines) run chunk by chunk
 // together, each with its own state: a thread then reads whole rows in order instead of one head's slice of each,
-// which the hardware prefetchers do not follow and which streams from memory far slower (figures: session 10 in
-// docs/perf-log/).
+// which the hardware prefetchers do not follow and which streams from memory far slower (see docs/perf-log/).
 //
 // Standard headers come before the target pragma and the kernel headers after it have internal linkage, so no
 // code compiled for AVX-512 is shared with other translation units.

@@ -83,9 +83,8 @@ void check_batch(const Config& c, const ForwardBatch& b, const KvView& kv, int32
 }
 
 // Batches of at least this many tokens run their per-token passes (norms, rope, KV stores, activation) on the
-// pool; smaller ones inline on the calling thread, since waking the pool costs more than the work. (Batch-8
-// decode steps were faster with 8 here than with 16; batch 4 the same with 4 or 8. Figures: session 10 in
-// docs/perf-log/.)
+// pool; smaller ones inline on the calling thread, since waking the pool costs more than the work (the choice of
+// threshold is measured in docs/perf-log/).
 constexpr int64_t kParallelTokens = 8;
 
 // fn(t_begin, t_end) over [0, n_tokens). Each token's work is independent of the others, so the split changes
