@@ -29,22 +29,6 @@ MissReason from_removal(RemovalReason r) {
   return MissReason::Evicted;
 }
 
-// Whether blocks 0..k of `tokens` are all registered under root (the same check as a hit).
-bool chain_registered(const BlockPool& pool, const Digest& root, std::span<const int32_t> tokens, size_t k) {
-  const size_t b = static_cast<size_t>(pool.block_size());
-  Digest parent = root;
-  for (size_t i = 0; i <= k; ++i) {
-    const auto block = tokens.subspan(i * b, b);
-    const Digest hash = chain_hash(parent, block);
-    const int32_t id = pool.find(hash);
-    if (id < 0 || pool.key(id).parent_hash != parent) return false;
-    const auto stored = pool.block_tokens(id);
-    if (!std::equal(stored.begin(), stored.end(), block.begin())) return false;
-    parent = hash;
-  }
-  return true;
-}
-
 }  // namespace
 
 PrefixExplanation PrefixIndex::explain(const Digest& ns, std::span<const int32_t> tokens, int32_t max_tokens,
@@ -69,7 +53,9 @@ PrefixExplanation PrefixIndex::explain(const Digest& ns, std::span<const int32_t
   } else {
     e.reason = MissReason::NeverSeen;
     for (size_t s = 0; s < siblings.size(); ++s) {
-      if (siblings[s] != ns && chain_registered(pool_, siblings[s], tokens, k)) {
+      // Blocks 0..k all hit under the sibling (the same check as admission's).
+      if (siblings[s] != ns &&
+          match(siblings[s], tokens, static_cast<int32_t>((k + 1) * b)).block_ids.size() == k + 1) {
         e.reason = MissReason::OtherNamespace;
         e.sibling = static_cast<int32_t>(s);
         break;
@@ -81,12 +67,13 @@ PrefixExplanation PrefixIndex::explain(const Digest& ns, std::span<const int32_t
   e.diverged_at = static_cast<int32_t>(k * b);
   const auto next = tokens.subspan(k * b, b);
   int32_t best_common = -1, best_child = -1;
-  for (const int32_t child : e.reason == MissReason::NeverSeen ? pool_.children_of(m.last_hash)
-                                                               : std::vector<int32_t>{}) {
-    const auto stored = pool_.block_tokens(child);
-    const auto common = static_cast<int32_t>(std::mismatch(next.begin(), next.end(), stored.begin()).first -
-                                             next.begin());
-    if (common > best_common) best_common = common, best_child = child;
+  if (e.reason == MissReason::NeverSeen) {
+    for (const int32_t child : pool_.children_of(m.last_hash)) {
+      const auto stored = pool_.block_tokens(child);
+      const auto common = static_cast<int32_t>(std::mismatch(next.begin(), next.end(), stored.begin()).first -
+                                               next.begin());
+      if (common > best_common) best_common = common, best_child = child;
+    }
   }
   if (best_child >= 0 && best_common < static_cast<int32_t>(b)) {
     e.diverged_at = static_cast<int32_t>(k * b) + best_common;
