@@ -39,7 +39,7 @@ struct ServeOptions {
   int32_t max_running = 64;
   bool no_prefix_cache = false;
   std::string chat_template;       // empty: detect from the GGUF
-  std::string alias;
+  std::vector<std::string> aliases;
   bool quiet = false;
   bool no_mmap = false;  // --no-mmap: read the model into memory
   std::string api_key;             // --api-key (or $PREFACE_API_KEY): one key, tenant "default"
@@ -135,7 +135,7 @@ void serve(ServeOptions& opts) {
 
   server::ModelIdentity identity;
   identity.path = resolve_model_path(opts.model.model_path);
-  identity.alias = opts.alias;
+  identity.aliases = opts.aliases;
   if (!opts.chat_template.empty()) {
     identity.chat_template = chat::chat_template_from_name(opts.chat_template);
     if (!identity.chat_template) {
@@ -222,7 +222,11 @@ void register_serve(CLI::App& app) {
   cmd->add_flag("--no-prefix-cache", opts->no_prefix_cache, "Disable prefix caching (every prompt is computed)");
   cmd->add_option("--chat-template", opts->chat_template,
                   "Chat template family, overriding the model's (" + chat::chat_template_names() + ")");
-  cmd->add_option("--alias", opts->alias, "Model name reported and accepted by the API (default: the file name)");
+  cmd->add_option("--alias", opts->aliases,
+                  "Model name accepted by the API; repeatable, the first is the reported one (default: the file name)");
+  cmd->add_flag("--strict-model-names", s.strict_model_names,
+                "Answer 404 model_not_found to a `model` that is not one of the model's names (default: any name "
+                "reaches the one model)");
   cmd->add_option("--max-body-bytes", opts->max_body,
                   "Largest request body; larger gets 413 (a request or header line is limited to " +
                       std::to_string(server::kMaxHeaderLineBytes) + " bytes, fixed by httplib; longer gets 400)")

@@ -73,9 +73,14 @@ test('usage reports cached tokens for a repeated prefix', async () => {
 
 test('OpenAI errors surface as SDK errors with the status', async () => {
   await assert.rejects(
-    openai.chat.completions.create({ model: 'no-such-model', messages: [{ role: 'user', content: 'hi' }] }),
+    openai.chat.completions.create({ model, temperature: 5, messages: [{ role: 'user', content: 'hi' }] }),
     (e) => e instanceof OpenAI.BadRequestError && e.status === 400,
   );
+});
+
+test('a client-side model name such as gpt-4o reaches the one model, which reports its own name', async () => {
+  const r = await openai.chat.completions.create({ model: 'gpt-4o', max_tokens: 2, messages: [{ role: 'user', content: 'hi' }] });
+  assert.equal(r.model, model);
 });
 
 test('Anthropic messages with cache_control: a cache write, then a cache read', async () => {

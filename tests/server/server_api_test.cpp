@@ -293,7 +293,7 @@ TEST_F(ServerApi, AnthropicStopSequenceAndCacheControl) {
 // marked block's text and nothing of what follows it.
 TEST_F(ServerApi, CacheControlBreakpointsResolveToPromptPrefixes) {
   server::Metrics metrics;
-  server::ServerContext ctx(server_->engine(), server_->tokenizer(), chat::ChatTemplate::ChatML, "m", {}, {},
+  server::ServerContext ctx(server_->engine(), server_->tokenizer(), chat::ChatTemplate::ChatML, "m", {}, false, {},
                             metrics);
   const json body = {
       {"max_tokens", 5},

@@ -35,7 +35,7 @@ struct TestServerConfig {
     o.log_requests = false;
     return o;
   }();
-  std::string alias;
+  std::vector<std::string> aliases;
   // When set, the engine runs on this backend instead of the CPU one (fault injection).
   std::function<std::unique_ptr<engine::Backend>(model::Model&, const engine::EngineConfig&)> backend;
 };
@@ -56,7 +56,7 @@ class TestServer {
     port_ = server_->bind();
     server_->start();
     server_->attach(*engine_, *tokenizer_,
-                    {path_, config.alias, std::nullopt,
+                    {path_, config.aliases, std::nullopt,
                      model_->file().try_string("tokenizer.chat_template").value_or("")});
   }
   ~TestServer() { stop(); }

@@ -8,14 +8,15 @@
 namespace preface::server {
 
 ServerContext::ServerContext(engine::Engine& engine_, const Tokenizer& tokenizer_, ChatTemplate chat_template_,
-                             std::string model_id_, std::vector<std::string> accepted_names_, ServerLimits limits_,
-                             Metrics& metrics_)
+                             std::string model_id_, std::vector<std::string> accepted_names_, bool strict_model_names_,
+                             ServerLimits limits_, Metrics& metrics_)
     : engine(engine_),
       model(engine_.describe()),
       tokenizer(tokenizer_),
       chat_template(chat_template_),
       model_id(std::move(model_id_)),
       accepted_names(std::move(accepted_names_)),
+      strict_model_names(strict_model_names_),
       limits(limits_),
       metrics(metrics_),
       created_unix(unix_now()),
@@ -26,11 +27,11 @@ ServerContext::ServerContext(engine::Engine& engine_, const Tokenizer& tokenizer
 int32_t ServerContext::ctx_len() const { return model.ctx_len; }
 
 void ServerContext::check_model(const std::optional<std::string>& model) const {
-  if (!model || *model == model_id) return;
+  if (!model || !strict_model_names || *model == model_id) return;
   for (const std::string& name : accepted_names) {
     if (*model == name) return;
   }
-  throw ApiError(400, "the model '" + *model + "' does not exist; this server serves '" + model_id + "'", "model",
+  throw ApiError(404, "the model '" + *model + "' does not exist; this server serves '" + model_id + "'", "model",
                  "model_not_found");
 }
 

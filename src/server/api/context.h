@@ -46,10 +46,11 @@ struct ServerLimits {
 
 class ServerContext {
  public:
-  // model_id: the name reported by /v1/models and in responses; accepted_names: every `model` value accepted
-  // (model_id included).
+  // model_id: the name reported by /v1/models and in responses; accepted_names: the model's other names.
+  // strict_model_names: only model_id and accepted_names reach the model (else any `model` does).
   ServerContext(engine::Engine& engine, const Tokenizer& tokenizer, ChatTemplate chat_template, std::string model_id,
-                std::vector<std::string> accepted_names, ServerLimits limits, Metrics& metrics);
+                std::vector<std::string> accepted_names, bool strict_model_names, ServerLimits limits,
+                Metrics& metrics);
 
   engine::Engine& engine;
   const engine::EngineDescription model;  // the model's and pool's sizes, as of attach
@@ -57,6 +58,7 @@ class ServerContext {
   const ChatTemplate chat_template;
   const std::string model_id;
   const std::vector<std::string> accepted_names;
+  const bool strict_model_names;
   const ServerLimits limits;
   Metrics& metrics;
   const int64_t created_unix;         // when the model was attached (the `created` of /v1/models)
@@ -64,8 +66,8 @@ class ServerContext {
   FingerprintStore fingerprints{16u << 20};  // hosted-API cache diagnostics, 16 MiB at most
 
   int32_t ctx_len() const;
-  // Throws ApiError 400 (code model_not_found) when `model` names neither model_id nor an accepted name. A
-  // missing model is accepted.
+  // With strict_model_names, throws ApiError 404 (code model_not_found, OpenAI's status) when `model` names
+  // neither model_id nor an accepted name; otherwise every `model` is accepted. A missing model is accepted.
   void check_model(const std::optional<std::string>& model) const;
   // A fresh response id: prefix + 24 hex digits, unique per server.
   std::string new_id(std::string_view prefix);

@@ -156,11 +156,13 @@ void Server::attach(engine::Engine& engine, const Tokenizer& tokenizer, const Mo
   if (impl_->ctx) throw Error("the server already serves a model");
   const std::string file_name = std::filesystem::path(identity.path).filename().string();
   const std::string stem = std::filesystem::path(identity.path).stem().string();
-  const std::string model_id = identity.alias.empty() ? file_name : identity.alias;
+  const std::string model_id = identity.aliases.empty() ? file_name : identity.aliases.front();
   const ChatTemplate tmpl = identity.chat_template.value_or(detect_chat_template(identity.chat_template_source));
-  impl_->ctx = std::make_unique<ServerContext>(engine, tokenizer, tmpl, model_id,
-                                               std::vector<std::string>{file_name, stem, identity.path},
-                                               impl_->state.options.limits, impl_->state.metrics);
+  std::vector<std::string> names{file_name, stem, identity.path};
+  names.insert(names.end(), identity.aliases.begin(), identity.aliases.end());
+  impl_->ctx = std::make_unique<ServerContext>(engine, tokenizer, tmpl, model_id, std::move(names),
+                                               impl_->state.options.strict_model_names, impl_->state.options.limits,
+                                               impl_->state.metrics);
   impl_->state.ctx.store(impl_->ctx.get());
 }
 

@@ -59,12 +59,17 @@ struct ServerOptions {
   // Tenancy (server/auth.h): API key -> tenant name. Empty: no authentication, one shared tenant.
   std::unordered_map<std::string, std::string> api_keys;
   std::string admin_key;             // may call DELETE /v1/cache ("" = nobody)
+  // --strict-model-names: a `model` that is not one of the model's names gets 404 model_not_found. Off (the
+  // default, as llama.cpp's server): a single-model server answers any `model` with its one model and reports
+  // the served name.
+  bool strict_model_names = false;
 };
 
 // What attach() needs to know about the model beyond the engine.
 struct ModelIdentity {
   std::string path;                               // the GGUF path (its file name is an accepted model name)
-  std::string alias;                              // --alias: the reported model id ("" = the file name)
+  // --alias (repeatable): the first is the reported model id (none: the file name); all are accepted names.
+  std::vector<std::string> aliases;
   std::optional<ChatTemplate> chat_template;      // --chat-template ("" = detect from chat_template_source)
   std::string chat_template_source;               // the GGUF's tokenizer.chat_template ("" when it has none)
 };
