@@ -33,7 +33,8 @@ ApiFixture::ApiFixture() {
     for (int t = 0; t < kNumChatTemplates; ++t) {
       contexts_[static_cast<size_t>(t)] = std::make_unique<server::ServerContext>(
           *engine_, *tokenizer_, static_cast<server::ChatTemplate>(t), "stories260K",
-          std::vector<std::string>{"stories260K", "alias"}, /*strict_model_names=*/true, server::ServerLimits{}, metrics_);
+          std::vector<std::string>{"stories260K", "alias"}, /*strict_model_names=*/true, server::ServerLimits{},
+          metrics_);
     }
   } catch (const Error& e) {
     fail(std::string("cannot set up the API fixture: ") + e.what());

@@ -35,7 +35,7 @@ constexpr int64_t kRows = 2 * kPairs;
 // Batches of up to this many tokens (decode) take the direct tiles, in tiles of kTokens over each row tile's weights
 // (read from memory once, then from L1); larger ones the staged path. At 8 tokens the direct tiles were faster both
 // in cache and streaming a model's weights from memory (they prefetch; the staged path then did not); at 16 tokens
-// the staged path was faster in cache and as fast from memory (figures: session 12 in docs/perf-log/).
+// the staged path was faster in cache and as fast from memory (measurements in docs/perf-log/session-12.md).
 constexpr int64_t kDirectTokens = 8;
 
 // Two rows' 8 values at i as [row a | row b] f32.
@@ -215,8 +215,8 @@ void gemm_rows_staged(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
       for (int q = 0; q < kRows; ++q) wr[q] = reinterpret_cast<const E*>(w + static_cast<size_t>(q) * a.w_row_bytes);
       for (int64_t i = 0; i < (te - tb) * kPairs; ++i) acc[i] = _mm512_setzero_ps();
       // The first token block prefetches each chunk's columns of the rows two tiles ahead while staging it: without
-      // it the staged path read its weights from memory at a fraction of the direct tiles' rate (figures: session
-      // 12 in docs/perf-log/).
+      // it the staged path read its weights from memory at a fraction of the direct tiles' rate
+      // (measurements in docs/perf-log/session-12.md).
       const uint8_t* ahead = tb == 0 ? two_tiles_ahead(w, r, row_end, a.w_row_bytes) : nullptr;
       for (size_t c = 0; c < n_steps; c += kChunkSteps) {
         const size_t cs = n_steps - c < kChunkSteps ? n_steps - c : kChunkSteps;

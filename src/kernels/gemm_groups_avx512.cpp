@@ -239,9 +239,9 @@ void groups_tile(const GemmArgs& a, int64_t r, const uint8_t* prefetch) {
 // second slice reads the pair back from L2. Q4_0 has half the bytes per value, so from 5 tokens its single-group
 // kernel is bound by loads instead (one broadcast per vpdpbusd, next to the epilogue's float ops on the same
 // pipes): pairs, whose broadcasts each feed two vpdpbusd, were faster at 6 - 8 tokens with the weights streamed
-// from memory, and slower at 2 - 4 tokens, where their one slice prefetches half the next pair (figures: session
-// 11 in docs/perf-log/). Larger batches take pairs of groups over slices of kPairTokens tokens (see group_block),
-// and a leftover single group over slices of kMaxGroupTokens.
+// from memory, and slower at 2 - 4 tokens, where their one slice prefetches half the next pair (measurements in
+// docs/perf-log/session-11.md). Larger batches take pairs of groups over slices of kPairTokens tokens (see
+// group_block), and a leftover single group over slices of kMaxGroupTokens.
 constexpr int kPairTokens = 4;
 template <typename Block>
 constexpr int64_t kSingleGroupTokens = sizeof(Block) == sizeof(BlockQ4_0) ? kPairTokens : kMaxGroupTokens;
@@ -249,9 +249,9 @@ constexpr int64_t kSingleGroupTokens = sizeof(Block) == sizeof(BlockQ4_0) ? kPai
 // Asks for the cache lines of y[t][r .. r + 32) of every token (a pair's outputs), for writing. Each pass after a
 // GEMM reads whole output rows, so most of these lines were last read by another thread, on another core, whose
 // copy a store must invalidate first; without this, a pair's stores wait for those round trips (most when the two
-// cores sit on different L3s; figures: session 13 in docs/perf-log/). Single groups (Q4_0 up to 4 tokens, Q8_0 up
-// to 8) showed no gain from it. Straight-line on purpose: GCC 12 deleted a loop over the lines whose body held only
-// prefetches.
+// cores sit on different L3s; measurements in docs/perf-log/session-13.md). Single groups (Q4_0 up to 4 tokens,
+// Q8_0 up to 8) showed no gain from it. Straight-line on purpose: GCC 12 deleted a loop over the lines whose body
+// held only prefetches.
 inline void prefetch_pair_outputs(const GemmArgs& a, int64_t r) {
   for (int64_t t = 0; t < a.n_tokens; ++t) {
     const float* y = a.y + static_cast<size_t>(t) * a.y_stride + static_cast<size_t>(r);

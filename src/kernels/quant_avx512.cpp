@@ -2,10 +2,11 @@
 // avx2::quantize_row_q8_0 (dot.h: d = absmax / 127 stored as f16, id = d ? 1 / d : 0, q = roundf(x * id)).
 //
 // The AVX2 version finds each block's absmax with a horizontal reduction and then divides twice in scalar code,
-// one block after another (a large part of a decode step's per-token passes; figures: session 13 in
-// docs/perf-log/). Here 16 blocks go together: their 16 absmax vectors are folded into one vector whose lane i is
-// block i's absmax, so the two divisions and the f16 conversion run once per 16 blocks. max is exact and, with NaN
-// lanes dropped first (as the AVX2 version drops them), independent of order, so the absmax is the same value.
+// one block after another (a large part of a decode step's per-token passes; measurements in
+// docs/perf-log/session-13.md). Here 16 blocks go together: their 16 absmax vectors are folded into one vector
+// whose lane i is block i's absmax, so the two divisions and the f16 conversion run once per 16 blocks. max is
+// exact and, with NaN lanes dropped first (as the AVX2 version drops them), independent of order, so the absmax is
+// the same value.
 //
 // Standard headers come before the target pragma, and nothing here instantiates library templates, so no code
 // compiled for AVX-512 is shared with other translation units.

@@ -6,7 +6,7 @@
 // the first write of each page while serving: a block pool with prefix caching hands out never-used blocks before
 // evicting cached ones, so lazily mapped storage made a cache-on server fault in new pages for the whole pool
 // while it served (a workload with no shared prefixes ran measurably slower than on a cache-off server, which
-// recycles the same few blocks; figures: session 8 in docs/perf-log/).
+// recycles the same few blocks; measurements in docs/perf-log/session-08.md).
 //
 // Memory layout (layer-major, K before V):  layer 0 K | layer 0 V | layer 1 K | layer 1 V | ...
 // each region n_blocks * block_size * kv_row_bytes(type, row_values) bytes (Q8_0: 34 bytes per 32 values).
