@@ -47,6 +47,8 @@ struct ServeOptions {
   std::string api_keys_file;       // --api-keys: `key tenant` lines
   double cache_ttl_s = 0;          // 0: no expiry
   int32_t pin_budget_per_tenant = 0;  // blocks; 0: only the half-pool cap
+  std::string metrics_key_file;    // --metrics-key-file: the metrics key on the file's first line
+  double drain_s = 20;             // --drain-seconds: how long SIGTERM waits for in-flight requests
 };
 
 sigset_t shutdown_signals() {
@@ -107,15 +109,29 @@ class SignalWatcher {
   std::thread thread_;  // last: starts once the members above exist
 };
 
+// The key on the first line of `path` (trailing blanks dropped), for --api-key-file and --metrics-key-file.
+std::string read_key_file(const std::string& path, const char* flag) {
+  std::ifstream in(path);
+  if (!in) throw Error(std::string("cannot read ") + flag + " " + path);
+  std::string key;
+  std::getline(in, key);
+  while (!key.empty() && std::isspace(static_cast<unsigned char>(key.back()))) key.pop_back();
+  if (key.empty()) throw Error(std::string(flag) + " " + path + " holds no key on its first line");
+  return key;
+}
+
 // --api-key / $PREFACE_API_KEY / --api-key-file name one key of tenant "default", beside the --api-keys file.
+// --metrics-key / $PREFACE_METRICS_KEY / --metrics-key-file: the key that shows per-tenant metrics.
 void configure_keys(ServeOptions& opts) {
   if (!opts.api_key_file.empty()) {
     if (!opts.api_key.empty()) throw Error("give the key with --api-key (or PREFACE_API_KEY) or --api-key-file, not both");
-    std::ifstream in(opts.api_key_file);
-    if (!in) throw Error("cannot read --api-key-file " + opts.api_key_file);
-    std::getline(in, opts.api_key);
-    while (!opts.api_key.empty() && std::isspace(static_cast<unsigned char>(opts.api_key.back()))) opts.api_key.pop_back();
-    if (opts.api_key.empty()) throw Error("--api-key-file " + opts.api_key_file + " holds no key on its first line");
+    opts.api_key = read_key_file(opts.api_key_file, "--api-key-file");
+  }
+  if (!opts.metrics_key_file.empty()) {
+    if (!opts.server.metrics_key.empty()) {
+      throw Error("give the metrics key with --metrics-key (or PREFACE_METRICS_KEY) or --metrics-key-file, not both");
+    }
+    opts.server.metrics_key = read_key_file(opts.metrics_key_file, "--metrics-key-file");
   }
   if (!opts.api_keys_file.empty()) opts.server.api_keys = server::load_api_keys(opts.api_keys_file);
   if (opts.api_key.empty()) return;
@@ -192,11 +208,13 @@ void serve(ServeOptions& opts) {
 
   watcher.loaded();
   const int sig = watcher.wait();
-  std::fprintf(stderr, "preface: %s received, shutting down (%d requests in flight)\n",
-               sig == SIGINT ? "SIGINT" : "SIGTERM", http.n_in_flight());
-  http.stop();
+  std::fprintf(stderr, "preface: %s received, draining: no new connections, %d requests in flight get up to %g s\n",
+               sig == SIGINT ? "SIGINT" : "SIGTERM", http.n_in_flight(), opts.drain_s);
+  const int32_t n_cancelled =
+      http.drain(std::chrono::milliseconds(static_cast<int64_t>(std::max(opts.drain_s, 0.0) * 1000)));
   engine->stop();
-  std::fprintf(stderr, "preface: stopped\n");
+  std::fprintf(stderr, "preface: stopped (%d requests cancelled after the drain; KV blocks in use: %d)\n",
+               n_cancelled, engine->counters().n_blocks_in_use);
 }
 
 }  // namespace
@@ -270,6 +288,26 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--keep-alive-timeout", s.keep_alive_timeout_s, "Seconds an idle keep-alive connection is kept")
       ->check(CLI::Range(1, 3600))
       ->capture_default_str();
+  cmd->add_option("--header-timeout", s.header_timeout_s,
+                  "Seconds a whole request (line, headers and body) may take to arrive from its first byte, plus 1 s "
+                  "per 64 KiB received; slower gets 408 and the connection is closed")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  cmd->add_option("--max-connections-per-client", s.max_connections_per_client,
+                  "Connections of one client address served at once; more get 429 before their request is read "
+                  "(0: half the HTTP threads)")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--drain-seconds", opts->drain_s,
+                  "On SIGTERM/SIGINT: stop accepting, let in-flight requests finish for up to this many seconds, "
+                  "then cancel the rest (streams get a final error event) and exit 0")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
+  cmd->add_option("--metrics-key", s.metrics_key,
+                  "Key that shows the per-tenant series on GET /metrics (Authorization: Bearer KEY); the admin key "
+                  "does too; without it /metrics shows aggregate series only")
+      ->envname("PREFACE_METRICS_KEY");
+  cmd->add_option("--metrics-key-file", opts->metrics_key_file, "Read --metrics-key's key from the first line of this file");
   cmd->add_option("--api-key", opts->api_key,
                   "Require this key (Authorization: Bearer KEY or x-api-key); its tenant is 'default'. "
                   "GET /health and /metrics stay open. Prefer PREFACE_API_KEY or --api-key-file: a key on the "

@@ -76,6 +76,7 @@ TEST(ServerConnections, ConnectionsOverTheCapGetAQuick503AndTheServerRecovers) {
   TestServerConfig cfg;
   cfg.server.max_connections = kCap;
   cfg.server.n_http_threads = 4;  // fewer threads than the cap: admitted connections may also wait for a thread
+  cfg.server.max_connections_per_client = 100;  // all come from 127.0.0.1: the global cap is tested here
   TestServer srv(cfg);
   if (!srv.ok()) GTEST_SKIP() << "stories260K.gguf not available";
 

@@ -2,6 +2,7 @@
 // `promtool check metrics` (Debian's prometheus package) accepts it.
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -89,7 +90,22 @@ TEST(ServerMetrics, FamiliesFollowTrafficAndPromtoolAccepts) {
   size_t n;
   while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) output.append(buf, n);
   const int status = ::pclose(pipe);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "promtool check metrics:\n" << output;
+  // The vLLM aliases keep vLLM's names, whose ':' the linter reserves for recording rules (it says the same of
+  // vLLM's own /metrics): that complaint, and only it, is allowed for them.
+  std::string other;
+  int n_colon = 0;
+  for (size_t pos = 0; pos < output.size();) {
+    const size_t end = std::min(output.find('\n', pos), output.size());
+    const std::string line = output.substr(pos, end - pos);
+    if (line.rfind("vllm:", 0) == 0 && line.find(" metric names should not contain ':'") != std::string::npos) {
+      ++n_colon;
+    } else if (!line.empty()) {
+      other += line + "\n";
+    }
+    pos = end + 1;
+  }
+  EXPECT_TRUE(WIFEXITED(status) && (WEXITSTATUS(status) == 0 || n_colon > 0)) << "promtool check metrics:\n" << output;
+  EXPECT_EQ(other, "") << "promtool check metrics:\n" << output;
 }
 
 }  // namespace

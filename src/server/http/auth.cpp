@@ -65,4 +65,8 @@ bool is_admin(const ServerOptions& options, const std::string& key) {
   return !options.admin_key.empty() && same_secret(key, options.admin_key);
 }
 
+bool may_read_tenant_metrics(const ServerOptions& options, const std::string& key) {
+  return (!options.metrics_key.empty() && same_secret(key, options.metrics_key)) || is_admin(options, key);
+}
+
 }  // namespace preface::server

@@ -30,5 +30,7 @@ std::string presented_key(const httplib::Request& req);
 std::string authenticate(const ServerOptions& options, const httplib::Request& req);
 // True when `key` equals the configured admin key (never when none is configured). Compares in constant time.
 bool is_admin(const ServerOptions& options, const std::string& key);
+// True when `key` is the metrics key or the admin key: /metrics then adds the per-tenant series.
+bool may_read_tenant_metrics(const ServerOptions& options, const std::string& key);
 
 }  // namespace preface::server

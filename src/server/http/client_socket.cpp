@@ -36,7 +36,7 @@ Endpoint endpoint(const sockaddr_storage& ss) {
 
 ClientSocket ClientSocket::of(const httplib::Request& req) {
   DIR* dir = ::opendir("/proc/self/fd");
-  if (dir == nullptr) return ClientSocket(-1);
+  if (dir == nullptr) return ClientSocket(-1, false);
   int found = -1;
   while (const dirent* e = ::readdir(dir)) {
     char* end = nullptr;
@@ -54,16 +54,25 @@ ClientSocket ClientSocket::of(const httplib::Request& req) {
     }
   }
   ::closedir(dir);
-  return ClientSocket(found);
+  return ClientSocket(found, req.version == "HTTP/1.1");
 }
 
-bool ClientSocket::gone() const {
+bool ClientSocket::gone() {
   if (fd_ < 0) return false;
   pollfd p{fd_, POLLIN | POLLRDHUP, 0};
   if (::poll(&p, 1, 0) <= 0) return false;
-  if ((p.revents & (POLLERR | POLLHUP | POLLRDHUP)) != 0) return true;
+  if ((p.revents & (POLLERR | POLLHUP)) != 0) return true;  // reset, or both directions closed
   char c;
-  return (p.revents & POLLIN) != 0 && ::recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+  const bool fin = (p.revents & POLLRDHUP) != 0 ||
+                   ((p.revents & POLLIN) != 0 && ::recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0);
+  if (!fin) return false;
+  if (!may_probe_) return true;
+  if (!probed_) {
+    probed_ = true;
+    static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    if (::send(fd_, kContinue, sizeof kContinue - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) return true;
+  }
+  return false;
 }
 
 }  // namespace preface::server

@@ -36,6 +36,11 @@ void InFlight::close() {
   }
 }
 
+void InFlight::refuse_new() {
+  std::lock_guard lock(mu_);
+  closing_ = true;
+}
+
 bool InFlight::closing() const {
   std::lock_guard lock(mu_);
   return closing_;
@@ -52,6 +57,7 @@ void send_json(httplib::Response& res, const nlohmann::json& body, int status) {
 }
 
 void send_error(HttpState& state, const httplib::Request& req, httplib::Response& res, const ApiError& e) {
+  current_request().reason = e.what();
   if (e.status == 503) res.set_header("Retry-After", std::to_string(state.options.limits.retry_after_s));
   const Route* route = find_route(req.path);  // an unknown path: the API its prefix names
   send_json(res, error_body(route != nullptr ? route->flavor : flavor_for_path(req.path), e), e.status);
@@ -69,15 +75,17 @@ std::string pins_text(const std::vector<engine::CachePin>& pins) {
   return out;
 }
 
-void log_generation(const HttpState& state, uint64_t slot_id, const std::string& method, const std::string& path,
-                    const Generation& gen, const std::string& note) {
+// The request's log line, with the generation's counts (server/http/request_log.h).
+void log_generation(const HttpState& state, const RequestRecord& record, const std::string& method,
+                    const std::string& path, const std::string& client, int status, const Generation& gen,
+                    const std::string& note) {
   if (!state.options.log_requests) return;
   const GenerationSummary& s = gen.summary();
-  std::fprintf(stderr,
-               "req %llu %s %s prompt=%d cached=%d written=%d generated=%d ttft=%.1fms total=%.1fms finish=%s%s\n",
-               static_cast<unsigned long long>(slot_id), method.c_str(), path.c_str(),
-               s.stats.n_prompt_tokens, s.stats.n_cached_tokens, s.stats.n_written_tokens, s.n_completion_tokens,
-               s.stats.first_token_ms, s.stats.total_ms, stop_kind_names(s.kind).label, note.c_str());
+  char fields[256];
+  std::snprintf(fields, sizeof fields, " prompt=%d cached=%d written=%d generated=%d ttft=%.1fms finish=%s",
+                s.stats.n_prompt_tokens, s.stats.n_cached_tokens, s.stats.n_written_tokens, s.n_completion_tokens,
+                s.stats.first_token_ms, stop_kind_names(s.kind).label);
+  state.log(request_log_line(record, method, path, status, client, fields + note));
 }
 
 // State of one streaming response, shared by the content provider and its releaser (same worker thread).
@@ -89,7 +97,8 @@ struct StreamJob {
   std::unique_ptr<InFlight::Slot> slot;
   std::unique_ptr<Generation> gen;
   std::unique_ptr<ResponseFormat> format;
-  std::string method, path;
+  std::string method, path, client;
+  RequestRecord record;  // the request's log record (the stream's thread-local one may be reset by then)
   std::string pins;  // log text of the request's pins
   bool started = false;
   bool ended = false;
@@ -100,7 +109,8 @@ struct StreamJob {
     ended = true;
     ctx->tenants.note(ctx->engine, tenant, ns);  // again: a prune while it ran may have dropped it
     state->metrics.on_generation(gen->summary());
-    log_generation(*state, slot->id(), method, path, *gen, pins + note);
+    state->metrics.on_tenant_generation(tenant, gen->summary());
+    log_generation(*state, record, method, path, client, 200, *gen, pins + note);
   }
 };
 
@@ -161,7 +171,7 @@ void serve_generation(HttpState& state, ServerContext& ctx, const httplib::Reque
 
   if (!stream) {
     // Nobody would read the answer of a client that left: look for it between tokens and cancel.
-    const ClientSocket client = ClientSocket::of(req);
+    ClientSocket client = ClientSocket::of(req);
     auto last_check = std::chrono::steady_clock::now();
     bool client_gone = false;
     std::string text;
@@ -181,7 +191,11 @@ void serve_generation(HttpState& state, ServerContext& ctx, const httplib::Reque
     const GenerationSummary& s = gen->summary();
     ctx.tenants.note(ctx.engine, tenant, ns);
     state.metrics.on_generation(s);
-    log_generation(state, slot->id(), req.method, req.path, *gen, pins + (client_gone ? " (client gone)" : ""));
+    state.metrics.on_tenant_generation(tenant, s);
+    const int status = client_gone ? 499 : s.kind == StopKind::Error ? 500 : s.kind == StopKind::Cancelled ? 503 : 200;
+    log_generation(state, current_request(), req.method, req.path, req.remote_addr, status, *gen,
+                   pins + (client_gone ? " (client gone)" : ""));
+    current_request().deferred = true;  // this was the request's line
     if (client_gone) {
       res.status = 499;  // nginx's "client closed request": nobody reads it
       return;
@@ -202,6 +216,9 @@ void serve_generation(HttpState& state, ServerContext& ctx, const httplib::Reque
   job->format = std::move(format);
   job->method = req.method;
   job->path = req.path;
+  job->client = req.remote_addr;
+  job->record = current_request();
+  current_request().deferred = true;  // the stream writes the request's line when it ends
   job->pins = pins;
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");

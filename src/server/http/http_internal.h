@@ -17,6 +17,7 @@
 #include "server/api/cache_explain.h"
 #include "server/api/context.h"
 #include "server/api/generation.h"
+#include "server/http/request_log.h"
 #include "server/http/server.h"
 
 namespace preface::server {
@@ -43,6 +44,8 @@ class InFlight {
   std::unique_ptr<Slot> acquire(int32_t limit);
   // Refuses new slots and cancels every registered stream.
   void close();
+  // Refuses new slots; the registered streams go on (a drain).
+  void refuse_new();
   bool closing() const;
   int32_t size() const;
 
@@ -58,6 +61,10 @@ struct HttpState {
   Metrics metrics;
   InFlight in_flight;
   std::atomic<ServerContext*> ctx{nullptr};  // set once by attach(); owned by Server::Impl
+
+  // Writes one request-log line (server/http/request_log.h) to options.log_sink, else stderr, when
+  // options.log_requests.
+  void log(const std::string& line) const;
 };
 
 // Writes an error in the path's API shape. 503s get Retry-After.

@@ -97,7 +97,9 @@ void health(HttpState& state, const httplib::Request&, httplib::Response& res) {
   }
 }
 
-void metrics(HttpState& state, const httplib::Request&, httplib::Response& res) {
+// Aggregate series for anyone; per-tenant series only for the metrics or admin key. Reads the counters the engine
+// publishes after each step (never its pool or its step lock, unless --debug-invariants).
+void metrics(HttpState& state, const httplib::Request& req, httplib::Response& res) {
   const ServerContext* ctx = state.ctx.load();
   engine::EngineCounters counters;
   std::optional<bool> invariants_ok;
@@ -105,8 +107,10 @@ void metrics(HttpState& state, const httplib::Request&, httplib::Response& res) 
     if (state.options.debug_invariants) invariants_ok = Metrics::check_kv_invariants(ctx->engine);
     counters = ctx->engine.counters();
   }
-  res.set_content(state.metrics.render(ctx != nullptr ? &counters : nullptr, state.in_flight.size(), invariants_ok),
-                  "text/plain; version=0.0.4; charset=utf-8");
+  std::string out = state.metrics.render(ctx != nullptr ? &counters : nullptr, state.in_flight.size(), invariants_ok);
+  if (ctx != nullptr) state.metrics.render_vllm(out, counters, ctx->model_id);
+  if (may_read_tenant_metrics(state.options, presented_key(req))) state.metrics.render_tenants(out);
+  res.set_content(out, "text/plain; version=0.0.4; charset=utf-8");
 }
 
 void models(HttpState&, ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
@@ -224,7 +228,7 @@ void register_routes(httplib::Server& http, HttpState& state) {
       const bool admin = route.handler == purge_cache;  // the admin key, not a tenant key
       h = [&state, fn = route.handler, admin](const httplib::Request& req, httplib::Response& res) {
         try {
-          if (!admin) (void)authenticate(state.options, req);
+          if (!admin) current_request().tenant = authenticate(state.options, req);
           ServerContext* ctx = state.ctx.load();
           if (ctx == nullptr) throw ApiError(503, "the model is loading");
           fn(state, *ctx, req, res);

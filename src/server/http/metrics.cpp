@@ -32,6 +32,20 @@ void sample(std::string& out, const std::string& name, double value, const std::
   out.append(" ").append(fmt(value)).append("\n");
 }
 
+// A label value with Prometheus's escapes (backslash, double quote, newline).
+std::string label_value(const std::string& v) {
+  std::string out;
+  for (const char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
 void single(std::string& out, const std::string& name, const char* type, const char* help, double value) {
   header(out, name, type, help);
   sample(out, name, value);
@@ -50,15 +64,16 @@ void Histogram::observe(double value) {
   count_++;
 }
 
-void Histogram::render(const std::string& name, std::string& out) const {
+void Histogram::render(const std::string& name, std::string& out, const std::string& labels) const {
+  const std::string more = labels.empty() ? "" : "," + labels;
   uint64_t cumulative = 0;
   for (size_t i = 0; i < bounds_.size(); ++i) {
     cumulative += counts_[i];
-    sample(out, name + "_bucket", static_cast<double>(cumulative), "le=\"" + fmt(bounds_[i]) + "\"");
+    sample(out, name + "_bucket", static_cast<double>(cumulative), "le=\"" + fmt(bounds_[i]) + "\"" + more);
   }
-  sample(out, name + "_bucket", static_cast<double>(count_), "le=\"+Inf\"");
-  sample(out, name + "_sum", sum_);
-  sample(out, name + "_count", static_cast<double>(count_));
+  sample(out, name + "_bucket", static_cast<double>(count_), "le=\"+Inf\"" + more);
+  sample(out, name + "_sum", sum_, labels);
+  sample(out, name + "_count", static_cast<double>(count_), labels);
 }
 
 Metrics::Metrics()
@@ -83,6 +98,94 @@ void Metrics::on_generation(const GenerationSummary& s) {
   for (const float gap : s.inter_token_s) inter_token_s_.observe(gap);
   e2e_s_.observe(s.stats.total_ms / 1e3);
   queue_s_.observe(s.stats.queue_ms / 1e3);
+}
+
+void Metrics::on_tenant_generation(const std::string& tenant, const GenerationSummary& s) {
+  if (tenant.empty()) return;
+  std::lock_guard lock(mu_);
+  TenantTotals& t = tenants_[tenant];
+  t.n_generations++;
+  t.n_prompt_tokens += static_cast<uint64_t>(s.stats.n_prompt_tokens);
+  t.n_cached_tokens += static_cast<uint64_t>(s.stats.n_cached_tokens);
+  t.n_completion_tokens += static_cast<uint64_t>(s.n_completion_tokens);
+}
+
+void Metrics::render_tenants(std::string& out) const {
+  struct Series {
+    const char* name;
+    const char* help;
+    uint64_t TenantTotals::*field;
+  };
+  static constexpr Series kSeries[] = {
+      {"preface_tenant_generations_total", "Generations served, per tenant.", &TenantTotals::n_generations},
+      {"preface_tenant_prompt_tokens_total", "Prompt tokens of served generations, per tenant.",
+       &TenantTotals::n_prompt_tokens},
+      {"preface_tenant_prompt_tokens_cached_total", "Prompt tokens read from the prefix cache, per tenant.",
+       &TenantTotals::n_cached_tokens},
+      {"preface_tenant_completion_tokens_total", "Completion tokens reported to clients, per tenant.",
+       &TenantTotals::n_completion_tokens},
+  };
+  std::lock_guard lock(mu_);
+  for (const Series& k : kSeries) {
+    header(out, k.name, "counter", k.help);
+    for (const auto& [tenant, t] : tenants_) {
+      sample(out, k.name, static_cast<double>(t.*k.field), "tenant=\"" + label_value(tenant) + "\"");
+    }
+  }
+}
+
+void Metrics::render_vllm(std::string& out, const engine::EngineCounters& c, const std::string& model_name) const {
+  const std::string label = "model_name=\"" + label_value(model_name) + "\"";
+  header(out, "preface_model_info", "gauge", "1, labelled with the served model's name.");
+  sample(out, "preface_model_info", 1, label);
+  struct Scalar {
+    const char* name;
+    const char* type;
+    const char* help;
+    double value;
+  };
+  const Scalar scalars[] = {
+      {"vllm:num_requests_running", "gauge", "Requests running in the engine (alias of preface_requests_running).",
+       static_cast<double>(c.n_running)},
+      {"vllm:num_requests_waiting", "gauge", "Requests queued in the engine (alias of preface_requests_waiting).",
+       static_cast<double>(c.n_waiting)},
+      {"vllm:kv_cache_usage_perc", "gauge", "Fraction of KV blocks held by requests, 0..1 (preface_kv_usage_ratio).",
+       c.n_blocks_total > 0 ? static_cast<double>(c.n_blocks_in_use) / c.n_blocks_total : 0.0},
+      {"vllm:prefix_cache_queries_total", "counter", "Prompt tokens offered to prefix-cache lookups.",
+       static_cast<double>(c.prefix.n_query_tokens)},
+      {"vllm:prefix_cache_hits_total", "counter", "Prompt tokens served from the prefix cache.",
+       static_cast<double>(c.prefix.n_hit_tokens + c.prefix.n_partial_hit_tokens)},
+      {"vllm:prompt_tokens_total", "counter", "Prompt tokens admitted by the engine.",
+       static_cast<double>(c.n_prompt_tokens)},
+      {"vllm:generation_tokens_total", "counter", "Tokens sampled by the engine.",
+       static_cast<double>(c.n_generated_tokens)},
+      {"vllm:num_preemptions_total", "counter", "Running requests preempted for lack of KV blocks.",
+       static_cast<double>(c.n_preemptions)},
+  };
+  for (const Scalar& k : scalars) {
+    header(out, k.name, k.type, k.help);
+    sample(out, k.name, k.value, label);
+  }
+  std::lock_guard lock(mu_);
+  header(out, "vllm:request_success_total", "counter", "Generations served, by how they ended.");
+  for (const auto& [reason, n] : finish_reasons_) {
+    sample(out, "vllm:request_success_total", static_cast<double>(n), "finished_reason=\"" + reason + "\"," + label);
+  }
+  struct Hist {
+    const char* name;
+    const char* help;
+    const Histogram Metrics::*histogram;
+  };
+  static constexpr Hist kHistograms[] = {
+      {"vllm:time_to_first_token_seconds", "Time from submission to the first token.", &Metrics::ttft_s_},
+      {"vllm:e2e_request_latency_seconds", "Time from submission to the end of generation.", &Metrics::e2e_s_},
+      {"vllm:inter_token_latency_seconds", "Time between consecutive tokens of a request.", &Metrics::inter_token_s_},
+      {"vllm:request_queue_time_seconds", "Time from submission to first scheduling.", &Metrics::queue_s_},
+  };
+  for (const Hist& h : kHistograms) {
+    header(out, h.name, "histogram", h.help);
+    (this->*h.histogram).render(h.name, out, label);
+  }
 }
 
 bool Metrics::check_kv_invariants(const engine::Engine& engine) {

@@ -20,8 +20,8 @@ class Histogram {
  public:
   explicit Histogram(std::vector<double> upper_bounds);
   void observe(double value);
-  // Appends the _bucket, _sum and _count lines of `name`.
-  void render(const std::string& name, std::string& out) const;
+  // Appends the _bucket, _sum and _count lines of `name`; `labels` (e.g. `model_name="m"`) go on each line.
+  void render(const std::string& name, std::string& out, const std::string& labels = {}) const;
 
  private:
   std::vector<double> bounds_;   // [n] ascending upper bounds; +Inf is implicit
@@ -43,6 +43,18 @@ class Metrics {
   std::string render(const engine::EngineCounters* counters, int32_t n_in_flight,
                      std::optional<bool> kv_invariants_ok = std::nullopt) const;
 
+  // One generation of `tenant` that ran to its end, for the per-tenant series.
+  void on_tenant_generation(const std::string& tenant, const GenerationSummary& summary);
+  // Appends the per-tenant series (preface_tenant_*{tenant="..."}): only for scrapes with the metrics key.
+  void render_tenants(std::string& out) const;
+  // Appends preface_model_info{model_name} 1 and vLLM's names for the same figures, labelled model_name (its Grafana dashboard then works
+  // unchanged): vllm:num_requests_running / _waiting, vllm:kv_cache_usage_perc (0..1),
+  // vllm:prefix_cache_queries_total / _hits_total (tokens), vllm:prompt_tokens_total,
+  // vllm:generation_tokens_total, vllm:num_preemptions_total, vllm:request_success_total{finished_reason},
+  // and the histograms vllm:time_to_first_token_seconds, vllm:e2e_request_latency_seconds,
+  // vllm:inter_token_latency_seconds, vllm:request_queue_time_seconds.
+  void render_vllm(std::string& out, const engine::EngineCounters& counters, const std::string& model_name) const;
+
   // Runs engine.check_invariants() (block pool ref counts, free queue, hash map; scheduler block tables), which
   // takes the engine's step lock so it never sees a step half done: true when they hold. A failure is also
   // written to stderr with the reason. Costs O(blocks + block-table entries) and delays the engine by that much.
@@ -55,6 +67,11 @@ class Metrics {
   uint64_t n_completion_tokens_ = 0;
   uint64_t n_cached_tokens_ = 0, n_written_tokens_ = 0;
   std::map<std::string, uint64_t> finish_reasons_;
+  struct TenantTotals {
+    uint64_t n_generations = 0, n_prompt_tokens = 0, n_cached_tokens = 0, n_completion_tokens = 0;
+  };
+  // Tenants come from the configured keys (bounded by the configuration); "" (keys off) is not listed.
+  std::map<std::string, TenantTotals> tenants_;
   Histogram ttft_s_, inter_token_s_, e2e_s_, queue_s_;
 };
 

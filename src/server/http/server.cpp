@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <thread>
@@ -13,6 +14,7 @@
 
 #include "server/http/connection_gate.h"
 #include "server/http/http_internal.h"
+#include "server/http/http_listener.h"
 
 namespace preface::server {
 
@@ -20,18 +22,43 @@ namespace {
 
 constexpr int kListenBacklog = 1024;  // pending connections (the kernel caps it at net.core.somaxconn)
 
-// httplib 0.11 listens with a backlog of 5, so a burst of connections (16 clients at once) overflows the accept
-// queue and the kernel resets some of them. Linux lets listen() be called again to enlarge the backlog.
-class HttpListener : public httplib::Server {
- public:
-  bool widen_backlog(int n_backlog) { return ::listen(svr_sock_, n_backlog) == 0; }
-};
+// GET routes that answer on every connection, over --max-connections too: health checks and scrapes must see a
+// server that is busy refusing connections.
+bool is_reserved(const httplib::Request& req) {
+  return req.method == "GET" && (req.path == "/health" || req.path == "/v1/health" || req.path == "/metrics");
+}
+
+size_t http_threads(const ServerOptions& o) {
+  return static_cast<size_t>(o.n_http_threads > 0 ? o.n_http_threads : o.limits.max_in_flight + 8);
+}
+
+ListenerConfig listener_config(const ServerOptions& o) {
+  ListenerConfig c;
+  c.header_timeout_s = o.header_timeout_s;
+  c.read_timeout_s = o.read_timeout_s;
+  c.write_timeout_s = o.write_timeout_s;
+  c.keep_alive_timeout_s = o.keep_alive_timeout_s;
+  c.max_per_client = o.max_connections_per_client > 0 ? o.max_connections_per_client
+                                                       : std::max<int32_t>(static_cast<int32_t>(http_threads(o) / 2), 1);
+  c.retry_after_s = o.limits.retry_after_s;
+  return c;
+}
 
 }  // namespace
+
+void HttpState::log(const std::string& line) const {
+  if (!options.log_requests) return;
+  if (options.log_sink) {
+    options.log_sink(line);
+  } else {
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
+}
 
 static_assert(kMaxHeaderLineBytes == CPPHTTPLIB_HEADER_MAX_LENGTH, "the header limit stated in server.h is httplib's");
 
 struct Server::Impl {
+  explicit Impl(ServerOptions o) : http(listener_config(o)) { state.options = std::move(o); }
   HttpState state;
   HttpListener http;
   // The task queue of the running listen loop (owned by httplib, alive while its threads run); only dereferenced
@@ -50,8 +77,12 @@ void install_error_paths(httplib::Server& http, HttpState& state, std::atomic<Co
   // Connections over --max-connections are processed on the gate's refuser threads: refuse their requests before
   // any route runs (and before a body is read).
   http.set_pre_routing_handler([&state, &gate](const httplib::Request& req, httplib::Response& res) {
+    adopt_request_id(req.get_header_value("X-Request-Id"));
+    res.set_header("X-Request-Id", current_request().id);
     const ConnectionGate* g = gate.load(std::memory_order_acquire);
     if (g == nullptr || !g->is_refuser_thread()) return HR::Unhandled;
+    res.set_header("Connection", "close");
+    if (is_reserved(req)) return HR::Unhandled;
     res.set_header("Connection", "close");
     send_error(state, req, res,
                ApiError(503, "the server has too many open connections (limit " +
@@ -96,15 +127,16 @@ void install_error_paths(httplib::Server& http, HttpState& state, std::atomic<Co
   });
   http.set_logger([&state](const httplib::Request& req, const httplib::Response& res) {
     state.metrics.on_response(find_route(req.path) != nullptr ? req.path : "other", res.status);
+    const RequestRecord& r = current_request();
+    if (!r.deferred) state.log(request_log_line(r, req.method, req.path, res.status, req.remote_addr, ""));
   });
 }
 
 }  // namespace
 
-Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>()) {
-  impl_->state.options = std::move(options);
+Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
   const ServerOptions& o = impl_->state.options;
-  const auto n_threads = static_cast<size_t>(o.n_http_threads > 0 ? o.n_http_threads : o.limits.max_in_flight + 8);
+  const size_t n_threads = http_threads(o);
   const int32_t max_connections = std::max<int32_t>(o.max_connections, 1);
   impl_->http.new_task_queue = [impl = impl_.get(), n_threads, max_connections] {
     auto* gate = new ConnectionGate(static_cast<int32_t>(n_threads), max_connections);
@@ -112,10 +144,21 @@ Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>()) {
     return gate;
   };
   impl_->http.set_payload_max_length(o.limits.max_body_bytes);
-  impl_->http.set_read_timeout(o.read_timeout_s, 0);
-  impl_->http.set_write_timeout(o.write_timeout_s, 0);
-  impl_->http.set_keep_alive_timeout(o.keep_alive_timeout_s);
   impl_->http.set_tcp_nodelay(true);
+  impl_->http.on_overflow_thread = [impl = impl_.get()] {
+    const ConnectionGate* g = impl->gate.load(std::memory_order_acquire);
+    return g != nullptr && g->is_refuser_thread();
+  };
+  impl_->http.on_request_start = [](std::chrono::steady_clock::time_point t) { begin_request(t); };
+  impl_->http.on_refused = [state = &impl_->state](const RefusedConnection& r) {
+    state->metrics.on_response("other", r.status);
+    RequestRecord rec;
+    rec.reason = r.reason;
+    rec.start = std::chrono::steady_clock::now() -
+                std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                    std::chrono::duration<double, std::milli>(r.latency_ms));
+    state->log(request_log_line(rec, "", "", r.status, r.client, ""));
+  };
   // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a second server on the same port starts
   // without error and the kernel splits the connections between the two processes.
   impl_->http.set_socket_options([](socket_t sock) {
@@ -166,12 +209,23 @@ void Server::attach(engine::Engine& engine, const Tokenizer& tokenizer, const Mo
   impl_->state.ctx.store(impl_->ctx.get());
 }
 
-void Server::stop() {
-  if (impl_->stopped) return;
+void Server::stop() { (void)drain(std::chrono::milliseconds(0)); }
+
+int32_t Server::drain(std::chrono::milliseconds grace) {
+  if (impl_->stopped) return 0;
   impl_->stopped = true;
-  impl_->state.in_flight.close();
-  impl_->http.stop();
+  InFlight& in_flight = impl_->state.in_flight;
+  in_flight.refuse_new();
+  impl_->http.begin_drain();
+  impl_->http.stop();  // closes the listening socket; the listen thread then waits for the connection threads
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  while (in_flight.size() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const int32_t n_cancelled = in_flight.size();
+  in_flight.close();  // streams end with their final (error) event
   if (impl_->thread.joinable()) impl_->thread.join();
+  return n_cancelled;
 }
 
 int Server::port() const { return impl_->port; }

@@ -20,12 +20,20 @@
 // or waiting for an HTTP thread): each request on an extra connection gets 503 + Retry-After + Connection: close
 // from a small refuser pool, without reading its body (server/connection_gate.h).
 //
-// Lifecycle: bind() -> start() (serves /health 503) -> attach(engine, ...) -> ... -> stop(). A streaming client
-// that disconnects has its request cancelled (its KV blocks are freed at the engine's next step). stop() stops
-// accepting, cancels every in-flight generation and waits for the handlers; the engine must keep running until
-// stop() returns. Non-streaming requests whose client goes away run to their end (bounded by max_tokens).
+// Slow clients (server/http/http_listener.h): each request must arrive whole within header_timeout_s of its first
+// byte (else 408); at most max_connections_per_client connections of one address are processed at once (more
+// get 429 before their request is read). GET /health, /v1/health and /metrics are reserved: they answer even on
+// a connection over max_connections.
+//
+// Lifecycle: bind() -> start() (serves /health 503) -> attach(engine, ...) -> ... -> drain() / stop(). A client
+// that disconnects has its request cancelled (its KV blocks are freed at the engine's next step); one that only
+// shut down its sending side still gets its answer. drain(grace) stops accepting, lets in-flight generations
+// finish for up to `grace`, then cancels the rest (streams end with an error event) and waits for the handlers;
+// stop() is drain(0). The engine must keep running until they return.
 #pragma once
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -52,13 +60,20 @@ struct ServerOptions {
   int32_t read_timeout_s = 30;       // reading a request
   int32_t write_timeout_s = 30;      // one write to a client that does not read
   int32_t keep_alive_timeout_s = 5;  // an idle keep-alive connection
-  bool log_requests = true;          // one line per generation request on stderr
+  int32_t header_timeout_s = 20;     // a whole request (line, headers, body) from its first byte; more: 408
+  // Connections of one client address processed at once; more get 429 (0: half the HTTP threads, at least 1).
+  int32_t max_connections_per_client = 0;
+  bool log_requests = true;          // one line per HTTP request (server/http/request_log.h)
+  std::function<void(const std::string&)> log_sink;  // where those lines go (empty: stderr)
   // --debug-invariants: each /metrics scrape also walks the KV pool's and scheduler's invariants under the
   // engine's step lock (the preface_kv_invariants_ok gauge). Off: /metrics reads counters only.
   bool debug_invariants = false;
   // Tenancy (server/auth.h): API key -> tenant name. Empty: no authentication, one shared tenant.
   std::unordered_map<std::string, std::string> api_keys;
   std::string admin_key;             // may call DELETE /v1/cache ("" = nobody)
+  // /metrics shows per-tenant series only to a scrape presenting this key (or the admin key); aggregate series
+  // are open. "" = per-tenant series only with the admin key.
+  std::string metrics_key;
   // --strict-model-names: a `model` that is not one of the model's names gets 404 model_not_found. Off (the
   // default, as llama.cpp's server): a single-model server answers any `model` with its one model and reports
   // the served name.
@@ -89,6 +104,9 @@ class Server {
   void attach(engine::Engine& engine, const Tokenizer& tokenizer, const ModelIdentity& identity);
   // Stops accepting, cancels in-flight generations, waits for handlers. Idempotent.
   void stop();
+  // Stops accepting (new requests on open connections get 503), waits up to `grace` for in-flight generations
+  // to finish, cancels the rest, waits for handlers. Returns the number cancelled. Idempotent (later calls: 0).
+  int32_t drain(std::chrono::milliseconds grace);
 
   int port() const;
   int32_t n_in_flight() const;
