@@ -136,6 +136,26 @@ class ServeProcess {
   ServeProcess(const ServeProcess&) = delete;
   ServeProcess& operator=(const ServeProcess&) = delete;
 
+  // Sends `sig` and reaps the child: its exit status, or -1 when it did not exit normally or not within
+  // `timeout` (it is then killed).
+  int signal_and_wait(int sig, std::chrono::seconds timeout) {
+    if (pid_ <= 0) return -1;
+    ::kill(pid_, sig);
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    int status = 0;
+    while (::waitpid(pid_, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > until) {
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, &status, 0);
+        pid_ = -1;
+        return -1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
   // "http://127.0.0.1:PORT", or "" when the server did not become ready in time (60 s after listening).
   const std::string& url() const { return url_; }
   // Everything the server wrote so far (stdout and stderr interleaved).

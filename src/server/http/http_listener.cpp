@@ -175,6 +175,11 @@ void answer_and_close(int fd, int status, const char* phrase, const std::string&
 
 bool HttpListener::widen_backlog(int n_backlog) { return ::listen(svr_sock_, n_backlog) == 0; }
 
+void HttpListener::stop_accepting() {
+  const socket_t s = svr_sock_;
+  if (s != INVALID_SOCKET) ::shutdown(s, SHUT_RDWR);  // a blocked accept() returns EINVAL
+}
+
 int32_t HttpListener::n_connections_of(const std::string& client) const {
   std::lock_guard lock(mu_);
   const auto it = per_client_.find(client);
@@ -212,7 +217,7 @@ bool HttpListener::process_and_close_socket(socket_t sock) {
     for (size_t count = overflow ? 1 : keep_alive_max_count_; count > 0; --count) {
       // Wait for the next request in short slices, so that a drain or a stop ends an idle connection at once.
       const auto idle_until = Clock::now() + std::chrono::seconds(config_.keep_alive_timeout_s);
-      int ready = 0;
+      int ready = wait_for(sock, POLLIN, 0);  // a request already here is served, even while draining
       while (ready == 0 && !draining_.load() && svr_sock_ != INVALID_SOCKET && Clock::now() < idle_until) {
         ready = wait_for(sock, POLLIN, std::min(100, ms_until(idle_until)));
       }

@@ -59,6 +59,10 @@ class HttpListener : public httplib::Server {
   bool widen_backlog(int n_backlog);
   // From now on every connection closes after the request it is serving (idle ones at once).
   void begin_drain() { draining_.store(true); }
+  // Stops accepting without stopping the server: the listening socket is shut down, so httplib's accept loop
+  // ends and its task queue then waits for the connections being served. (httplib's stop() would also cut
+  // every chunked response short: its writers stop once the listening socket is closed.)
+  void stop_accepting();
   // Connections of `client` being processed now.
   int32_t n_connections_of(const std::string& client) const;
 

@@ -217,7 +217,7 @@ int32_t Server::drain(std::chrono::milliseconds grace) {
   InFlight& in_flight = impl_->state.in_flight;
   in_flight.refuse_new();
   impl_->http.begin_drain();
-  impl_->http.stop();  // closes the listening socket; the listen thread then waits for the connection threads
+  impl_->http.stop_accepting();  // the listen thread ends its accept loop, then waits for the connections
   const auto deadline = std::chrono::steady_clock::now() + grace;
   while (in_flight.size() > 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
