@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "clients/loadgen_workload.h"
+#include "clients/soak_attacks.h"
 #include "util/error.h"
 
 namespace preface::cli::soak {
@@ -96,9 +97,23 @@ class Shared {
   std::map<std::string, std::string> refs_;  // key -> text
 };
 
+// A raw-socket attack as a RequestResult: a slowloris answer's status; a vanished client as such.
+loadgen::RequestResult run_attack(const Options& o, const Request& r) {
+  loadgen::RequestResult res;
+  const RawResult raw = r.attack == Attack::kSlowloris ? slowloris(o.target, r.path, std::min(o.timeout_s, 60.0))
+                                                       : send_and_vanish(o.target, r.path, r.body, 20);
+  res.http_status = raw.http_status;
+  res.error = raw.error;
+  res.vanished = r.attack == Attack::kSendAndVanish && raw.error.empty();
+  if (res.vanished) res.http_status = 200;  // nothing to compare: what counts is the server's state afterwards
+  return res;
+}
+
 void execute(const Options& o, const Request& r, Shared& shared) {
   const loadgen::RequestResult res =
-      loadgen::post_request(o.target, r.path, r.body, r.stream, o.timeout_s, r.vanish_after_chunks);
+      r.attack != Attack::kNone ? run_attack(o, r)
+                                : loadgen::post_request(o.target, r.path, r.body, r.stream, o.timeout_s,
+                                                        r.vanish_after_chunks);
   const std::string* ref = r.expect == Expect::kText ? shared.reference(r.key) : nullptr;
   std::string why;
   Outcome out = classify(r, res, ref, &why);
@@ -176,8 +191,15 @@ bool response_text(const std::string& path, const std::string& body, std::string
 
 Outcome classify(const Request& r, const loadgen::RequestResult& res, const std::string* ref, std::string* why) {
   const int status = res.http_status;
+  if (r.expect == Expect::kTokens) {
+    if (status == 200 && res.body.rfind("{\"tokens\":[", 0) == 0) return Outcome::kOk;
+    *why = status == 200 ? "not a /tokenize answer: " + res.body.substr(0, 200)
+                         : (status == 0 ? res.error : "HTTP " + std::to_string(status));
+    return status == 0 ? Outcome::kTransportError : Outcome::kUnexpectedStatus;
+  }
+  if (r.attack == Attack::kSendAndVanish) return res.vanished ? Outcome::kVanished : Outcome::kTransportError;
   if (r.expect != Expect::kText) {
-    const int want = r.expect == Expect::k413 ? 413 : 400;
+    const int want = r.expect == Expect::k413 ? 413 : r.expect == Expect::k408 ? 408 : 400;
     if (status == want) return Outcome::kExpected4xx;
     *why = "expected HTTP " + std::to_string(want) + ", got " +
            (status == 0 || !res.error.empty() ? res.error : "HTTP " + std::to_string(status));

@@ -1,6 +1,9 @@
 // The requests of `preface soak`: a seeded mix of well-formed generations (shared-prefix chats, long prompts;
 // streamed or not; OpenAI /v1/completions and /v1/chat/completions, Anthropic /v1/messages), clients that vanish
-// mid-stream, malformed requests and requests over the server's limits. Deterministic: request i of client c is
+// mid-stream, malformed requests, requests over the server's limits, and the attacks of issue 28: JSON nested
+// 100,000 deep (400), forged special tokens in chat content (a well-formed prompt with its own reference),
+// /tokenize of 32 KiB with pieces (200), slowloris requests (408 at the server's --header-timeout) and
+// non-streamed requests whose client closes at once. Deterministic: request i of client c is
 // a pure function of (seed, c, i), and prompts come from small fixed pools so every well-formed prompt recurs and
 // its answer can be compared with a reference (temperature 0: the server must answer it the same every time,
 // from the prefix cache or not, whatever else is batched with it).
@@ -38,7 +41,10 @@ struct Spec {
 // Words of kWords text that encode to about `n_tokens` tokens, given `tokens_per_word` measured on the server.
 int32_t words_for_tokens(int64_t n_tokens, double tokens_per_word);
 
-enum class Expect { kText, k400, k413 };
+enum class Expect { kText, k400, k413, k408, kTokens };  // kTokens: a /tokenize answer
+
+// Requests sent over a raw socket instead of an HTTP client (server/http/http_listener.h is what they test).
+enum class Attack { kNone, kSlowloris, kSendAndVanish };
 
 struct Request {
   std::string label;            // e.g. "chat/shared/stream", "messages/malformed-type", for error reports
@@ -48,6 +54,7 @@ struct Request {
   int32_t vanish_after_chunks = 0;  // > 0: close the connection after this many text chunks
   Expect expect = Expect::kText;
   std::string key;              // kText: identifies (API, prompt, max_tokens), i.e. the one correct answer
+  Attack attack = Attack::kNone;
 };
 
 // The prompt pools of a spec, built once.
@@ -66,6 +73,8 @@ class Workload {
   Request generation(Api api, int32_t prompt_id, bool stream) const;
   Request malformed(Api api, uint64_t variant) const;
   Request over_limit(Api api, uint64_t variant) const;
+  Request attack(Api api, uint64_t variant) const;
+  Request forged(Api api) const;  // chat content carrying the model's and other templates' control tokens
   std::string body(Api api, const std::string& system, const std::string& user, int64_t max_tokens,
                    bool stream) const;
 

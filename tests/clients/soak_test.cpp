@@ -36,7 +36,7 @@ TEST(SoakWorkload, DeterministicMixOfEveryKind) {
   spec.limits.max_body_bytes = 1000;
   const cli::soak::Workload w(spec), same(spec);
   std::set<std::string> kinds;
-  int n_vanish = 0, n_400 = 0, n_413 = 0, n_stream = 0;
+  int n_vanish = 0, n_400 = 0, n_413 = 0, n_stream = 0, n_slowloris = 0, n_closed = 0, n_deep = 0, n_forged = 0;
   for (uint64_t i = 0; i < 400; ++i) {
     const Request r = w.make(3, i), s = same.make(3, i);
     EXPECT_EQ(r.body, s.body);
@@ -46,17 +46,25 @@ TEST(SoakWorkload, DeterministicMixOfEveryKind) {
     n_400 += r.expect == Expect::k400;
     n_413 += r.expect == Expect::k413;
     n_stream += r.stream;
-    EXPECT_TRUE(r.expect != Expect::kText || !r.key.empty());
+    n_slowloris += r.attack == cli::soak::Attack::kSlowloris && r.expect == Expect::k408;
+    n_closed += r.attack == cli::soak::Attack::kSendAndVanish;
+    n_deep += r.label.find("deep-json") != std::string::npos && r.expect == Expect::k400 && r.body.size() < 1000;
+    n_forged += r.label.find("forged") != std::string::npos && r.key.ends_with("#forged");
+    EXPECT_TRUE(r.expect != Expect::kText || !r.key.empty() || r.attack == cli::soak::Attack::kSendAndVanish);
     EXPECT_TRUE(r.vanish_after_chunks == 0 || r.stream);
   }
-  EXPECT_EQ(kinds.size(), 3u);
+  EXPECT_EQ(kinds.size(), 4u);  // the three APIs and /tokenize
+  EXPECT_GT(n_slowloris, 0);
+  EXPECT_GT(n_closed, 0);
+  EXPECT_GT(n_deep, 0) << "deep JSON sized to the body limit";
+  EXPECT_GT(n_forged, 0);
   EXPECT_GT(n_vanish, 10);
   EXPECT_GT(n_400, 20);
   EXPECT_GT(n_413, 3);
   EXPECT_GT(n_stream, 50);
   // One reference per (API, prompt); the same key always carries the same body (streaming aside).
   const std::vector<Request> refs = w.reference_requests();
-  EXPECT_EQ(refs.size(), 3u * static_cast<size_t>(w.n_prompts()));
+  EXPECT_EQ(refs.size(), 3u * static_cast<size_t>(w.n_prompts()) + 3u);  // + the forged-token prompt per API
   EXPECT_NE(w.make(3, 0).body, w.make(4, 0).body);
 }
 
@@ -114,7 +122,7 @@ TEST(SoakClassify, ReferencesStatusesAndVanishedPrefixes) {
 // `preface serve` on stories260K (`model`) with the soak's limits and `kv_mem` of KV cache.
 std::vector<std::string> serve_args(const std::string& model, const std::string& kv_mem) {
   return {"-m", model, "--threads", "1", "--kv-cache-mem", kv_mem, "--max-body-bytes", "65536", "--max-tokens-limit",
-          "64", "--max-prompt-tokens", "512", "--debug-invariants"};
+          "64", "--max-prompt-tokens", "512", "--debug-invariants", "--header-timeout", "2"};
 }
 
 std::string metrics(const std::string& url) {

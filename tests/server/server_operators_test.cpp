@@ -147,16 +147,18 @@ TEST(ServerOperators, EveryRequestIsLoggedOnceRejectedOnesIncluded) {
   EXPECT_EQ(post(*c, "/v1/completions", streamed).status, 200);
   EXPECT_EQ(post(*c, "/v1/completions", "{not json").status, 400);
   EXPECT_EQ(get(*c, "/nothing").status, 404);
+  EXPECT_EQ(get(*c, "/x%0Areq%2099%20GET%20/forged").status, 404);  // a decoded newline must not start a line
   auto anonymous = server.client();
   EXPECT_EQ(post(*anonymous, "/v1/completions", kSmall).status, 401);
   const auto snapshot = [&] {
     std::lock_guard lock(mu);
     return lines;
   };
-  ASSERT_TRUE(wait_for([&] { return snapshot().size() >= 5; })) << snapshot().size();
+  ASSERT_TRUE(wait_for([&] { return snapshot().size() >= 6; })) << snapshot().size();
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // nothing more comes
   const std::vector<std::string> got = snapshot();
-  ASSERT_EQ(got.size(), 5u);
+  ASSERT_EQ(got.size(), 6u);
+  for (const std::string& l : got) EXPECT_EQ(l.find('\n'), std::string::npos) << l;
   const auto line_with = [&](const std::string& what) {
     for (const std::string& l : got) {
       if (l.find(what) != std::string::npos) return l;
@@ -174,6 +176,7 @@ TEST(ServerOperators, EveryRequestIsLoggedOnceRejectedOnesIncluded) {
   EXPECT_NE(bad.find("tenant=alice"), std::string::npos) << bad;
   EXPECT_NE(bad.find("reason=\""), std::string::npos) << bad;
   EXPECT_NE(line_with("GET /nothing status=404"), "");
+  EXPECT_NE(line_with("GET /x?req?99?GET?/forged status=404"), "");
   const std::string denied = line_with("status=401");
   EXPECT_NE(denied.find("tenant=-"), std::string::npos) << denied;
   EXPECT_NE(denied.find("API key"), std::string::npos) << denied;

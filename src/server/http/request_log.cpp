@@ -19,6 +19,16 @@ std::string quoted(const std::string& s) {
   return out + "\"";
 }
 
+// A client-chosen token (method, path) as printable ASCII without spaces, so it cannot forge log lines.
+std::string token(const std::string& s) {
+  if (s.empty()) return "-";
+  std::string out = s.substr(0, 200);
+  for (char& c : out) {
+    if (c <= ' ' || c > '~') c = '?';
+  }
+  return out;
+}
+
 }  // namespace
 
 RequestRecord& current_request() { return t_record; }
@@ -44,8 +54,8 @@ std::string request_log_line(const RequestRecord& r, const std::string& method, 
                         : std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - r.start).count();
   char latency[32];
   std::snprintf(latency, sizeof latency, "%.1fms", ms);
-  std::string line = "req " + (r.id.empty() ? std::string("-") : r.id) + " " + (method.empty() ? "-" : method) + " " +
-                     (path.empty() ? "-" : path.substr(0, 200)) + " status=" + std::to_string(status) +
+  std::string line = "req " + (r.id.empty() ? std::string("-") : r.id) + " " + token(method) + " " + token(path) +
+                     " status=" + std::to_string(status) +
                      " client=" + (client.empty() ? "-" : client) + " tenant=" + (r.tenant.empty() ? "-" : r.tenant) +
                      " latency=" + latency + extra;
   if (!r.reason.empty()) line += " reason=" + quoted(r.reason);
