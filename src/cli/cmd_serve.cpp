@@ -61,17 +61,18 @@ sigset_t shutdown_signals() {
 
 // Waits for SIGINT/SIGTERM (blocked in every thread) on its own thread from the start, so a signal is answered at
 // any point: while the model loads it ends the process at once (nothing is served yet, nothing to drain); once
-// loading is over, wait() returns it for an orderly shutdown.
+// loading is over, wait() returns the first one for an orderly drain, and a second one ends the process at once
+// (an operator who will not wait for the drain).
 class SignalWatcher {
  public:
   explicit SignalWatcher(const sigset_t& signals) : signals_(signals), thread_([this] { run(); }) {}
   ~SignalWatcher() {
     {
       std::lock_guard lock(mu_);
-      if (sig_ == 0) leaving_ = true;
+      leaving_ = true;
     }
     if (thread_.joinable()) {
-      if (leaving_) pthread_kill(thread_.native_handle(), SIGTERM);  // wakes its sigwait
+      pthread_kill(thread_.native_handle(), SIGTERM);  // wakes its sigwait
       thread_.join();
     }
   }
@@ -87,17 +88,23 @@ class SignalWatcher {
 
  private:
   void run() {
-    int sig = 0;
-    sigwait(&signals_, &sig);
-    std::lock_guard lock(mu_);
-    if (leaving_) return;
-    if (loading_) {
-      std::fprintf(stderr, "preface: %s received while loading the model; exiting\n",
-                   sig == SIGINT ? "SIGINT" : "SIGTERM");
-      std::_Exit(128 + sig);
+    for (;;) {
+      int sig = 0;
+      sigwait(&signals_, &sig);
+      std::lock_guard lock(mu_);
+      if (leaving_) return;
+      const char* name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+      if (loading_) {
+        std::fprintf(stderr, "preface: %s received while loading the model; exiting\n", name);
+        std::_Exit(128 + sig);
+      }
+      if (sig_ != 0) {
+        std::fprintf(stderr, "preface: second %s received; exiting without finishing the drain\n", name);
+        std::_Exit(128 + sig);
+      }
+      sig_ = sig;
+      cv_.notify_all();
     }
-    sig_ = sig;
-    cv_.notify_all();
   }
 
   sigset_t signals_;

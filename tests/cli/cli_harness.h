@@ -136,6 +136,10 @@ class ServeProcess {
   ServeProcess(const ServeProcess&) = delete;
   ServeProcess& operator=(const ServeProcess&) = delete;
 
+  // Sends `sig` without waiting.
+  void signal(int sig) const {
+    if (alive()) ::kill(pid_, sig);
+  }
   // Sends `sig` and reaps the child: its exit status, or -1 when it did not exit normally or not within
   // `timeout` (it is then killed).
   int signal_and_wait(int sig, std::chrono::seconds timeout) {

@@ -1,6 +1,6 @@
 // `preface serve` on SIGTERM (issue 26 item 6): with 8 streams in flight it stops accepting, lets them finish
 // (--drain-seconds), exits 0 and reports no KV block in use; with --drain-seconds 0 the streams get a final
-// error event instead, and the exit is still 0 with no block in use.
+// error event instead, and the exit is still 0 with no block in use; a second SIGTERM ends the drain at once.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -100,6 +100,26 @@ TEST(ServeDrain, SigtermWithoutGraceCancelsWithAFinalEventAndExitsZero) {
   EXPECT_NE(log.find("KV blocks in use: 0)"), std::string::npos) << log;
   EXPECT_NE(log.find("8 requests in flight"), std::string::npos) << log;
   EXPECT_EQ(n_cancelled, kStreams) << log;
+}
+
+TEST(ServeDrain, ASecondSignalEndsTheDrainAtOnce) {
+  const auto model = shared_file("models/stories260K.gguf");
+  ASSERT_FALSE(model.empty()) << "needs ../shared/models/stories260K.gguf";
+  ServeProcess server({"-m", model.string(), "--threads", "1", "--drain-seconds", "600"}, "drain2");
+  ASSERT_FALSE(server.url().empty()) << server.log();
+  std::atomic<int> started{0};
+  auto streams = start_streams(server.url(), 1500, started);
+  for (int i = 0; i < 2000 && started.load() < kStreams; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(started.load(), kStreams);
+  server.signal(SIGTERM);
+  for (int i = 0; i < 1000 && server.log().find("draining") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(server.signal_and_wait(SIGTERM, std::chrono::seconds(30)), 128 + SIGTERM) << server.log();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_NE(server.log().find("second SIGTERM received"), std::string::npos) << server.log();
+  for (auto& f : streams) f.get();
 }
 
 }  // namespace
