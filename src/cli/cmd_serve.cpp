@@ -286,7 +286,8 @@ void register_serve(CLI::App& app) {
                   "Largest max_tokens a request may ask for; more get 400 (also caps OpenAI's default)")
       ->check(CLI::Range(1, 1 << 30))
       ->capture_default_str();
-  cmd->add_option("--read-timeout", s.read_timeout_s, "Seconds to read a request before the connection is closed")
+  cmd->add_option("--read-timeout", s.read_timeout_s, "Seconds one read of a request may wait before the connection is closed (the whole request: "
+                  "--header-timeout)")
       ->check(CLI::Range(1, 3600))
       ->capture_default_str();
   cmd->add_option("--write-timeout", s.write_timeout_s, "Seconds one write may block on a client that does not read")

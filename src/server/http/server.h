@@ -57,7 +57,7 @@ struct ServerOptions {
   int32_t n_http_threads = 0;        // 0: limits.max_in_flight + 8 (a streaming request holds a thread)
   int32_t max_connections = 128;     // connections admitted at once (>= 1); more get 503 (see above)
   ServerLimits limits;
-  int32_t read_timeout_s = 30;       // reading a request
+  int32_t read_timeout_s = 30;       // one read of a request (the whole request: header_timeout_s)
   int32_t write_timeout_s = 30;      // one write to a client that does not read
   int32_t keep_alive_timeout_s = 5;  // an idle keep-alive connection
   int32_t header_timeout_s = 20;     // a whole request (line, headers, body) from its first byte; more: 408
