@@ -112,7 +112,12 @@ Value Interpreter::get_attr(const Value& obj, const std::string& name) {
   if (obj.is_mapping()) {
     if (const Value* v = obj.as_dict().find(std::string_view(name))) return *v;
   }
-  return missing_attr(obj, name);
+  for (const auto& [key, v] : missing_attrs_) {
+    if (key.first == obj.kind() && key.second == name) return v;
+  }
+  Value undefined = missing_attr(obj, name);
+  if (missing_attrs_.size() < 64) missing_attrs_.push_back({{obj.kind(), name}, undefined});
+  return undefined;
 }
 
 Value Interpreter::get_item(const Value& obj, const Value& key) {

@@ -156,27 +156,37 @@ Flow Interpreter::exec_for(const Node& n, Str& out) {
     items = std::move(all);
   }
   const auto len = static_cast<int64_t>(items.size());
+  // One loop object per loop, updated in place each iteration (as jinja2's LoopContext): no allocation per
+  // iteration. Field order fixed: index, index0, revindex, revindex0, first, last, previtem, nextitem.
+  Value loop = Value::dict();
+  Dict& d = loop.as_dict();
+  auto current = std::make_shared<int64_t>(0);
+  const Value no_prev = Value::undefined("there is no previous item");
+  const Value no_next = Value::undefined("there is no next item");
+  for (const char* key : {"index", "index0", "revindex", "revindex0", "first", "last", "previtem", "nextitem"}) {
+    d.set(key, Value());
+  }
+  d.set("length", Value::integer(len));
+  d.set("depth", Value::integer(1));
+  d.set("depth0", Value::integer(0));
+  d.set("cycle", Value::callable("cycle", [current](Interpreter&, CallArgs& a) {
+          if (a.args.empty()) fail(ErrorKind::Type, "no items for cycling given");
+          return a.args[static_cast<size_t>(*current) % a.args.size()];
+        }));
   for (int64_t i = 0; i < len; ++i) {
     count_iteration();
-    Value loop = Value::dict();
-    Dict& d = loop.as_dict();
-    d.set("index", Value::integer(i + 1));
-    d.set("index0", Value::integer(i));
-    d.set("revindex", Value::integer(len - i));
-    d.set("revindex0", Value::integer(len - i - 1));
-    d.set("first", Value::boolean(i == 0));
-    d.set("last", Value::boolean(i == len - 1));
-    d.set("length", Value::integer(len));
-    d.set("depth", Value::integer(1));
-    d.set("depth0", Value::integer(0));
-    d.set("previtem", i > 0 ? items[i - 1] : Value::undefined("there is no previous item"));
-    d.set("nextitem", i + 1 < len ? items[i + 1] : Value::undefined("there is no next item"));
-    d.set("cycle", Value::callable("cycle", [i](Interpreter&, CallArgs& a) {
-            if (a.args.empty()) fail(ErrorKind::Type, "no items for cycling given");
-            return a.args[static_cast<size_t>(i) % a.args.size()];
-          }));
+    *current = i;
+    auto& f = d.items;
+    f[0].second = Value::integer(i + 1);
+    f[1].second = Value::integer(i);
+    f[2].second = Value::integer(len - i);
+    f[3].second = Value::integer(len - i - 1);
+    f[4].second = Value::boolean(i == 0);
+    f[5].second = Value::boolean(i == len - 1);
+    f[6].second = i > 0 ? items[static_cast<size_t>(i) - 1] : no_prev;
+    f[7].second = i + 1 < len ? items[static_cast<size_t>(i) + 1] : no_next;
     assign("loop", loop);
-    unpack(*this, n.targets, items[i]);
+    unpack(*this, n.targets, items[static_cast<size_t>(i)]);
     if (exec(n.body, out) == Flow::Break) break;
   }
   if (len == 0) return exec(n.else_body, out);

@@ -71,13 +71,16 @@ Value g_strftime_now(Interpreter& in, CallArgs& a) {
 }  // namespace
 
 Dict Interpreter::make_globals() {
-  Dict g;
-  g.set("range", Value::callable("range", g_range));
-  g.set("dict", Value::callable("dict", g_dict));
-  g.set("namespace", Value::callable("namespace", g_namespace));
-  g.set("raise_exception", Value::callable("raise_exception", g_raise_exception));
-  g.set("strftime_now", Value::callable("strftime_now", g_strftime_now));
-  return g;
+  static const Dict kGlobals = [] {
+    Dict g;
+    g.set("range", Value::callable("range", g_range));
+    g.set("dict", Value::callable("dict", g_dict));
+    g.set("namespace", Value::callable("namespace", g_namespace));
+    g.set("raise_exception", Value::callable("raise_exception", g_raise_exception));
+    g.set("strftime_now", Value::callable("strftime_now", g_strftime_now));
+    return g;
+  }();
+  return kGlobals;  // a copy: the callables are shared, immutable
 }
 
 }  // namespace preface::chat::jinja

@@ -56,6 +56,9 @@ class Interpreter {
   const RenderConfig& config_;
   std::vector<std::shared_ptr<Dict>> frames_;  // [0]: globals + vars, [1]: template top level, then loop scopes
   int64_t iterations_ = 0;
+  // Undefined values of missing attributes by (object kind, name): templates probe the same missing attribute
+  // of many values (content['type'] of every character of a string content), one hint string each is enough.
+  std::vector<std::pair<std::pair<Value::Kind, std::string>, Value>> missing_attrs_;
 
   friend struct MacroScope;
 };
