@@ -245,6 +245,32 @@ void write_all(const fs::path& root) {
     write_file(root / "chat_template" / ("chat" + std::to_string(k)), std::vector<uint8_t>(s.begin(), s.end()));
   }
 
+  // Jinja seeds: a selector byte (conversation, tokens, tools, kwargs, generation prompt), then a template
+  // written here in the style of chat templates (statements, filters, tests, methods, whitespace control).
+  const std::vector<std::string> jinja_seeds = {
+      "{% for message in messages %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{% endfor %}"
+      "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
+      "{{ bos_token }}{%- if tools %}{{ tools | tojson(indent=2) }}{% endif %}{%- for m in messages %}"
+      "{%- if m.tool_calls %}{% for c in m.tool_calls %}{{ c.function.name }}{{ c.function.arguments | tojson }}"
+      "{% endfor %}{% elif m.content is string %}{{ m.content | trim }}{% else %}{{ m.content | map(attribute='text')"
+      " | join }}{% endif %}{{ eos_token }}{% endfor %}",
+      "{%- set ns = namespace(sys='', n=0) %}{%- for m in messages if m.role != 'tool' %}{%- if loop.first and "
+      "m.role == 'system' %}{% set ns.sys = m.content %}{% continue %}{% endif %}{% set ns.n = ns.n + 1 %}"
+      "[{{ loop.index0 }}/{{ loop.length }}]{{ m.role | upper }}: {{ (m.content or '')[:20] }}{% endfor %}"
+      "{{ ns.sys.strip().split('\n') }}{{ ns.n is odd }}",
+      "{% macro render(m, sep=': ') %}{{ m['role'] ~ sep ~ (m['content'] if m['content'] is string else '') }}"
+      "{% endmacro %}{% for m in messages[::-1] %}{{ render(m) }}{% if not loop.last %}\n{% endif %}{% endfor %}"
+      "{% if enable_thinking is defined and not enable_thinking %}<think></think>{% endif %}"
+      "{{ strftime_now('%d %b %Y') }}{{ raise_exception('x') if messages|length > 99 }}",
+      "{% for m in messages %}{% if (m.role == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation"
+      " roles must alternate') }}{% endif %}{{ '[INST] ' + m.content|string + ' [/INST]' }}{% endfor %}",
+  };
+  for (size_t k = 0; k < jinja_seeds.size(); ++k) {
+    std::string s(1, static_cast<char>(k * 37 + 0x9C));
+    s += jinja_seeds[k];
+    write_file(root / "chat_jinja" / ("tmpl" + std::to_string(k)), std::vector<uint8_t>(s.begin(), s.end()));
+  }
+
   write_requests(root / "openai_request", kOpenAICompletions, 0);
   write_requests(root / "openai_request", kOpenAIChats, 1);
   write_requests(root / "anthropic_request", kAnthropic, 0);

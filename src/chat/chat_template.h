@@ -1,6 +1,7 @@
-// Chat templates for /v1/chat/completions and /v1/messages. preface does not run Jinja: it recognises the
-// template FAMILY from the GGUF's `tokenizer.chat_template` (substring heuristics, as llama.cpp's
-// llm_chat_detect_template) and renders that family in C++, character for character as the model's own Jinja
+// Built-in chat template families for /v1/chat/completions and /v1/messages. A model's Jinja template runs as
+// Jinja (chat_jinja.h, chosen by chat_renderer.h); these families are the fallback when a file has no template
+// and what --chat-template NAME selects. The FAMILY of a Jinja source is recognised by substring heuristics (as
+// llama.cpp's llm_chat_detect_template) and rendered in C++, character for character as the model's own Jinja
 // template renders it under Hugging Face transformers (jinja2 with trim_blocks and lstrip_blocks), for
 // messages whose content is plain text. Where a template has no answer (a system message in a template that
 // raises on one) the polyfill is documented per family below.

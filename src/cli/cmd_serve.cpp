@@ -12,9 +12,11 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -38,7 +40,8 @@ struct ServeOptions {
   int32_t max_batch_tokens = 512;
   int32_t max_running = 64;
   bool no_prefix_cache = false;
-  std::string chat_template;       // empty: detect from the GGUF
+  std::string chat_template;       // empty: the GGUF's; a family name or a Jinja file
+  std::string chat_template_file;  // a Jinja file (llama.cpp's --chat-template-file)
   std::vector<std::string> aliases;
   bool quiet = false;
   bool no_mmap = false;  // --no-mmap: read the model into memory
@@ -151,6 +154,35 @@ void configure_keys(ServeOptions& opts) {
   if (!opts.server.api_keys.emplace(opts.api_key, "default").second) throw Error("--api-key is also listed in --api-keys");
 }
 
+// Reads a Jinja template file whole (a template over 1 MiB is refused: no real one comes close).
+std::string read_template_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot read chat template file '" + path + "'");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (text.str().size() > (1u << 20)) throw Error("chat template file '" + path + "' is larger than 1 MiB");
+  return text.str();
+}
+
+// --chat-template NAME picks a built-in family; --chat-template FILE and --chat-template-file FILE a Jinja file.
+void resolve_chat_template(const ServeOptions& opts, server::ModelIdentity& identity) {
+  if (!opts.chat_template.empty() && !opts.chat_template_file.empty()) {
+    throw Error("--chat-template and --chat-template-file cannot be combined");
+  }
+  if (!opts.chat_template_file.empty()) {
+    identity.chat_template_jinja = read_template_file(opts.chat_template_file);
+    return;
+  }
+  if (opts.chat_template.empty()) return;
+  identity.chat_template = chat::chat_template_from_name(opts.chat_template);
+  if (identity.chat_template) return;
+  if (!std::filesystem::is_regular_file(opts.chat_template)) {
+    throw Error("unknown chat template '" + opts.chat_template + "' (expected a Jinja file or one of " +
+                chat::chat_template_names() + ")");
+  }
+  identity.chat_template_jinja = read_template_file(opts.chat_template);
+}
+
 void serve(ServeOptions& opts) {
   const sigset_t signals = shutdown_signals();
   if (pthread_sigmask(SIG_BLOCK, &signals, nullptr) != 0) throw Error("cannot block SIGINT/SIGTERM");
@@ -159,13 +191,7 @@ void serve(ServeOptions& opts) {
   server::ModelIdentity identity;
   identity.path = resolve_model_path(opts.model.model_path);
   identity.aliases = opts.aliases;
-  if (!opts.chat_template.empty()) {
-    identity.chat_template = chat::chat_template_from_name(opts.chat_template);
-    if (!identity.chat_template) {
-      throw Error("unknown chat template '" + opts.chat_template + "' (expected one of " +
-                  chat::chat_template_names() + ")");
-    }
-  }
+  resolve_chat_template(opts, identity);
   engine::EngineConfig config;
   config.kv_type = parse_kv_type(opts.model.kv_type);
   config.block_size = opts.model.block_size;
@@ -211,7 +237,7 @@ void serve(ServeOptions& opts) {
   http.attach(*engine, *tokenizer, identity);
   const server::ServerContext* ctx = http.context();
   std::fprintf(stderr, "preface: serving model '%s' (context %d tokens, chat template %s)\n", ctx->model_id.c_str(),
-               ctx->ctx_len(), chat::chat_template_name(ctx->chat_template));
+               ctx->ctx_len(), ctx->chat_renderer->name().c_str());
 
   watcher.loaded();
   const int sig = watcher.wait();
@@ -246,7 +272,9 @@ void register_serve(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-prefix-cache", opts->no_prefix_cache, "Disable prefix caching (every prompt is computed)");
   cmd->add_option("--chat-template", opts->chat_template,
-                  "Chat template family, overriding the model's (" + chat::chat_template_names() + ")");
+                  "Chat template overriding the model's: a Jinja file, or a built-in family (" +
+                      chat::chat_template_names() + ")");
+  cmd->add_option("--chat-template-file", opts->chat_template_file, "Jinja chat template file overriding the model's");
   cmd->add_option("--alias", opts->aliases,
                   "Model name accepted by the API; repeatable, the first is the reported one (default: the file name)");
   cmd->add_flag("--strict-model-names", s.strict_model_names,

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -36,6 +37,8 @@ struct TestServerConfig {
     return o;
   }();
   std::vector<std::string> aliases;
+  // A Jinja chat template, as --chat-template FILE gives one (nullopt: the model's, here none: ChatML).
+  std::optional<std::string> chat_template_jinja;
   // When set, the engine runs on this backend instead of the CPU one (fault injection).
   std::function<std::unique_ptr<engine::Backend>(model::Model&, const engine::EngineConfig&)> backend;
 };
@@ -57,7 +60,7 @@ class TestServer {
     server_->start();
     server_->attach(*engine_, *tokenizer_,
                     {path_, config.aliases, std::nullopt,
-                     model_->file().try_string("tokenizer.chat_template").value_or("")});
+                     model_->file().try_string("tokenizer.chat_template").value_or(""), config.chat_template_jinja});
   }
   ~TestServer() { stop(); }
 

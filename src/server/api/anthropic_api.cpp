@@ -109,9 +109,7 @@ std::vector<int32_t> render_prompt(ServerContext& ctx, const std::vector<Turn>& 
     throw ApiError(400, "final assistant content cannot end with trailing whitespace", "messages");
   }
   try {
-    chat::RenderedChat rendered =
-        chat::render_chat_spans(ctx.chat_template, to_messages(turns, turns.size() - 1), true,
-                                chat_bos_text(ctx.tokenizer), chat_eos_text(ctx.tokenizer));
+    chat::RenderedChat rendered = ctx.render_chat(to_messages(turns, turns.size() - 1), true);
     rendered.add_content(prefill);  // the prefill is caller text too
     return encode_chat_prompt(ctx.tokenizer, rendered);
   } catch (const ApiError&) {

@@ -14,6 +14,9 @@ ServerContext::ServerContext(engine::Engine& engine_, const Tokenizer& tokenizer
       model(engine_.describe()),
       tokenizer(tokenizer_),
       chat_template(chat_template_),
+      chat_renderer(std::make_shared<const chat::ChatRenderer>(
+          chat_template_, tokenizer_.bos_id() >= 0 ? std::optional(chat_bos_text(tokenizer_)) : std::nullopt,
+          tokenizer_.eos_id() >= 0 ? std::optional(chat_eos_text(tokenizer_)) : std::nullopt)),
       model_id(std::move(model_id_)),
       accepted_names(std::move(accepted_names_)),
       strict_model_names(strict_model_names_),
@@ -58,10 +61,15 @@ int64_t ServerContext::unix_now() {
       .count();
 }
 
-std::vector<int32_t> ServerContext::chat_prompt(const std::vector<ChatMessage>& messages,
-                                                bool add_generation_prompt) const {
+std::vector<int32_t> ServerContext::chat_prompt(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                                                const nlohmann::ordered_json& kwargs) const {
+  return encode_chat_prompt(tokenizer, render_chat(messages, add_generation_prompt, kwargs));
+}
+
+chat::RenderedChat ServerContext::render_chat(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                                              const nlohmann::ordered_json& kwargs) const {
   try {
-    return render_chat_tokens(tokenizer, chat_template, messages, add_generation_prompt);
+    return chat_renderer->render(messages, add_generation_prompt, kwargs);
   } catch (const ApiError&) {
     throw;
   } catch (const Error& e) {

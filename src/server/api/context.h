@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
+#include "chat/chat_renderer.h"
 #include "chat/chat_template.h"
 #include "server/api/generation.h"
 #include "server/api/request_fingerprint.h"
@@ -55,7 +56,10 @@ class ServerContext {
   engine::Engine& engine;
   const engine::EngineDescription model;  // the model's and pool's sizes, as of attach
   const Tokenizer& tokenizer;
-  const ChatTemplate chat_template;
+  const ChatTemplate chat_template;  // the built-in family (what chat_renderer renders unless it is Jinja)
+  // What chats render with: the family above until Server::attach installs the model's Jinja template (before
+  // the context is published; never changed while requests run).
+  std::shared_ptr<const chat::ChatRenderer> chat_renderer;
   const std::string model_id;
   const std::vector<std::string> accepted_names;
   const bool strict_model_names;
@@ -75,8 +79,13 @@ class ServerContext {
   uint64_t random_seed();
   static int64_t unix_now();
 
-  // Tokenizes a chat for generation; a role order or role the template rejects becomes ApiError 400.
-  std::vector<int32_t> chat_prompt(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
+  // Tokenizes a chat for generation; a role order or role the template rejects, or any template error,
+  // becomes ApiError 400 (a Jinja template's raise_exception message verbatim). kwargs: chat_template_kwargs.
+  std::vector<int32_t> chat_prompt(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                                   const nlohmann::ordered_json& kwargs = nullptr) const;
+  // The render itself (text + content spans), errors as chat_prompt's.
+  chat::RenderedChat render_chat(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                                 const nlohmann::ordered_json& kwargs = nullptr) const;
 
  private:
   std::mutex mu_;

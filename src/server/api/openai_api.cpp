@@ -102,6 +102,14 @@ std::string content_text(const json& content, const JsonFields& m, const std::st
   return text;
 }
 
+// chat_template_kwargs (llama.cpp's and vLLM's field): extra template variables, an object or absent.
+nlohmann::ordered_json chat_template_kwargs(const JsonFields& f, const json& body) {
+  (void)body;
+  const json* kwargs = f.object("chat_template_kwargs");
+  if (kwargs == nullptr) return nullptr;
+  return nlohmann::ordered_json::parse(kwargs->dump());
+}
+
 std::vector<ChatMessage> chat_messages(const JsonFields& f, int32_t max_messages) {
   const json* arr = f.array("messages");
   if (arr == nullptr || arr->empty()) f.fail("messages", "must be a non-empty array");
@@ -148,7 +156,8 @@ OpenAIRequest parse_chat_request(const json& body, ServerContext& ctx) {
   const auto top = f.integer("top_logprobs", 0, ctx.limits.max_top_logprobs);
   if (top && !r.logprobs) f.fail("top_logprobs", "requires logprobs to be true");
   if (r.logprobs) r.generation.params.n_logprobs = static_cast<int32_t>(top.value_or(0));
-  r.generation.params.prompt = ctx.chat_prompt(chat_messages(f, ctx.limits.max_messages), true);
+  r.generation.params.prompt =
+      ctx.chat_prompt(chat_messages(f, ctx.limits.max_messages), true, chat_template_kwargs(f, body));
   r.generation.text_start = true;
   return r;
 }
@@ -171,7 +180,7 @@ json models_response(const ServerContext& ctx) {
                 {"meta",
                  {{"n_ctx", cfg.ctx_len},
                   {"n_vocab", cfg.n_vocab},
-                  {"chat_template", chat_template_name(ctx.chat_template)},
+                  {"chat_template", ctx.chat_renderer->name()},
                   {"kv_block_size", cfg.block_size},
                   {"kv_blocks", cfg.n_kv_blocks}}}};
   return {{"object", "list"}, {"data", json::array({model})}};

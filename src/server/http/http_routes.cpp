@@ -191,6 +191,37 @@ void count_tokens(HttpState&, ServerContext& ctx, const httplib::Request& req, h
   send_json(res, {{"input_tokens", r.generation.params.prompt.size()}});
 }
 
+// llama.cpp's POST /apply-template: the prompt a chat renders to, without generating. messages (as
+// /v1/chat/completions takes them, tool calls and tool messages included), tools, add_generation_prompt
+// (default true), chat_template_kwargs -> {"prompt": "..."}; a template error is 400 with its message.
+void apply_template(HttpState&, ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const json checked = parse_json_object(req.body);  // the limits and error shape of every other body
+  const JsonFields f(checked);
+  const json* messages = f.array("messages");
+  if (messages == nullptr || messages->empty()) f.fail("messages", "must be a non-empty array");
+  if (messages->size() > static_cast<size_t>(ctx.limits.max_messages)) {
+    f.fail("messages", "holds more than " + std::to_string(ctx.limits.max_messages) + " messages");
+  }
+  f.array("tools");
+  f.object("chat_template_kwargs");
+  const bool add_generation_prompt = f.boolean("add_generation_prompt").value_or(true);
+  // Parsed again keeping key order: templates print tool schemas in the client's order.
+  const nlohmann::ordered_json body = nlohmann::ordered_json::parse(req.body);
+  const auto field = [&body](const char* name) {
+    const auto it = body.find(name);
+    return it == body.end() ? nlohmann::ordered_json() : *it;
+  };
+  try {
+    const chat::RenderedChat r = ctx.chat_renderer->render_json(field("messages"), field("tools"),
+                                                                add_generation_prompt, field("chat_template_kwargs"));
+    send_json(res, {{"prompt", r.text}});
+  } catch (const ApiError&) {
+    throw;
+  } catch (const Error& e) {
+    throw ApiError(400, e.what(), "messages");
+  }
+}
+
 using O = ApiFlavor;
 // Every route, once: registration, 404 vs 405, the error shape and the prompt field an error names.
 // Open routes (/health, /metrics) answer without a key and while the model loads; the others need a valid key
@@ -206,6 +237,7 @@ constexpr Route kRoutes[] = {
     {"/v1/messages/count_tokens", "POST", O::Anthropic, "messages", nullptr, count_tokens},
     {"/tokenize", "POST", O::OpenAI, "content", nullptr, tokenize},
     {"/detokenize", "POST", O::OpenAI, "tokens", nullptr, detokenize},
+    {"/apply-template", "POST", O::OpenAI, "messages", nullptr, apply_template},
     {"/v1/cache", "DELETE", O::OpenAI, "", nullptr, purge_cache},
     {"/v1/cache/explain", "POST", O::OpenAI, "messages", nullptr, explain_cache},
 };

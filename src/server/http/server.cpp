@@ -206,6 +206,10 @@ void Server::attach(engine::Engine& engine, const Tokenizer& tokenizer, const Mo
   impl_->ctx = std::make_unique<ServerContext>(engine, tokenizer, tmpl, model_id, std::move(names),
                                                impl_->state.options.strict_model_names, impl_->state.options.limits,
                                                impl_->state.metrics);
+  // The model's Jinja template (or the family asked for); a template that does not parse or raises on a single
+  // user message throws here, before the server answers anything.
+  impl_->ctx->chat_renderer = chat::ChatRenderer::for_model(tokenizer, identity.chat_template_source,
+                                                            identity.chat_template, identity.chat_template_jinja);
   impl_->state.ctx.store(impl_->ctx.get());
 }
 

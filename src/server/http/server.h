@@ -87,6 +87,7 @@ struct ModelIdentity {
   std::vector<std::string> aliases;
   std::optional<ChatTemplate> chat_template;      // --chat-template ("" = detect from chat_template_source)
   std::string chat_template_source;               // the GGUF's tokenizer.chat_template ("" when it has none)
+  std::optional<std::string> chat_template_jinja; // --chat-template FILE / --chat-template-file: its Jinja text
 };
 
 class Server {
