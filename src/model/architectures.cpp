@@ -17,6 +17,7 @@ constexpr Architecture kArchitectures[] = {
     // phi3.attention.sliding_window is not applied, as llama.cpp has not since mid-2025 (docs in README).
     {"phi3", true, false, false, true, nullptr},
     {"gemma2", true, false, false, false, read_gemma2},
+    {"gemma3", true, false, true, false, read_gemma3},
 };
 
 // The window of attention.sliding_window, else fallback (0: none).

@@ -26,9 +26,10 @@ struct Architecture {
   void (*read)(const gguf::File& file, const std::string& prefix, Config& c);
 };
 
-// The readers of the architectures with their own file (model/gemma2.cpp), and the llama
+// The readers of the architectures with their own file (model/gemma2.cpp, model/gemma3.cpp), and the llama
 // family's sliding window (Mistral: llama.attention.sliding_window on every layer).
 void read_gemma2(const gguf::File& file, const std::string& prefix, Config& c);
+void read_gemma3(const gguf::File& file, const std::string& prefix, Config& c);
 void read_llama_window(const gguf::File& file, const std::string& prefix, Config& c);
 // Gemma's shared hyper-parameters: embeddings scaled by sqrt(dim), post-norms, GeGLU, the sliding window
 // (attention.sliding_window, else default_window), the query scale (attention.query_pre_attn_scalar when present)

@@ -1,4 +1,4 @@
-// The architecture readers (model/architectures.h, gemma2.cpp): what the shared gemma files say reaches
+// The architecture readers (model/architectures.h, gemma2.cpp, gemma3.cpp): what the shared gemma files say reaches
 // Config (scales, caps, windows, which layers are local, the local RoPE), the keys that change it (window pattern,
 // query_pre_attn_scalar, a present final cap), Mistral's window on a llama file, phi3's window left unapplied, and
 // clear errors naming a missing key or tensor.
@@ -70,6 +70,38 @@ TEST(Architectures, SummaryNamesGemmaAndItsWindow) {
   EXPECT_NE(summary.find("; sliding window 16 on 13 of 26 layers;"), std::string::npos) << summary;
 }
 
+TEST(Architectures, Gemma3SharedFile) {
+  const auto path = shared_file("models/synth-gemma3-d256-f16.gguf");
+  if (path.empty()) GTEST_FAIL() << "needs ../shared/models/synth-gemma3-d256-f16.gguf";
+  const model::Config c = model::read_config(gguf::File::open(path.string()));
+  EXPECT_EQ(c.embd_scale, 16.0f);
+  EXPECT_TRUE(c.post_norms && c.ffn_gelu && c.qk_norm);
+  EXPECT_EQ(c.attn_softcap, 0.0f);
+  EXPECT_EQ(c.final_softcap, 0.0f);  // no final_logit_softcapping key
+  EXPECT_EQ(local_layers(c), (std::vector<int>{0, 1, 2, 3, 4, 6}));
+  EXPECT_EQ(c.rope_base, 1e6f);
+  EXPECT_EQ(c.rope_freq_scale, 0.125f);
+  EXPECT_EQ(c.rope_base_local, 1e4f);
+  EXPECT_EQ(c.rope_freq_scale_local, 1.0f);
+  // The local rope is part of the cache namespace's RoPE description.
+  model::Config other = c;
+  other.rope_base_local = 2e4f;
+  EXPECT_NE(model::rope_description(c), model::rope_description(other));
+}
+
+TEST(Architectures, Gemma3KeysChangeTheLayer) {
+  const model::Config c = config_of("gemma3", [](gguf::Writer& w) {
+    w.set_u32("gemma3.attention.sliding_window", 8);
+    w.set_u32("gemma3.attention.sliding_window_pattern", 3);
+    w.set_f32("gemma3.attention.query_pre_attn_scalar", 144.0f);
+    w.set_f32("gemma3.final_logit_softcapping", 30.0f);
+  });
+  EXPECT_EQ(local_layers(c), (std::vector<int>{0, 1, 3, 4, 6}));  // il % 3 == 2 global
+  EXPECT_EQ(c.attn_scale(), 1.0f / 12.0f);
+  EXPECT_EQ(c.final_softcap, 30.0f);
+  EXPECT_EQ(c.rope_base_local, 1e4f);  // no rope.freq_base_swa: the default
+}
+
 TEST(Architectures, Gemma2DefaultsAreLlamaCpps) {
   const model::Config c = config_of("gemma2", [](gguf::Writer&) {});
   EXPECT_EQ(c.sliding_window, 4096);
@@ -87,8 +119,15 @@ TEST(Architectures, BadGemmaKeysAreNamed) {
     }
     return std::string();
   };
+  EXPECT_NE(error_of("gemma3", [](gguf::Writer&) {}).find("gemma3.attention.sliding_window is missing"),
+            std::string::npos);
   EXPECT_NE(error_of("gemma2", [](gguf::Writer& w) { w.set_f32("gemma2.attn_logit_softcapping", -1.0f); })
                 .find("gemma2.attn_logit_softcapping must be a finite value > 0"),
+            std::string::npos);
+  EXPECT_NE(error_of("gemma3", [](gguf::Writer& w) {
+              w.set_u32("gemma3.attention.sliding_window", 8);
+              w.set_u32("gemma3.attention.sliding_window_pattern", 0);
+            }).find("gemma3.attention.sliding_window_pattern = 0 is out of range"),
             std::string::npos);
 }
 
@@ -111,7 +150,7 @@ TEST(Architectures, UnsupportedListsNames) {
     FAIL() << "mamba loaded";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("unsupported architecture 'mamba' (supported: llama, qwen2, qwen3, phi3, "
-                                         "gemma2)"),
+                                         "gemma2, gemma3)"),
               std::string::npos)
         << e.what();
   }
