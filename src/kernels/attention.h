@@ -5,9 +5,10 @@
 // of one sequence) so that each chunk of K/V rows is loaded and widened to f32 once for all of them. What is
 // computed for one query depends only on that query, its position count and the stored rows — never on the
 // other queries of the tile, their number or their positions:
-//   for each chunk c of positions [c * kAttnChunk, (c + 1) * kAttnChunk) ∩ [0, n_pos), in order:
+//   for each chunk c of positions [c * kAttnChunk, (c + 1) * kAttnChunk) ∩ [first_pos, n_pos), in order:
 //     s_i   = dot(q', K_i) * scale             q' = q rounded to the storage type (as ggml does; F32 and Q8_0:
 //                                              q' = q)
+//     s_i   = softcap * softcap_tanh(s_i * (1 / softcap)) (ops.h), only when softcap > 0 (gemma2; before the window)
 //     m'    = max(m, max_i s_i);   a = exp(m - m')   (a = 0 for the first chunk)
 //     p_i   = exp(s_i - m')
 //     l     = l * a + sum_i p_i
@@ -15,7 +16,10 @@
 //     m     = m'
 //   out = acc / l
 // The dot reduction order, the order of the chunk sum and of the V accumulation are fixed by head_dim and the
-// code path (scalar or AVX2) alone. Rows at positions >= n_pos of a query are never read for it.
+// code path (scalar or AVX2) alone. Rows at positions >= n_pos of a query are never read for it; rows below its
+// first_pos (a sliding window) may be loaded with its chunk's other rows, but never reach its output (a NaN there
+// changes nothing). Chunks are fixed multiples of kAttnChunk in absolute positions, so a window changes which
+// positions count, never how the counted ones are summed: the result depends on (q, first_pos, n_pos, rows) only.
 // K_i, V_i are the stored rows widened to f32, exactly: F16/BF16 widen exactly, and a Q8_0 value is
 // f32(d) * f32(q) (an 11-bit by 8-bit significand product, exact in f32), so every path sees the same K_i, V_i.
 #pragma once
@@ -46,13 +50,15 @@ struct KvPages {
 struct AttnQuery {
   const float* q = nullptr;  // [head_dim] query head
   float* out = nullptr;      // [head_dim] attention output
-  int32_t n_pos = 0;         // attends positions 0..n_pos-1 (>= 1)
+  int32_t n_pos = 0;         // attends positions first_pos..n_pos-1 (n_pos >= 1)
+  int32_t first_pos = 0;     // 0, or n_pos - window for a sliding window (0 <= first_pos < n_pos)
 };
 
 struct AttnTile {
   KvPages kv;
   size_t head_dim = 0;
   float scale = 1.0f;            // multiplies q . k
+  float softcap = 0.0f;          // > 0: scores soft-capped, softcap * softcap_tanh(s / softcap) (gemma2)
   const AttnQuery* queries = nullptr;  // [n_queries]
   size_t n_queries = 0;
 };
@@ -86,8 +92,8 @@ void attention_tile(const AttnTile& tile, float* scratch);
 namespace avx512 {
 bool available();  // CPU supports AVX-512 F, BW, VL and DQ (and AVX2, FMA, F16C)
 void attention_tile(const AttnTile& tile, float* scratch);
-// Several tiles (each as attention_tile computes it) whose queries each share one n_pos (decode: one token's query
-// heads per KV head) over F32, F16 or BF16 rows with head_dim % 16 == 0 or Q8_0 rows (head_dim % 32 == 0), reading
+// Several tiles (each as attention_tile computes it) whose queries each share one n_pos and have first_pos 0, without
+// soft-capping (decode: one token's query heads per KV head) over F32, F16 or BF16 rows with head_dim % 16 == 0 or Q8_0 rows (head_dim % 32 == 0), reading
 // K/V straight from the pages, up to 8 tiles chunk by chunk together (the KV heads of one token share their rows'
 // cache lines); returns false, computing nothing, unless every tile qualifies. Tile i's scratch starts at
 // scratch + i * scratch_stride.

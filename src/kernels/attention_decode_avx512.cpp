@@ -310,11 +310,12 @@ bool attention_tiles_shared(const AttnTile* tiles, size_t n_tiles, float* scratc
   const size_t head_multiple = elem == KvElem::Q8_0 ? 32 : 16;  // Q8_0: whole blocks
   for (size_t i = 0; i < n_tiles; ++i) {
     const AttnTile& tile = tiles[i];
-    if (tile.kv.elem != elem || tile.n_queries == 0 || tile.head_dim == 0 || tile.head_dim % head_multiple != 0) {
+    if (tile.kv.elem != elem || tile.n_queries == 0 || tile.head_dim == 0 || tile.head_dim % head_multiple != 0 ||
+        tile.softcap > 0.0f) {
       return false;
     }
-    for (size_t j = 1; j < tile.n_queries; ++j) {
-      if (tile.queries[j].n_pos != tile.queries[0].n_pos) return false;
+    for (size_t j = 0; j < tile.n_queries; ++j) {
+      if (tile.queries[j].n_pos != tile.queries[0].n_pos || tile.queries[j].first_pos != 0) return false;
     }
   }
   switch (elem) {

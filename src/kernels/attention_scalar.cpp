@@ -2,10 +2,12 @@
 // baseline-compiled helpers every path shares: attention_scratch_floats and attention_prefetch.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "kernels/attention.h"
 #include "kernels/attention_layout.h"
+#include "kernels/ops.h"
 #include "util/fp16.h"
 
 namespace preface::kernels {
@@ -69,14 +71,16 @@ void attention_prefetch(const AttnTile* tiles, size_t n_tiles) {
     // and first rows (~40 KB) evicted the running call's copy (prefill got slower), so they go to L2, from which
     // the call's own prefetches take them.
     bool to_l1 = true;
-    int32_t n_pos = 0;
+    int32_t n_pos = 0, first = INT32_MAX;
     for (size_t j = 0; j < tile.n_queries; ++j) {
       to_l1 = to_l1 && tile.queries[j].n_pos == tile.queries[0].n_pos;
       n_pos = std::max(n_pos, tile.queries[j].n_pos);
+      first = std::min(first, tile.queries[j].first_pos);
     }
+    first = first / kAttnChunk * kAttnChunk;  // the first chunk read
     for (size_t j = 0; j < tile.n_queries; ++j) prefetch_bytes(tile.queries[j].q, tile.head_dim * sizeof(float), to_l1);
     const size_t bytes = head_bytes(tile.kv.elem, tile.head_dim);
-    for (int32_t p = 0; p < std::min(n_pos, kAttnChunk); ++p) {
+    for (int32_t p = first; p < std::min(n_pos, first + kAttnChunk); ++p) {
       prefetch_bytes(row_at(tile.kv, tile.kv.k_base, p), bytes, to_l1);
       prefetch_bytes(row_at(tile.kv, tile.kv.v_base, p), bytes, to_l1);
     }
@@ -129,10 +133,11 @@ void attention_tile(const AttnTile& tile, float* scratch) {
   float* kbuf = scratch + lay.k;  // [kAttnChunk][hp]
   float* vbuf = scratch + lay.v;  // [kAttnChunk][hp]
   float* p = scratch + lay.p;     // [kAttnChunk]
-  int32_t n_pos_max = 0;
+  int32_t n_pos_max = 0, first_pos_min = INT32_MAX;
   for (size_t j = 0; j < tile.n_queries; ++j) {
     const AttnQuery& qj = tile.queries[j];
     n_pos_max = std::max(n_pos_max, qj.n_pos);
+    first_pos_min = std::min(first_pos_min, qj.first_pos);
     float* q = scratch + lay.q + j * hp;
     for (size_t d = 0; d < hd; ++d) q[d] = round_to(kv.elem, qj.q[d]);
     std::memset(scratch + lay.acc + j * hp, 0, hp * sizeof(float));
@@ -140,7 +145,8 @@ void attention_tile(const AttnTile& tile, float* scratch) {
     scratch[lay.l + j] = 0.0f;
   }
 
-  for (int32_t c0 = 0; c0 < n_pos_max; c0 += kAttnChunk) {
+  const float inv_cap = tile.softcap > 0.0f ? 1.0f / tile.softcap : 0.0f;
+  for (int32_t c0 = first_pos_min / kAttnChunk * kAttnChunk; c0 < n_pos_max; c0 += kAttnChunk) {
     const int32_t n_rows = std::min(kAttnChunk, n_pos_max - c0);
     for (int32_t i = 0; i < n_rows; ++i) {
       const uint8_t* k_row = row_at(kv, kv.k_base, c0 + i);
@@ -151,15 +157,18 @@ void attention_tile(const AttnTile& tile, float* scratch) {
       }
     }
     for (size_t j = 0; j < tile.n_queries; ++j) {
+      // Rows [i_lo, n_valid) of the chunk are the query's.
       const int32_t n_valid = std::min(kAttnChunk, tile.queries[j].n_pos - c0);
-      if (n_valid <= 0) continue;
+      const int32_t i_lo = std::max(0, tile.queries[j].first_pos - c0);
+      if (n_valid <= i_lo) continue;
       const float* q = scratch + lay.q + j * hp;
       float chunk_max = -INFINITY;
-      for (int32_t i = 0; i < n_valid; ++i) {
+      for (int32_t i = i_lo; i < n_valid; ++i) {
         const float* k = kbuf + static_cast<size_t>(i) * hp;
         float s = 0.0f;
         for (size_t d = 0; d < hd; ++d) s += q[d] * k[d];
         p[i] = s * tile.scale;
+        if (tile.softcap > 0.0f) p[i] = tile.softcap * softcap_tanh(p[i] * inv_cap);
         chunk_max = std::fmax(chunk_max, p[i]);
       }
       float& m = scratch[lay.m + j];
@@ -167,7 +176,7 @@ void attention_tile(const AttnTile& tile, float* scratch) {
       const float m_new = std::fmax(m, chunk_max);
       const float a = m == m_new ? 1.0f : std::exp(m - m_new);
       float sum = 0.0f;
-      for (int32_t i = 0; i < n_valid; ++i) {
+      for (int32_t i = i_lo; i < n_valid; ++i) {
         p[i] = std::exp(p[i] - m_new);
         sum += p[i];
       }
@@ -175,7 +184,7 @@ void attention_tile(const AttnTile& tile, float* scratch) {
       m = m_new;
       float* acc = scratch + lay.acc + j * hp;
       for (size_t d = 0; d < hd; ++d) acc[d] *= a;
-      for (int32_t i = 0; i < n_valid; ++i) {
+      for (int32_t i = i_lo; i < n_valid; ++i) {
         const float* v = vbuf + static_cast<size_t>(i) * hp;
         for (size_t d = 0; d < hd; ++d) acc[d] += p[i] * v[d];
       }

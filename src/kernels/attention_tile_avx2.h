@@ -2,10 +2,12 @@
 // policy that supplies the K row layout, the scoring of 8 rows and the V accumulation. Every output follows the
 // same arithmetic under both policies:
 //   scores: per row, an 8-lane FMA accumulator over the head padded to a multiple of 8 (padding adds exact
-//     zeros), 8 values per step in order, reduced by hsum_8x8's tree, times scale;
+//     zeros), 8 values per step in order, reduced by hsum_8x8's tree, times scale; soft-capped by tanh_x8 (the
+//     scalar path's softcap_tanh, bit for bit); rows outside the query's [first_pos, n_pos) are -inf;
 //   weights: exp_x8; the chunk sum hsum((e0 + e1) + (e2 + e3)) over the chunk's four 8-position groups (groups
 //     past the query's last position are zero);
-//   acc (per head lane): acc * a, then fma(p_i, V_i, acc) for the chunk's positions in order; out = acc / l.
+//   acc (per head lane): acc * a, then fma(p_i, V_i, acc) for the chunk's positions from first_pos on in order;
+//     out = acc / l.
 // Internal linkage (see simd_avx2.h).
 #pragma once
 #include <immintrin.h>
@@ -183,15 +185,22 @@ inline void round_query(KvElem elem, const float* q, size_t hd, size_t hp, float
   for (d = hd; d < hp; ++d) dst[d] = 0.0f;
 }
 
-// Scores of rows 8g..8g+7: lane r = (q . k_r) * scale, -inf for rows >= n_valid.
-template <typename Ops>
-inline __m256 score_group(const float* q, const float* kbuf, size_t hp, int g, int32_t n_valid, float scale) {
+// Scores of rows 8g..8g+7: lane r = (q . k_r) * scale, soft-capped when softcap > 0 (inv_cap = 1 / softcap), -inf
+// for rows outside [i_lo, n_valid). kWindowed false: i_lo == 0 and softcap == 0 (the code of a tile without
+// windows or caps, which is every llama tile, carries none of their tests).
+template <typename Ops, bool kWindowed>
+inline __m256 score_group(const float* q, const float* kbuf, size_t hp, int g, int32_t i_lo, int32_t n_valid,
+                          float scale, float softcap, float inv_cap) {
   __m256 dots[8];
   Ops::dots8(q, kbuf, hp, g, dots);
-  const __m256 s = _mm256_mul_ps(hsum_8x8(dots), _mm256_set1_ps(scale));
+  __m256 s = _mm256_mul_ps(hsum_8x8(dots), _mm256_set1_ps(scale));
+  if (kWindowed && softcap > 0.0f) {
+    s = _mm256_mul_ps(_mm256_set1_ps(softcap), tanh_x8(_mm256_mul_ps(s, _mm256_set1_ps(inv_cap))));
+  }
   const __m256i index = _mm256_add_epi32(_mm256_set1_epi32(8 * g), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-  const __m256 valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n_valid), index));
-  return _mm256_blendv_ps(_mm256_set1_ps(-__builtin_inff()), s, valid);
+  __m256i valid = _mm256_cmpgt_epi32(_mm256_set1_epi32(n_valid), index);
+  if (kWindowed && i_lo > 8 * g) valid = _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(i_lo), index), valid);
+  return _mm256_blendv_ps(_mm256_set1_ps(-__builtin_inff()), s, _mm256_castsi256_ps(valid));
 }
 
 // One query's online-softmax step over a chunk: s = the chunk's scores in kGroups groups of 8 (-inf where masked;
@@ -217,42 +226,63 @@ inline float softmax_chunk(const __m256 (&s)[kGroups], int n_groups, float& m, f
 
 constexpr size_t kMaxActive = 16;  // queries whose weights are formed before their V accumulation
 
-// The V accumulation of the chunk for the listed queries, in pairs.
-template <typename Ops>
+// The chunk's first row of query j's window (0 unless the window starts inside the chunk).
+template <bool kWindowed>
+inline int32_t window_row(const AttnTile& tile, size_t j, int32_t c0) {
+  if constexpr (!kWindowed) return 0;
+  const int32_t i_lo = tile.queries[j].first_pos - c0;
+  return i_lo > 0 ? i_lo : 0;
+}
+
+// The V accumulation over rows [i_lo, n_valid) of the chunk for query j alone.
+template <typename Ops, bool kWindowed>
+void accumulate_one(float* scratch, const AttnLayout& lay, int32_t c0, const AttnTile& tile, const float* vbuf,
+                    size_t hp, size_t j) {
+  const int32_t i_lo = window_row<kWindowed>(tile, j, c0);
+  Ops::accumulate_v(scratch + lay.acc + j * hp, scratch[lay.a + j], scratch + lay.p + j * kAttnChunk + i_lo,
+                    vbuf + static_cast<size_t>(i_lo) * hp, hp, min32(kAttnChunk, tile.queries[j].n_pos - c0) - i_lo);
+}
+
+// The V accumulation of the chunk for the listed queries, in pairs (a query whose window starts inside the chunk
+// alone, from its window's first row; per lane the same sequence as in a pair).
+template <typename Ops, bool kWindowed>
 void accumulate_active(float* scratch, const AttnLayout& lay, int32_t c0, const AttnTile& tile, const float* vbuf,
                        size_t hp, const size_t* active, size_t n_active) {
   size_t k = 0;
   for (; k + 2 <= n_active; k += 2) {
     const size_t j0 = active[k], j1 = active[k + 1];
+    if (window_row<kWindowed>(tile, j0, c0) > 0 || window_row<kWindowed>(tile, j1, c0) > 0) {
+      accumulate_one<Ops, kWindowed>(scratch, lay, c0, tile, vbuf, hp, j0);
+      accumulate_one<Ops, kWindowed>(scratch, lay, c0, tile, vbuf, hp, j1);
+      continue;
+    }
     Ops::accumulate_v2(scratch + lay.acc + j0 * hp, scratch[lay.a + j0], scratch + lay.p + j0 * kAttnChunk,
                        min32(kAttnChunk, tile.queries[j0].n_pos - c0), scratch + lay.acc + j1 * hp,
                        scratch[lay.a + j1], scratch + lay.p + j1 * kAttnChunk,
                        min32(kAttnChunk, tile.queries[j1].n_pos - c0), vbuf, hp);
   }
-  if (k < n_active) {
-    const size_t j = active[k];
-    Ops::accumulate_v(scratch + lay.acc + j * hp, scratch[lay.a + j], scratch + lay.p + j * kAttnChunk, vbuf, hp,
-                      min32(kAttnChunk, tile.queries[j].n_pos - c0));
-  }
+  if (k < n_active) accumulate_one<Ops, kWindowed>(scratch, lay, c0, tile, vbuf, hp, active[k]);
 }
 
-template <typename Ops>
-void attention_tile_impl(const AttnTile& tile, float* scratch) {
+template <typename Ops, bool kWindowed>
+void attention_tile_body(const AttnTile& tile, float* scratch) {
   const AttnLayout lay(tile.head_dim, tile.n_queries);
   const size_t hd = tile.head_dim, hp = lay.hd_pad;
   const KvPages& kv = tile.kv;
   float* kbuf = scratch + lay.k;  // Ops' layout of [kAttnChunk][hp]
   float* vbuf = scratch + lay.v;  // [kAttnChunk][hp]
-  int32_t n_pos_max = 0;
+  int32_t n_pos_max = 0, first_pos_min = tile.n_queries > 0 ? tile.queries[0].first_pos : 0;
   for (size_t j = 0; j < tile.n_queries; ++j) {
     n_pos_max = tile.queries[j].n_pos > n_pos_max ? tile.queries[j].n_pos : n_pos_max;
+    first_pos_min = min32(first_pos_min, tile.queries[j].first_pos);
     round_query(kv.elem, tile.queries[j].q, hd, hp, scratch + lay.q + j * hp);
     std::memset(scratch + lay.acc + j * hp, 0, hp * sizeof(float));
     scratch[lay.m + j] = -__builtin_inff();
     scratch[lay.l + j] = 0.0f;
   }
 
-  for (int32_t c0 = 0; c0 < n_pos_max; c0 += kAttnChunk) {
+  const float inv_cap = tile.softcap > 0.0f ? 1.0f / tile.softcap : 0.0f;
+  for (int32_t c0 = first_pos_min / kAttnChunk * kAttnChunk; c0 < n_pos_max; c0 += kAttnChunk) {
     const int32_t n_rows = min32(kAttnChunk, n_pos_max - c0);
     switch (kv.elem) {
       case KvElem::F32: widen_chunk<Ops, KvElem::F32>(kv, c0, n_rows, n_pos_max, hd, hp, kbuf, vbuf); break;
@@ -265,23 +295,25 @@ void attention_tile_impl(const AttnTile& tile, float* scratch) {
     size_t n_active = 0;
     for (size_t j = 0; j < tile.n_queries; ++j) {
       const int32_t n_valid = min32(kAttnChunk, tile.queries[j].n_pos - c0);
-      if (n_valid <= 0) continue;
+      const int32_t i_lo = window_row<kWindowed>(tile, j, c0);
+      if (n_valid <= i_lo) continue;
       active[n_active++] = j;
       const float* q = scratch + lay.q + j * hp;
       float* p = scratch + lay.p + j * kAttnChunk;
       const int n_groups = (n_valid + 7) / 8;
       __m256 s[kGroups];
-      for (int g = 0; g < kGroups; ++g) {
-        s[g] = g < n_groups ? score_group<Ops>(q, kbuf, hp, g, n_valid, tile.scale)
-                            : _mm256_set1_ps(-__builtin_inff());
+      for (int g = 0; g < kGroups; ++g) {  // groups wholly before the window are not scored
+        s[g] = g < n_groups && 8 * (g + 1) > i_lo
+                   ? score_group<Ops, kWindowed>(q, kbuf, hp, g, i_lo, n_valid, tile.scale, tile.softcap, inv_cap)
+                   : _mm256_set1_ps(-__builtin_inff());
       }
       scratch[lay.a + j] = softmax_chunk(s, n_groups, scratch[lay.m + j], scratch[lay.l + j], p);
       if (n_active == kMaxActive) {
-        accumulate_active<Ops>(scratch, lay, c0, tile, vbuf, hp, active, n_active);
+        accumulate_active<Ops, kWindowed>(scratch, lay, c0, tile, vbuf, hp, active, n_active);
         n_active = 0;
       }
     }
-    accumulate_active<Ops>(scratch, lay, c0, tile, vbuf, hp, active, n_active);
+    accumulate_active<Ops, kWindowed>(scratch, lay, c0, tile, vbuf, hp, active, n_active);
   }
 
   for (size_t j = 0; j < tile.n_queries; ++j) {
@@ -295,6 +327,18 @@ void attention_tile_impl(const AttnTile& tile, float* scratch) {
       _mm256_store_ps(tmp, _mm256_div_ps(_mm256_loadu_ps(acc + d), vl));  // acc is padded to hp >= d + 8
       std::memcpy(out + d, tmp, (hd - d) * sizeof(float));
     }
+  }
+}
+
+// The tile's body compiled for what it uses: windows or soft-capping, or neither (the same arithmetic either way).
+template <typename Ops>
+void attention_tile_impl(const AttnTile& tile, float* scratch) {
+  bool windowed = tile.softcap > 0.0f;
+  for (size_t j = 0; j < tile.n_queries && !windowed; ++j) windowed = tile.queries[j].first_pos > 0;
+  if (windowed) {
+    attention_tile_body<Ops, true>(tile, scratch);
+  } else {
+    attention_tile_body<Ops, false>(tile, scratch);
   }
 }
 

@@ -33,6 +33,8 @@ struct KernelTable {
   float (*dot_q5_k)(const BlockQ5_K*, const BlockQ8_K*, size_t);
   float (*dot_q6_k)(const BlockQ6_K*, const BlockQ8_K*, size_t);
   float (*dot_iq4_xs)(const BlockIQ4_XS*, const BlockQ8_K*, size_t);
+  void (*geglu)(float*, const float*, size_t);  // every path the same bits (ops.h)
+  void (*softcap)(float*, size_t, float);
   // gemm_quant reads Q4_0 and Q8_0 packed into row groups (repack.h) fast: matmul accepts packed matrices.
   bool row_group_layouts = false;
   // Runs qualifying tiles together (avx512::attention_tiles_shared), or returns false; null: one at a time.

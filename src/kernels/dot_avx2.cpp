@@ -1,4 +1,4 @@
-// AVX2+FMA+F16C row kernels: axpy, f32 -> f16/bf16 row conversion and swiglu (the float row dots are 1 x 1
+// AVX2+FMA+F16C row kernels: axpy, f32 -> f16/bf16 row conversion, swiglu, geglu and softcap (the float row dots are 1 x 1
 // GEMM tiles, gemm_avx2.cpp).
 //
 // This file must not call inline functions shared with baseline code (e.g. util/fp16.h): the linker may keep
@@ -82,7 +82,40 @@ inline __m256 swiglu_x8(__m256 g, __m256 u) {
   return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), u);
 }
 
+// ops.h's scalar::geglu per lane: 0.5 v (1 + tanh(c v (1 + a v v))) u, operations in the same order.
+inline __m256 geglu_x8(__m256 v, __m256 u) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 inner = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.79788456080286535587989211986876f), v),
+                                     _mm256_add_ps(one, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.044715f), v), v)));
+  const __m256 half_v = _mm256_mul_ps(_mm256_set1_ps(0.5f), v);
+  return _mm256_mul_ps(_mm256_mul_ps(half_v, _mm256_add_ps(one, tanh_x8(inner))), u);
+}
+
+// fn(x8, u8) over n values (u may be null), the tail through a zero-padded vector so that every value takes the
+// same arithmetic.
+template <typename Fn>
+void map_x8(float* x, const float* u, size_t n, Fn fn) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(x + i, fn(_mm256_loadu_ps(x + i), u ? _mm256_loadu_ps(u + i) : _mm256_setzero_ps()));
+  }
+  if (i < n) {
+    float a[8] = {}, b[8] = {};
+    std::memcpy(a, x + i, (n - i) * sizeof(float));
+    if (u) std::memcpy(b, u + i, (n - i) * sizeof(float));
+    _mm256_storeu_ps(a, fn(_mm256_loadu_ps(a), _mm256_loadu_ps(b)));
+    std::memcpy(x + i, a, (n - i) * sizeof(float));
+  }
+}
+
 }  // namespace
+
+void geglu(float* gate, const float* up, size_t n) { map_x8(gate, up, n, geglu_x8); }
+
+void softcap(float* x, size_t n, float cap) {
+  const __m256 vcap = _mm256_set1_ps(cap), vinv = _mm256_set1_ps(1.0f / cap);
+  map_x8(x, nullptr, n, [&](__m256 v, __m256) { return _mm256_mul_ps(vcap, tanh_x8(_mm256_mul_ps(v, vinv))); });
+}
 
 void axpy_f32(float a, const float* v, float* y, size_t n) { axpy_impl(a, v, y, n, load_f32, one_f32); }
 void axpy_f16(float a, const uint16_t* v, float* y, size_t n) { axpy_impl(a, v, y, n, load_f16, one_f16); }

@@ -143,6 +143,29 @@ float scalar::exp_poly(float x) {
   return y * std::bit_cast<float>(bits);
 }
 
+float softcap_tanh(float x) {
+  const float t = scalar::exp_poly(-2.0f * std::fabs(x));  // in [0, 1]; -2|x| is exact
+  return std::copysign((1.0f - t) / (1.0f + t), x);
+}
+
+void softcap(float* x, size_t n, float cap) { kernel_table().softcap(x, n, cap); }
+
+void geglu(float* gate, const float* up, size_t n) { kernel_table().geglu(gate, up, n); }
+
+void scalar::softcap(float* x, size_t n, float cap) {
+  const float inv = 1.0f / cap;
+  for (size_t i = 0; i < n; ++i) x[i] = cap * softcap_tanh(x[i] * inv);
+}
+
+void scalar::geglu(float* gate, const float* up, size_t n) {
+  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;  // as ggml's SQRT_2_OVER_PI
+  constexpr float kCoefA = 0.044715f;                                  // GELU_COEF_A
+  for (size_t i = 0; i < n; ++i) {
+    const float v = gate[i];
+    gate[i] = 0.5f * v * (1.0f + softcap_tanh(kSqrt2OverPi * v * (1.0f + kCoefA * v * v))) * up[i];
+  }
+}
+
 LogitStats scalar::logit_stats(const float* x, size_t n) {
   LogitStats st;
   st.max = -INFINITY;

@@ -39,8 +39,24 @@ LogitStats logit_stats(const float* x, size_t n);
 // vectorized exp (within a few ulps of std::exp), so the two paths may differ in the last bits.
 void swiglu(float* gate, const float* up, size_t n);
 
+// tanh(x) = sign(x) (1 - t) / (1 + t), t = scalar::exp_poly(-2 |x|): only correctly rounded float operations and
+// std::fma, so every path (avx2::tanh_x8 is this lane by lane) and every machine gives the same bits; libm's tanhf
+// is not used, since it differs between libm versions. Absolute error below 1e-7; NaN stays NaN. Used by the
+// soft-capping of attention scores and logits and by GELU.
+float softcap_tanh(float x);
+
+// x[i] = cap * softcap_tanh(x[i] * (1 / cap)) (gemma's logit soft-capping); cap > 0. Dispatched; every path gives
+// the same bits (the AVX2 one runs the same operations 8 lanes at a time, through avx2::tanh_x8).
+void softcap(float* x, size_t n, float cap);
+
+// gate[i] = gelu(gate[i]) * up[i], GELU in its tanh form as ggml:
+// gelu(v) = 0.5 v (1 + softcap_tanh(sqrt(2 / pi) v (1 + 0.044715 v^2))). Dispatched; every path the same bits.
+void geglu(float* gate, const float* up, size_t n);
+
 namespace scalar {
 void swiglu(float* gate, const float* up, size_t n);
+void geglu(float* gate, const float* up, size_t n);
+void softcap(float* x, size_t n, float cap);
 LogitStats logit_stats(const float* x, size_t n);
 // One lane of avx2::exp_x8, bit for bit (std::fma for its fused steps).
 float exp_poly(float x);
@@ -48,6 +64,8 @@ float exp_poly(float x);
 
 namespace avx2 {
 void swiglu(float* gate, const float* up, size_t n);
+void geglu(float* gate, const float* up, size_t n);
+void softcap(float* x, size_t n, float cap);
 LogitStats logit_stats(const float* x, size_t n);
 }  // namespace avx2
 

@@ -75,7 +75,8 @@ void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch
   pages.v_base = kv.v_layers[static_cast<size_t>(layer)];
   pages.block_size = kv.block_size;
   pages.row_bytes = kv.row_bytes();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const float scale = config.attn_scale();
+  const int32_t window = config.layer_window(layer);  // 0: global
 
   // Items are dealt round-robin to slots: with a prompt in the batch, later runs attend over more positions, and
   // interleaving spreads that cost evenly.
@@ -98,7 +99,8 @@ void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch
         for (size_t t = t0; t < t1; ++t) {
           for (size_t h = kv_head * group; h < (kv_head + 1) * group; ++h) {
             const size_t offset = (t * n_heads + h) * head_dim;
-            tq[n_q++] = {q + offset, out + offset, batch.pos[t] + 1};
+            const int32_t n_pos = batch.pos[t] + 1;
+            tq[n_q++] = {q + offset, out + offset, n_pos, window > 0 ? std::max(0, n_pos - window) : 0};
           }
         }
         kernels::AttnTile& tile = tiles[buf * heads_per_item + kv_head - h0];
@@ -107,6 +109,7 @@ void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch
         tile.kv.head_offset_bytes = kv_row_bytes(kv.type, kv_head * head_dim);
         tile.head_dim = head_dim;
         tile.scale = scale;
+        tile.softcap = config.attn_softcap;
         tile.queries = tq;
         tile.n_queries = n_q;
       }

@@ -18,7 +18,9 @@ void store_kv(const ForwardBatch& batch, const KvView& kv, int layer, const floa
               size_t t_end);
 
 // For every batch token t and head h (kv head h / (n_heads / n_kv_heads)):
-//   out[t][h] = sum_p softmax_p(dot(q[t][h], K[p]) / sqrt(head_dim)) * V[p],  p = 0..pos[t],
+//   out[t][h] = sum_p softmax_p(cap(dot(q[t][h], K[p]) * config.attn_scale())) * V[p],  p = lo..pos[t],
+// lo = 0 on global layers and max(0, pos[t] - window + 1) on local ones (config.layer_window(layer)); cap is the
+// identity, or config.attn_softcap's soft-capping (kernels/attention.h),
 // with K[p], V[p] read from the storage only, through the block table of t's sequence, by
 // kernels::attention_tile (an online softmax over fixed chunks of positions; for F16/BF16 storage the query head
 // is rounded to that type before it meets a K row, as ggml does; Q8_0 rows are dequantized exactly to f32 and

@@ -91,11 +91,19 @@ void read_rope_scaling(const gguf::File& file, const std::string& p, Config& c) 
 
 }  // namespace
 
+bool Config::any_local() const {
+  for (const uint8_t local : layer_local) {
+    if (local != 0) return true;
+  }
+  return false;
+}
+
 std::string rope_description(const Config& c) {
   std::ostringstream s;
   s << std::hexfloat << "base=" << c.rope_base << ";n_rot=" << c.n_rot << ";neox=" << c.rope_neox
     << ";scale=" << c.rope_freq_scale << ";factors=";
   for (const float f : c.rope_freq_factors) s << f << ",";
+  if (c.local_rope_differs()) s << ";local_base=" << c.rope_base_local << ";local_scale=" << c.rope_freq_scale_local;
   return s.str();
 }
 
@@ -153,6 +161,9 @@ Config read_config(const gguf::File& file) {
   }
   c.n_vocab = read_n_vocab(file);
   c.tied_embeddings = file.find_tensor("output.weight") == nullptr;
+  c.rope_base_local = c.rope_base;
+  c.rope_freq_scale_local = c.rope_freq_scale;
+  if (arch->read != nullptr) arch->read(file, p, c);
   return c;
 }
 

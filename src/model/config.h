@@ -1,5 +1,6 @@
 // Hyper-parameters of a decoder-only transformer, read from GGUF metadata (`<arch>.*` keys).
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -30,13 +31,38 @@ struct Config {
   bool qk_norm = false;       // qwen3: per-head RMSNorm of Q and K before RoPE
   bool fused_projections = false;  // phi3: attn_qkv and a gate+up ffn_up (model/architectures.h)
   bool tied_embeddings = false;  // no output.weight: the output head is token_embd.weight
+  float query_scale = 0.0f;   // > 0: multiplies q . k (gemma: 1 / sqrt(attention.query_pre_attn_scalar)); 0: the default
+
+  // Set by an architecture's reader (model/architectures.h); the defaults leave the llama layer as it is.
+  float embd_scale = 0.0f;    // > 0: token embeddings multiplied by it (gemma: sqrt(dim))
+  bool post_norms = false;    // gemma: attention and FFN outputs RMS-normalized (post_attention_norm, post_ffw_norm)
+                              // before their residual add
+  bool ffn_gelu = false;      // gemma: GELU (tanh form) of the gate times up, instead of SiLU
+  float attn_softcap = 0.0f;  // > 0: attention scores soft-capped, cap * tanh(s / cap), before the mask (gemma2)
+  float final_softcap = 0.0f; // > 0: logits soft-capped the same way (gemma2; gemma3 when its file says so)
+  // Sliding-window attention: a local layer's query at position p sees keys max(0, p - window + 1)..p.
+  int32_t sliding_window = 0;       // 0: every layer global
+  std::vector<uint8_t> layer_local;  // [n_layers] 1 = local (sliding-window) layer; empty: none
+  // RoPE of the local layers (gemma3: rope.freq_base_swa, no scaling); the global settings above otherwise.
+  float rope_base_local = 10000.0f;
+  float rope_freq_scale_local = 1.0f;
 
   int32_t kv_row_values() const { return n_kv_heads * head_dim; }  // K (or V) values per token per layer
   int32_t q_dim() const { return n_heads * head_dim; }  // Q (and attention output) values per token
+  float attn_scale() const {  // what multiplies q . k
+    return query_scale > 0.0f ? query_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+  }
+  bool is_local(int32_t layer) const { return !layer_local.empty() && layer_local[static_cast<size_t>(layer)] != 0; }
+  int32_t layer_window(int32_t layer) const { return is_local(layer) ? sliding_window : 0; }  // 0: global
+  bool any_local() const;
+  // Whether local layers rotate differently from global ones (so forward needs a second set of rotations).
+  bool local_rope_differs() const {
+    return any_local() && (rope_base_local != rope_base || rope_freq_scale_local != rope_freq_scale);
+  }
 };
 
-// A description of every RoPE setting above (base, dims, layout, scale, factors), for cache namespaces: two configs
-// with the same description rotate every position identically.
+// A description of every RoPE setting above (base, dims, layout, scale, factors; the local layers' when they
+// differ), for cache namespaces: two configs with the same description rotate every position identically.
 std::string rope_description(const Config& config);
 
 // Throws preface::Error for an unsupported architecture or missing/inconsistent values.

@@ -119,19 +119,32 @@ void Model::forward(const ForwardBatch& batch, const KvView& kv, ThreadPool& poo
   const size_t ffn = static_cast<size_t>(c.ffn_dim);
   const int64_t nt = static_cast<int64_t>(n);
 
-  for (size_t t = 0; t < n; ++t) kernels::get_row(tok_embd_, batch.tokens[t], x_.data() + t * dim);
-  // Each token's rotation, computed once for every layer's q and k: [n][n_rot].
+  for (size_t t = 0; t < n; ++t) {
+    float* x = x_.data() + t * dim;
+    kernels::get_row(tok_embd_, batch.tokens[t], x);
+    if (c.embd_scale > 0.0f) {
+      for (size_t i = 0; i < dim; ++i) x[i] *= c.embd_scale;
+    }
+  }
+  // Each token's rotation, computed once for every layer's q and k: [n][n_rot]; and the local layers' when they
+  // rotate differently (gemma3).
   const size_t n_rot = static_cast<size_t>(c.n_rot);
-  std::vector<float> rope_cs(n * n_rot);
+  const bool two_ropes = c.local_rope_differs();
+  std::vector<float> rope_cs(n * n_rot), rope_cs_local(two_ropes ? n * n_rot : 0);
   for_tokens(pool, nt, [&](size_t t0, size_t t1) {
+    const float* factors = c.rope_freq_factors.empty() ? nullptr : c.rope_freq_factors.data();
     for (size_t t = t0; t < t1 && n_rot > 0; ++t) {
-      kernels::rope_cos_sin(batch.pos[t], n_rot, c.rope_base, c.rope_freq_scale,
-                            c.rope_freq_factors.empty() ? nullptr : c.rope_freq_factors.data(), rope_cs.data() + t * n_rot);
+      kernels::rope_cos_sin(batch.pos[t], n_rot, c.rope_base, c.rope_freq_scale, factors, rope_cs.data() + t * n_rot);
+      if (two_ropes) {
+        kernels::rope_cos_sin(batch.pos[t], n_rot, c.rope_base_local, c.rope_freq_scale_local, factors,
+                              rope_cs_local.data() + t * n_rot);
+      }
     }
   });
 
   for (int32_t il = 0; il < c.n_layers; ++il) {
     const LayerWeights& l = layers_[static_cast<size_t>(il)];
+    const std::vector<float>& layer_cs = two_ropes && c.is_local(il) ? rope_cs_local : rope_cs;
     // x += the previous layer's FFN output (none before the first layer), then the attention norm.
     for_tokens(pool, nt, [&](size_t t0, size_t t1) {
       for (size_t t = t0; t < t1; ++t) {
@@ -159,7 +172,7 @@ void Model::forward(const ForwardBatch& batch, const KvView& kv, ThreadPool& poo
           }
         }
         if (n_rot > 0) {
-          const float* cs = rope_cs.data() + t * n_rot;
+          const float* cs = layer_cs.data() + t * n_rot;
           kernels::rope_apply(q, c.n_heads, c.head_dim, n_rot, cs, c.rope_neox);
           kernels::rope_apply(k, c.n_kv_heads, c.head_dim, n_rot, cs, c.rope_neox);
         }
@@ -168,18 +181,33 @@ void Model::forward(const ForwardBatch& batch, const KvView& kv, ThreadPool& poo
     });
     detail::attention(pool, c, batch, kv, il, q_.data(), attn_out_.data(), attn_scratch_);
     kernels::matmul(pool, l.wo, attn_out_.data(), nt, xb_.data(), quant_scratch_);
-    // x += attention output, then the FFN norm (xb_ holds the wo output until each token's norm overwrites it).
+    // x += attention output (gemma: normed first), then the FFN norm (xb_ holds the wo output until each token's
+    // norm overwrites it).
     for_tokens(pool, nt, [&](size_t t0, size_t t1) {
       for (size_t t = t0; t < t1; ++t) {
-        add_row(x_.data() + t * dim, xb_.data() + t * dim, dim);
+        float* out = xb_.data() + t * dim;
+        if (!l.attn_post_norm.empty()) kernels::rmsnorm(out, l.attn_post_norm.data(), out, dim, c.rms_eps);
+        add_row(x_.data() + t * dim, out, dim);
         kernels::rmsnorm(x_.data() + t * dim, l.ffn_norm.data(), xb_.data() + t * dim, dim, c.rms_eps);
       }
     });
     kernels::matmul_multi(pool, {&l.w_gate, &l.w_up}, xb_.data(), nt, {gate_.data(), up_.data()}, quant_scratch_);
     for_tokens(pool, nt, [&](size_t t0, size_t t1) {
-      kernels::swiglu(gate_.data() + t0 * ffn, up_.data() + t0 * ffn, (t1 - t0) * ffn);
+      if (c.ffn_gelu) {
+        kernels::geglu(gate_.data() + t0 * ffn, up_.data() + t0 * ffn, (t1 - t0) * ffn);
+      } else {
+        kernels::swiglu(gate_.data() + t0 * ffn, up_.data() + t0 * ffn, (t1 - t0) * ffn);
+      }
     });
     kernels::matmul(pool, l.w_down, gate_.data(), nt, ffn_out_.data(), quant_scratch_);
+    if (!l.ffn_post_norm.empty()) {  // gemma: the FFN output normed before the next residual add
+      for_tokens(pool, nt, [&](size_t t0, size_t t1) {
+        for (size_t t = t0; t < t1; ++t) {
+          float* out = ffn_out_.data() + t * dim;
+          kernels::rmsnorm(out, l.ffn_post_norm.data(), out, dim, c.rms_eps);
+        }
+      });
+    }
   }
   for_tokens(pool, nt, [&](size_t t0, size_t t1) {
     for (size_t t = t0; t < t1; ++t) add_row(x_.data() + t * dim, ffn_out_.data() + t * dim, dim);
@@ -194,6 +222,9 @@ void Model::forward(const ForwardBatch& batch, const KvView& kv, ThreadPool& poo
     ++n_want;
   }
   if (n_want > 0) kernels::matmul(pool, output_, xb_.data(), n_want, logits, quant_scratch_);
+  if (n_want > 0 && c.final_softcap > 0.0f) {
+    kernels::softcap(logits, static_cast<size_t>(n_want) * static_cast<size_t>(c.n_vocab), c.final_softcap);
+  }
 }
 
 }  // namespace preface::model

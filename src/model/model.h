@@ -41,6 +41,7 @@ struct LayerWeights {
   std::vector<float> q_norm, k_norm;       // qwen3 per-head Q/K RMSNorm weights [head_dim]; empty otherwise
   std::vector<float> ffn_norm;             // [dim]
   kernels::Matrix w_gate, w_up, w_down;    // [ffn x dim], [ffn x dim], [dim x ffn]
+  std::vector<float> attn_post_norm, ffn_post_norm;  // gemma (Config::post_norms): [dim] each; empty otherwise
 };
 
 class Model {

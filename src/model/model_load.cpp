@@ -123,6 +123,10 @@ Model::Model(gguf::File file, Config config, int32_t max_batch_tokens)
       l.w_up = load_matrix(file_, p + "ffn_up.weight", ffn, dim);
     }
     l.w_down = load_matrix(file_, p + "ffn_down.weight", dim, ffn);
+    if (c.post_norms) {
+      l.attn_post_norm = load_vector(file_, p + "post_attention_norm.weight", dim);
+      l.ffn_post_norm = load_vector(file_, p + "post_ffw_norm.weight", dim);
+    }
   }
   // Where the kernels read them faster, Q4_0 and Q8_0 matrices get a packed copy, and the mapped bytes it was
   // made from leave resident memory (so a packed model holds its weights once); tok_embd_ keeps GGUF layout for

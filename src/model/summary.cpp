@@ -17,12 +17,21 @@ std::string model_summary(const Model& m) {
   }
   std::string types;
   for (const auto& [name, count] : histogram) types += (types.empty() ? "" : ", ") + name + " " + std::to_string(count);
-  char line[512];
+  // Sliding-window layers (gemma2, gemma3, Mistral): "; sliding window 16 on 13 of 26 layers".
+  std::string window;
+  if (c.any_local()) {
+    int n_local = 0;
+    for (int32_t il = 0; il < c.n_layers; ++il) n_local += c.is_local(il) ? 1 : 0;
+    window = "; sliding window " + std::to_string(c.sliding_window) + " on " + std::to_string(n_local) + " of " +
+             std::to_string(c.n_layers) + " layers";
+  }
+  char line[640];
   std::snprintf(line, sizeof line,
-                "%s: %d layers, dim %d, %d heads / %d KV heads of %d, ffn %d, vocab %d, context %d; "
+                "%s: %d layers, dim %d, %d heads / %d KV heads of %d, ffn %d, vocab %d, context %d%s; "
                 "%zu tensors (%s), %.1f MiB of weights",
                 c.arch_name.c_str(), c.n_layers, c.dim, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn_dim, c.n_vocab,
-                c.ctx_len, m.file().tensors().size(), types.c_str(), static_cast<double>(weight_bytes) / 1048576.0);
+                c.ctx_len, window.c_str(), m.file().tensors().size(), types.c_str(),
+                static_cast<double>(weight_bytes) / 1048576.0);
   return line;
 }
 

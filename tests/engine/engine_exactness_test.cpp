@@ -154,7 +154,8 @@ INSTANTIATE_TEST_SUITE_P(SharedModels, EngineExactness,
                                            Case{"synth-llama-d256-q3_k_m.gguf"}, Case{"synth-llama-d256-iq4_xs.gguf"},
                                            Case{"synth-llama-d256-q4_1.gguf"}, Case{"synth-qwen3-d256-f16.gguf"},
                                            Case{"synth-phi3-d256-f16.gguf"},
-                                           Case{"synth-llama-rope-llama3-oc64-d256-f16.gguf"}),
+                                           Case{"synth-llama-rope-llama3-oc64-d256-f16.gguf"},
+                                           Case{"synth-gemma2-d128-f16.gguf"}, Case{"synth-gemma3-d256-f16.gguf"}),
                          [](const auto& info) {
                            std::string name = info.param.model;
                            name = name.substr(0, name.find(".gguf"));

@@ -17,143 +17,13 @@
 #include "gguf/writer.h"
 #include "kernels/dot.h"
 #include "kernels/kernel_test_util.h"
+#include "kernels/paged_kv.h"
 #include "util/fp16.h"
 
 namespace preface::kernels {
 namespace {
 
-using AttnFn = void (*)(const AttnTile&, float*);
-
-struct Path {
-  const char* name;
-  AttnFn fn;
-};
-
-std::vector<Path> paths() {
-  std::vector<Path> p = {{"scalar", scalar::attention_tile}};
-  if (avx2::available()) p.push_back({"avx2", avx2::attention_tile});
-  if (avx512::available()) p.push_back({"avx512", avx512::attention_tile});
-  return p;
-}
-
-// Bytes of n values of e (Q8_0: n % 32 == 0).
-size_t elem_bytes(KvElem e, size_t n) { return e == KvElem::F32 ? 4 * n : e == KvElem::Q8_0 ? n / 32 * 34 : 2 * n; }
-
-const char* elem_name(KvElem e) {
-  switch (e) {
-    case KvElem::F32: return "f32";
-    case KvElem::F16: return "f16";
-    case KvElem::BF16: return "bf16";
-    case KvElem::Q8_0: return "q8_0";
-  }
-  return "?";
-}
-
-// The query as the kernel uses it: rounded to F16/BF16 storage, unchanged for F32 and Q8_0.
-float query_value(KvElem e, float v) {
-  switch (e) {
-    case KvElem::F32: return v;
-    case KvElem::F16: return f16_to_f32(f32_to_f16(v));
-    case KvElem::BF16: return bf16_to_f32(f32_to_bf16(v));
-    case KvElem::Q8_0: return v;
-  }
-  return v;
-}
-
-// Paged K/V for one sequence of n_pos positions: n_kv_heads heads per row, blocks in shuffled order, with a
-// spare block (never in the table) so that tables do not cover the whole storage. Q8_0 rows are written by the
-// GGUF codec (gguf::encode_values), one head at a time, and kf/vf hold its decoding.
-struct PagedKv {
-  PagedKv(KvElem elem, size_t head_dim, size_t n_kv_heads, int32_t block_size, int32_t n_pos, uint32_t seed)
-      : elem(elem), head_dim(head_dim), n_kv_heads(n_kv_heads), block_size(block_size), n_pos(n_pos) {
-    const int32_t n_blocks = (n_pos + block_size - 1) / block_size + 1;
-    row_bytes = n_kv_heads * elem_bytes(elem, head_dim);
-    k.assign(static_cast<size_t>(n_blocks * block_size) * row_bytes, 0);
-    v.assign(k.size(), 0);
-    table.resize(static_cast<size_t>(n_blocks - 1));
-    std::iota(table.begin(), table.end(), 1);
-    std::shuffle(table.begin(), table.end(), std::mt19937(seed));
-    const auto values = test::random_floats(static_cast<size_t>(n_pos) * n_kv_heads * head_dim * 2, seed + 1);
-    std::vector<float> kx(values.size() / 2), vx(values.size() / 2);  // [n_pos][n_kv_heads][head_dim]
-    for (size_t at = 0; at < kx.size(); ++at) {
-      kx[at] = values[2 * at];
-      vx[at] = values[2 * at + 1];
-    }
-    kf.resize(kx.size());
-    vf.resize(vx.size());
-    for (int32_t p = 0; p < n_pos; ++p) {
-      for (size_t h = 0; h < n_kv_heads; ++h) {
-        const size_t at = (static_cast<size_t>(p) * n_kv_heads + h) * head_dim;
-        write_head(k.data(), p, h, kx.data() + at, kf.data() + at);
-        write_head(v.data(), p, h, vx.data() + at, vf.data() + at);
-      }
-    }
-  }
-
-  // Stores head h of position pos from x[head_dim]; stored[head_dim] receives the values as stored.
-  void write_head(uint8_t* base, int32_t pos, size_t h, const float* x, float* stored) {
-    if (elem == KvElem::Q8_0) {
-      const std::vector<uint8_t> bytes = gguf::encode_values(gguf::TensorType::Q8_0, x, head_dim);
-      std::memcpy(row(base, pos) + h * elem_bytes(elem, head_dim), bytes.data(), bytes.size());
-      gguf::decode_values(gguf::TensorType::Q8_0, bytes.data(), head_dim, stored);
-      return;
-    }
-    for (size_t i = 0; i < head_dim; ++i) {
-      write(base, pos, h * head_dim + i, x[i]);
-      stored[i] = query_value(elem, x[i]);
-    }
-  }
-
-  // Every value of position pos (K and V, all heads) becomes NaN: Q8_0 blocks get a NaN scale.
-  void poison(int32_t pos) {
-    for (uint8_t* base : {k.data(), v.data()}) {
-      if (elem == KvElem::Q8_0) {
-        for (size_t b = 0; b < n_kv_heads * head_dim / 32; ++b) {
-          const uint16_t nan_f16 = 0x7e00;
-          std::memcpy(row(base, pos) + b * 34, &nan_f16, 2);
-        }
-      } else {
-        for (size_t i = 0; i < n_kv_heads * head_dim; ++i) write(base, pos, i, NAN);
-      }
-    }
-  }
-
-  uint8_t* row(uint8_t* base, int32_t pos) {
-    const size_t block = static_cast<size_t>(table[static_cast<size_t>(pos / block_size)]);
-    return base + (block * static_cast<size_t>(block_size) + static_cast<size_t>(pos % block_size)) * row_bytes;
-  }
-
-  // Value i of a F32/F16/BF16 row.
-  void write(uint8_t* base, int32_t pos, size_t i, float value) {
-    uint8_t* dst = row(base, pos) + elem_bytes(elem, i);
-    if (elem == KvElem::F32) {
-      std::memcpy(dst, &value, 4);
-    } else {
-      const uint16_t h = elem == KvElem::F16 ? f32_to_f16(value) : f32_to_bf16(value);
-      std::memcpy(dst, &h, 2);
-    }
-  }
-
-  KvPages pages(size_t kv_head) const {
-    KvPages p;
-    p.elem = elem;
-    p.k_base = k.data();
-    p.v_base = v.data();
-    p.block_table = table.data();
-    p.block_size = block_size;
-    p.row_bytes = row_bytes;
-    p.head_offset_bytes = kv_head * elem_bytes(elem, head_dim);
-    return p;
-  }
-
-  KvElem elem;
-  size_t head_dim, n_kv_heads;
-  int32_t block_size, n_pos;
-  size_t row_bytes = 0;
-  std::vector<uint8_t> k, v;     // [n_blocks][block_size][row_bytes]
-  std::vector<int32_t> table;    // position block -> storage block (block 0 is never used)
-  std::vector<float> kf, vf;     // [n_pos][n_kv_heads][head_dim] the stored values as f32
-};
+using namespace test_attention;  // NOLINT: the shared fixtures of paged_kv.h
 
 // Double-precision softmax(q' . K / sqrt(d)) V over positions 0..n_pos-1 of kv_head, q' = q rounded to the
 // storage type (F16/BF16; as the kernel documents).
@@ -173,21 +43,6 @@ std::vector<double> reference(const PagedKv& kv, size_t kv_head, const float* q,
     for (size_t i = 0; i < d; ++i) out[i] += s[static_cast<size_t>(p)] / sum * kv.vf[p * stride + kv_head * d + i];
   }
   return out;
-}
-
-void run_tile(AttnFn fn, const KvPages& pages, size_t head_dim, float scale, std::vector<AttnQuery>& queries) {
-  AttnTile tile;
-  tile.kv = pages;
-  tile.head_dim = head_dim;
-  tile.scale = scale;
-  tile.queries = queries.data();
-  tile.n_queries = queries.size();
-  std::vector<float> scratch(attention_scratch_floats(head_dim, queries.size()));
-  fn(tile, scratch.data());
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 TEST(AttentionTile, MatchesDoubleReference) {

@@ -122,7 +122,7 @@ INSTANTIATE_TEST_SUITE_P(SharedModels, Oracle,
                                            "synth-llama-d256-q4_1", "synth-llama-d256-q5_0",
                                            "synth-llama-rope-linear-d256-f16", "synth-llama-rope-llama3-d256-f16",
                                            "synth-llama-rope-llama3-oc64-d256-f16", "synth-qwen3-d256-f16",
-                                           "synth-phi3-d256-f16"),
+                                           "synth-phi3-d256-f16", "synth-gemma2-d128-f16", "synth-gemma3-d256-f16"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string s = info.param;
                            for (char& ch : s) {
