@@ -23,6 +23,26 @@ std::unique_ptr<Backend> cpu_backend(model::Model& model, const EngineConfig& c)
                                       c.n_threads);
 }
 
+// kv::shape_param_count of the model's shape (a Llama-family count: fused or extra tensors of other architectures
+// are not seen); 0 when the shape is not one it can count.
+uint64_t model_param_count(const model::Config& c) {
+  kv::KvShape s;
+  s.n_layers = c.n_layers;
+  s.n_heads = c.n_heads;
+  s.n_kv_heads = c.n_kv_heads;
+  s.head_dim = c.head_dim;
+  s.dim = c.dim;
+  s.ffn_dim = c.ffn_dim;
+  s.n_vocab = c.n_vocab;
+  s.tied_embeddings = c.tied_embeddings;
+  s.qkv_bias = c.qkv_bias;
+  try {
+    return kv::shape_param_count(s);
+  } catch (const Error&) {
+    return 0;
+  }
+}
+
 }  // namespace
 
 uint64_t default_kv_cache_bytes() {
@@ -63,6 +83,7 @@ Engine::Engine(std::unique_ptr<Backend> backend, const EngineConfig& config)
   }
   if (config_.max_running < 1) throw Error("max running sequences must be >= 1");
   rope_desc_ = model::rope_description(backend_->config());
+  n_params_ = model_param_count(backend_->config());
   publish_counters();
 }
 
@@ -172,12 +193,24 @@ bool Engine::step() {
     publish_counters();
     return true;
   }
+  int32_t n_step_tokens = 0, n_step_prompt_tokens = 0;  // before on_computed advances n_computed
+  for (const ScheduledChunk& chunk : plan) {
+    n_step_tokens += chunk.n_tokens;
+    n_step_prompt_tokens += std::clamp(chunk.seq->n_prompt - chunk.seq->n_computed, 0, chunk.n_tokens);
+  }
   StepOutput out;
+  const auto t_forward = Clock::now();
   try {
     out = runner_.run(plan);
   } catch (const std::exception& e) {  // nothing advanced: the plan's sequences end, the others go on
     fail(&plan, e);
     return true;
+  }
+  const double forward_s = std::chrono::duration<double>(Clock::now() - t_forward).count();
+  if (n_step_prompt_tokens >= kPrefillRateMinTokens && forward_s > 0) {
+    const double rate = n_step_tokens / forward_s;
+    prefill_tokens_per_s_ =
+        prefill_tokens_per_s_ == 0 ? rate : prefill_tokens_per_s_ + kPrefillRateAlpha * (rate - prefill_tokens_per_s_);
   }
   ++n_steps_;
   update_pins(plan);
@@ -292,6 +325,8 @@ void Engine::finish(Sequence& seq, FinishReason reason, const std::string& error
   stats.finish = reason;
   stats.error = error;
   stats.total_ms = ms_between(seq.t_submit, now);
+  stats.saved_flops = 2.0 * static_cast<double>(n_params_) * stats.n_cached_tokens;
+  stats.saved_seconds = prefill_tokens_per_s_ > 0 ? stats.n_cached_tokens / prefill_tokens_per_s_ : 0;
   if (seq.admitted_once) {
     stats.queue_ms = ms_between(seq.t_submit, seq.t_first_scheduled);
     if (stats.n_generated_tokens > 0) {
@@ -361,6 +396,8 @@ void Engine::publish_counters() {
   c.n_steps = n_steps_;
   c.n_failed_steps = n_failed_steps_;
   c.n_pinned_blocks = pins_.n_pinned();
+  c.n_params = n_params_;
+  c.prefill_tokens_per_s = prefill_tokens_per_s_;
   std::lock_guard lock(inbox_mu_);
   c.n_requests = n_requests_;
   c.n_waiting += static_cast<int32_t>(inbox_.size());

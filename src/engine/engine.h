@@ -74,6 +74,25 @@ struct EngineCounters {
   int32_t n_pinned_blocks = 0;
   int64_t n_steps = 0;
   int64_t n_failed_steps = 0;  // steps that threw; their requests finished with FinishReason::Error
+  uint64_t n_params = 0;       // the model's parameters (kv::shape_param_count of its shape), for FLOP estimates
+  // Measured prefill rate, tokens per second: an exponential moving average (weight kPrefillRateAlpha) over steps
+  // that computed at least kPrefillRateMinTokens prompt tokens, of (all tokens of the step) / (the step's forward
+  // time). 0 until such a step ran. What RequestStats::saved_seconds divides by.
+  double prefill_tokens_per_s = 0;
+};
+
+inline constexpr double kPrefillRateAlpha = 0.2;
+inline constexpr int32_t kPrefillRateMinTokens = 16;
+
+// One registered KV block as seen by Engine::cached_blocks (a copy; the dashboard's prefix tree).
+struct CachedBlockInfo {
+  int32_t id = -1;
+  kv::BlockKey key;               // hash, parent hash, namespace root
+  std::vector<int32_t> tokens;    // [block_size]
+  int64_t hits = 0;               // prefix hits since it was registered
+  int32_t ref_count = 0;          // sequences holding it now
+  int32_t pin_count = 0;
+  double age_s = 0;               // since registration, by the engine clock
 };
 
 // `config` with the end-of-generation ids of `tokenizer` (anything with end_of_generation_ids(); a template so
@@ -151,6 +170,9 @@ class Engine {
   // request submitted right after may find more (a concurrent request registered blocks) or less (eviction).
   CacheExplanation explain_cache(std::span<const int32_t> prompt, const std::string& salt,
                                  std::span<const kv::Digest> siblings = {}) const;
+  // Every registered block (at most the pool's size), copied under the step lock: O(blocks x block_size). Callers
+  // that poll rate-limit it (the dashboard takes one copy a second at most, whatever the number of viewers).
+  std::vector<CachedBlockInfo> cached_blocks() const;
   // The namespaces holding a registered block now. O(blocks), under the step lock.
   std::vector<kv::Digest> live_namespaces() const;
 
@@ -179,6 +201,8 @@ class Engine {
   PinTable pins_;                       // at most half the pool pinned
   int64_t n_requests_finished_ = 0, n_prompt_tokens_ = 0, n_generated_tokens_ = 0, n_steps_ = 0;
   int64_t n_failed_steps_ = 0;
+  uint64_t n_params_ = 0;
+  double prefill_tokens_per_s_ = 0;     // EngineCounters::prefill_tokens_per_s
 
   // Shared with submitters (under inbox_mu_).
   mutable std::mutex inbox_mu_;

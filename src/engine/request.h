@@ -59,6 +59,9 @@ struct RequestStats {
   std::string error;                  // set when finish == Error
   double queue_ms = 0, first_token_ms = 0, total_ms = 0;
   double prefill_ms = 0;              // from first scheduling to the first token
+  // The prefill this request skipped thanks to its n_cached_tokens: 2 x n_params x n_cached_tokens FLOPs, and
+  // n_cached_tokens at the engine's measured prefill rate (EngineCounters::prefill_tokens_per_s; 0 while unmeasured).
+  double saved_flops = 0, saved_seconds = 0;
   double decode_ms = 0;               // from the first token to the end
 };
 

@@ -188,7 +188,8 @@ json anthropic_usage(const GenerationSummary& s) {
   json usage = {{"input_tokens", std::max(0, s.stats.n_prompt_tokens - n_cached - n_written)},
                 {"cache_creation_input_tokens", n_written},
                 {"cache_read_input_tokens", n_cached},
-                {"output_tokens", s.n_completion_tokens}};
+                {"output_tokens", s.n_completion_tokens},
+                {"cache_savings", cache_savings_json(s.stats)}};
   // A cache_control breakpoint the tenant's pin budget (--pin-budget-per-tenant) or the pool's did not honour:
   // said, never silently dropped. Absent when every pin held.
   if (s.stats.n_pin_refused_blocks > 0) usage["cache_pin_refused_blocks"] = s.stats.n_pin_refused_blocks;

@@ -159,7 +159,8 @@ json openai_usage(const GenerationSummary& s) {
           {"completion_tokens", s.n_completion_tokens},
           {"total_tokens", n_prompt + s.n_completion_tokens},
           {"prompt_tokens_details",
-           {{"cached_tokens", s.stats.n_cached_tokens}, {"cache_write_tokens", s.stats.n_written_tokens}}}};
+           {{"cached_tokens", s.stats.n_cached_tokens}, {"cache_write_tokens", s.stats.n_written_tokens}}},
+          {"cache_savings", cache_savings_json(s.stats)}};
 }
 
 json models_response(const ServerContext& ctx) {

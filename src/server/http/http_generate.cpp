@@ -100,6 +100,7 @@ struct StreamJob {
     ended = true;
     ctx->tenants.note(ctx->engine, tenant, ns);  // again: a prune while it ran may have dropped it
     state->metrics.on_generation(gen->summary());
+    state->cache_stats.on_generation(tenant, gen->summary(), ctx->engine.counters());
     log_generation(*state, slot->id(), method, path, *gen, pins + note);
   }
 };
@@ -181,6 +182,7 @@ void serve_generation(HttpState& state, ServerContext& ctx, const httplib::Reque
     const GenerationSummary& s = gen->summary();
     ctx.tenants.note(ctx.engine, tenant, ns);
     state.metrics.on_generation(s);
+    state.cache_stats.on_generation(tenant, s, ctx.engine.counters());
     log_generation(state, slot->id(), req.method, req.path, *gen, pins + (client_gone ? " (client gone)" : ""));
     if (client_gone) {
       res.status = 499;  // nginx's "client closed request": nobody reads it

@@ -105,8 +105,9 @@ void metrics(HttpState& state, const httplib::Request&, httplib::Response& res) 
     if (state.options.debug_invariants) invariants_ok = Metrics::check_kv_invariants(ctx->engine);
     counters = ctx->engine.counters();
   }
-  res.set_content(state.metrics.render(ctx != nullptr ? &counters : nullptr, state.in_flight.size(), invariants_ok),
-                  "text/plain; version=0.0.4; charset=utf-8");
+  std::string body = state.metrics.render(ctx != nullptr ? &counters : nullptr, state.in_flight.size(), invariants_ok);
+  state.cache_stats.render_prometheus(ctx != nullptr ? &counters : nullptr, body);
+  res.set_content(body, "text/plain; version=0.0.4; charset=utf-8");
 }
 
 void models(HttpState&, ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
@@ -204,6 +205,9 @@ constexpr Route kRoutes[] = {
     {"/detokenize", "POST", O::OpenAI, "tokens", nullptr, detokenize},
     {"/v1/cache", "DELETE", O::OpenAI, "", nullptr, purge_cache},
     {"/v1/cache/explain", "POST", O::OpenAI, "messages", nullptr, explain_cache},
+    {"/v1/cache/stats", "GET", O::OpenAI, "", nullptr, cache_stats},
+    {"/dashboard", "GET", O::OpenAI, "", dashboard_page, nullptr},
+    {"/dashboard/chart.js", "GET", O::OpenAI, "", dashboard_chartjs, nullptr},
 };
 
 }  // namespace
@@ -221,7 +225,8 @@ void register_routes(httplib::Server& http, HttpState& state) {
     if (route.open != nullptr) {
       h = [&state, fn = route.open](const httplib::Request& req, httplib::Response& res) { fn(state, req, res); };
     } else {
-      const bool admin = route.handler == purge_cache;  // the admin key, not a tenant key
+      // The admin key, not (only) a tenant key: these handlers authenticate themselves.
+      const bool admin = route.handler == purge_cache || route.handler == cache_stats;
       h = [&state, fn = route.handler, admin](const httplib::Request& req, httplib::Response& res) {
         try {
           if (!admin) (void)authenticate(state.options, req);
