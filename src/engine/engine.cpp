@@ -172,8 +172,10 @@ bool Engine::step() {
   std::lock_guard step_lock(step_mu_);
   drain_inbox();
   cancel_requested();
+  verify_yield_to_live();
   pins_.expire(pool_, now());
   expire_namespaces();
+  if (scheduler_.idle()) verify_start_if_idle();  // a shadow put back while live work ran
   if (scheduler_.idle()) {
     publish_counters();
     return false;
@@ -215,6 +217,7 @@ bool Engine::step() {
   ++n_steps_;
   update_pins(plan);
   postprocess(plan, out);
+  verify_start_if_idle();
   publish_counters();
   return true;
 }
@@ -289,9 +292,16 @@ void Engine::postprocess(const std::vector<ScheduledChunk>& plan, StepOutput& ou
     if (s == nullptr) continue;  // a prefill chunk short of the end
     const int32_t token = s->token;
     const auto now = Clock::now();
-    if (seq.stats.n_generated_tokens == 0) seq.t_first_token = now;
+    if (seq.stats.n_generated_tokens == 0) {
+      seq.t_first_token = now;
+      if (is_shadow(seq)) {
+        verify_check(seq, s->logits);
+      } else if (config_.verify_fraction > 0) {
+        verify_note_first_token(seq, s->logits);
+      }
+    }
     seq.stats.n_generated_tokens++;
-    ++n_generated_tokens_;
+    n_generated_tokens_ += is_shadow(seq) ? 0 : 1;
     const bool is_stop =
         (!seq.params.ignore_eos &&
          std::binary_search(config_.end_of_generation.begin(), config_.end_of_generation.end(), token)) ||
@@ -325,6 +335,7 @@ void Engine::finish(Sequence& seq, FinishReason reason, const std::string& error
   stats.finish = reason;
   stats.error = error;
   stats.total_ms = ms_between(seq.t_submit, now);
+  stats.request_id = seq.id;
   stats.saved_flops = 2.0 * static_cast<double>(n_params_) * stats.n_cached_tokens;
   stats.saved_seconds = prefill_tokens_per_s_ > 0 ? stats.n_cached_tokens / prefill_tokens_per_s_ : 0;
   if (seq.admitted_once) {
@@ -337,8 +348,10 @@ void Engine::finish(Sequence& seq, FinishReason reason, const std::string& error
   } else {
     stats.queue_ms = stats.total_ms;
   }
+  const bool shadow = is_shadow(seq);
+  if (shadow) verify_on_finish(seq, reason);
   std::unique_ptr<Sequence> owned = scheduler_.remove(&seq);  // frees its blocks now
-  ++n_requests_finished_;
+  n_requests_finished_ += shadow ? 0 : 1;
   owned->stream->finish(stats);
 }
 
@@ -397,6 +410,10 @@ void Engine::publish_counters() {
   c.n_failed_steps = n_failed_steps_;
   c.n_pinned_blocks = pins_.n_pinned();
   c.n_params = n_params_;
+  c.n_verify_match = n_verify_match_;
+  c.n_verify_mismatch = n_verify_mismatch_;
+  c.n_verify_pending = static_cast<int64_t>(verify_pending_.size()) + (verify_active_ ? 1 : 0);
+  c.n_verify_dropped = n_verify_dropped_;
   c.prefill_tokens_per_s = prefill_tokens_per_s_;
   std::lock_guard lock(inbox_mu_);
   c.n_requests = n_requests_;
