@@ -47,6 +47,7 @@ struct ServeOptions {
   std::string api_keys_file;       // --api-keys: `key tenant` lines
   double cache_ttl_s = 0;          // 0: no expiry
   int32_t pin_budget_per_tenant = 0;  // blocks; 0: only the half-pool cap
+  double verify_fraction = 0;      // --verify-fraction: share of cache hits recomputed cold and compared
 };
 
 sigset_t shutdown_signals() {
@@ -155,6 +156,7 @@ void serve(ServeOptions& opts) {
   config.cache_ttl = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double>(opts.cache_ttl_s));
   config.max_pinned_blocks_per_group = opts.pin_budget_per_tenant;
+  config.verify_fraction = opts.verify_fraction;
   opts.server.log_requests = !opts.quiet;
   configure_keys(opts);
 
@@ -287,6 +289,12 @@ void register_serve(CLI::App& app) {
                   "Seconds after which a cached KV block nobody used (no hit, no release) is dropped; pinned "
                   "blocks (cache_control) are kept (0: never)")
       ->check(CLI::Range(0.0, 1e9))
+      ->capture_default_str();
+  cmd->add_option("--verify-fraction", opts->verify_fraction,
+                  "Share of cache hits whose prompt is recomputed cold while the engine is idle, the first "
+                  "generated position's logits compared bit for bit (preface_cache_verify_total; a mismatch is "
+                  "logged)")
+      ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   cmd->add_flag("--quiet", opts->quiet, "No per-request log lines");
   cmd->add_flag("--no-mmap", opts->no_mmap,

@@ -96,6 +96,29 @@ TEST(CacheSavings, UsageReportsSkippedPrefillInBothApis) {
   EXPECT_EQ(miss.body_json()["usage"]["cache_savings"]["flops"].get<double>(), 0);
 }
 
+TEST(CacheSavings, CacheFalseComputesThePromptColdInBothApis) {
+  TestServer server;
+  if (!server.ok()) GTEST_SKIP() << "stories260K.gguf not found";
+  auto c = server.client();
+  ASSERT_EQ(post(*c, "/v1/completions", completion(kAlicePrompt)).status, 200);
+  json cold = completion(kAlicePrompt);
+  cold["cache"] = false;
+  const HttpResult r = post(*c, "/v1/completions", cold);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body_json()["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 0);
+  EXPECT_GT(post(*c, "/v1/completions", completion(kAlicePrompt)).body_json()["usage"]["prompt_tokens_details"]
+                ["cached_tokens"].get<int>(), 0);  // the cache is still there
+
+  json msg = {{"model", "m"}, {"max_tokens", 2}, {"messages", {{{"role", "user"}, {"content", kBobPrompt}}}}};
+  ASSERT_EQ(post(*c, "/v1/messages", msg).status, 200);
+  msg["cache_prompt"] = false;  // llama.cpp's name
+  const HttpResult a = post(*c, "/v1/messages", msg);
+  ASSERT_EQ(a.status, 200) << a.body;
+  EXPECT_EQ(a.body_json()["usage"]["cache_read_input_tokens"].get<int>(), 0);
+  msg["cache"] = "no";
+  EXPECT_EQ(post(*c, "/v1/messages", msg).status, 400);
+}
+
 TEST(CacheStats, TenantsSeeTheirOwnPrefixesAndTheAdminSeesAll) {
   TestServer server(keyed_config());
   if (!server.ok()) GTEST_SKIP() << "stories260K.gguf not found";

@@ -174,6 +174,7 @@ AnthropicRequest parse_messages_request(const json& body, ServerContext& ctx, bo
   r.generation.stop = f.strings("stop_sequences", static_cast<size_t>(ctx.limits.max_stop_strings));
   g.cache_salt = f.string("cache_salt").value_or("");
   r.generation.cache_explain = f.boolean("cache_explain").value_or(false);
+  g.cache_bypass = !f.boolean("cache").value_or(true) || !f.boolean("cache_prompt").value_or(true);
   r.generation.text_start = true;
   (void)f.object("metadata");
   r.stream = f.boolean("stream").value_or(false);

@@ -52,6 +52,8 @@ OpenAIRequest parse_common(const JsonFields& f, const json& body, ServerContext&
   g.ignore_eos = f.boolean("ignore_eos").value_or(false);
   g.cache_salt = f.string("cache_salt").value_or("");
   r.generation.cache_explain = f.boolean("cache_explain").value_or(false);
+  // "cache": false (preface) or "cache_prompt": false (llama.cpp's name): compute the prompt cold, no lookup.
+  g.cache_bypass = !f.boolean("cache").value_or(true) || !f.boolean("cache_prompt").value_or(true);
   (void)f.string("prompt_cache_key");  // type-checked; routing hint only (see the header)
   (void)f.string("user");
   r.stream = f.boolean("stream").value_or(false);

@@ -203,6 +203,16 @@ void CacheStats::render_prometheus(const engine::EngineCounters* counters, std::
     out += "# HELP preface_model_parameters Parameters of the served model (the FLOP estimates' n_params).\n"
            "# TYPE preface_model_parameters gauge\n";
     out += "preface_model_parameters " + num(static_cast<double>(counters->n_params)) + "\n";
+    out += "# HELP preface_cache_verify_total Cache hits recomputed cold (--verify-fraction), by whether the first "
+           "generated position's logits matched bit for bit.\n# TYPE preface_cache_verify_total counter\n";
+    out += "preface_cache_verify_total{result=\"match\"} " + num(double(counters->n_verify_match)) + "\n";
+    out += "preface_cache_verify_total{result=\"mismatch\"} " + num(double(counters->n_verify_mismatch)) + "\n";
+    out += "# HELP preface_cache_verify_pending Verifications waiting for an idle engine.\n"
+           "# TYPE preface_cache_verify_pending gauge\n";
+    out += "preface_cache_verify_pending " + num(double(counters->n_verify_pending)) + "\n";
+    out += "# HELP preface_cache_verify_dropped_total Verifications dropped (queue full, or the shadow failed).\n"
+           "# TYPE preface_cache_verify_dropped_total counter\n";
+    out += "preface_cache_verify_dropped_total " + num(double(counters->n_verify_dropped)) + "\n";
   }
   std::lock_guard lock(mu_);
   for (const Family& f : kFamilies) {
