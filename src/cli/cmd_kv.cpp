@@ -1,6 +1,12 @@
 // `preface kv`: the KV-cache calculator. For a model shape (built in, or read from a GGUF): bytes per token
 // for each KV dtype, the tokens and blocks a byte budget holds, and what a prefix of N tokens costs in memory and
-// saves in prefill compute. Text for people, --json for machines.
+// saves in prefill compute and time. Text for people, --json for machines.
+//
+// Seconds saved per hit: the prefix's tokens at a prefill rate, --prefill-rate when given, else (with -m and
+// --prefix) measured here: the model is loaded and one prompt of min(N, kMaxMeasuredTokens) tokens is prefilled
+// through the engine (after a short warm-up), as the server's engine measures its own rate
+// (engine::EngineCounters::prefill_tokens_per_s). --no-measure skips it.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -10,6 +16,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/local_engine.h"
 #include "cli/options.h"
 #include "gguf/reader.h"
 #include "kv/capacity.h"
@@ -27,7 +34,11 @@ struct KvOptions {
   std::string prefix;       // --prefix, tokens (decimal digits); empty: no prefix
   bool json = false;
   bool list_shapes = false;
+  double prefill_rate = 0;  // --prefill-rate, tokens/s; 0: measure (with -m) or none
+  bool no_measure = false;
 };
+
+constexpr int32_t kMaxMeasuredTokens = 512;
 
 // Budgets shown when --mem is absent.
 constexpr uint64_t kDefaultBudgets[] = {1ull << 30, 8ull << 30, 16ull << 30, 64ull << 30};
@@ -62,7 +73,36 @@ struct Report {
   kv::KvDtype dtype = kv::KvDtype::F16;
   std::vector<kv::KvBudget> budgets;  // [1] with --mem, else one per kDefaultBudgets
   std::optional<kv::PrefixCost> prefix;
+  double prefill_rate = 0;        // tokens/s; 0: unknown
+  std::string rate_source;        // "given" | "measured over N tokens on T threads"
 };
+
+// Prefill tokens per second of the model through the engine: a warm-up prompt, then one of n_tokens tokens.
+double measure_prefill_rate(const KvOptions& o, int32_t n_tokens, int32_t* n_measured) {
+  const std::string path = resolve_model_path(o.model.model_path);
+  auto model = model::Model::load(path);
+  const auto tokenizer = Tokenizer::from_gguf(model->file());
+  n_tokens = std::clamp(n_tokens, 1, std::min({kMaxMeasuredTokens, model->config().ctx_len - 1,
+                                               model->max_batch_tokens()}));
+  *n_measured = n_tokens;
+  ModelOptions mo = o.model;
+  mo.kv_type = o.kv_type;
+  mo.block_size = o.block_size;
+  auto eng = local_engine(*model, *tokenizer, mo, n_tokens + 1);
+  double prefill_ms = 0;
+  for (const int32_t n : {std::min(n_tokens, 16), n_tokens}) {
+    engine::RequestParams p;
+    for (int32_t i = 0; i < n; ++i) p.prompt.push_back((i * 7919 + 13) % model->config().n_vocab);
+    p.max_new_tokens = 1;
+    p.ignore_eos = true;
+    auto stream = eng->submit(std::move(p));
+    eng->run_until_idle();
+    while (stream->next()) {
+    }
+    prefill_ms = stream->stats().prefill_ms;
+  }
+  return prefill_ms > 0 ? n_tokens / (prefill_ms / 1e3) : 0;
+}
 
 uint64_t parse_token_count(const std::string& text) {
   if (text.empty() || text.size() > 19 || text.find_first_not_of("0123456789") != std::string::npos) {
@@ -106,6 +146,11 @@ void print_json(const KvOptions& o, const Report& r) {
     const kv::PrefixCost& c = *r.prefix;
     j["prefix"] = {{"n_tokens", c.n_tokens},       {"exact_bytes", c.exact_bytes}, {"n_blocks", c.n_blocks},
                    {"block_bytes", c.block_bytes}, {"prefill_flops", c.prefill_flops}};
+    if (r.prefill_rate > 0) {
+      j["prefix"]["prefill_tokens_per_s"] = r.prefill_rate;
+      j["prefix"]["prefill_seconds"] = static_cast<double>(c.n_tokens) / r.prefill_rate;
+      j["prefix"]["prefill_rate_source"] = r.rate_source;
+    }
   }
   std::printf("%s\n", j.dump(2).c_str());
 }
@@ -147,6 +192,10 @@ void print_text(const KvOptions& o, const Report& r) {
     std::printf("            a hit saves ~%s prefill FLOPs (2 x %s params x %s tokens)\n",
                 short_sci(c.prefill_flops, 1).c_str(), short_sci(double(s.n_params), 2).c_str(),
                 group_digits(c.n_tokens).c_str());
+    if (r.prefill_rate > 0) {
+      std::printf("            and ~%.3g s of prefill at %.0f tokens/s (%s)\n",
+                  static_cast<double>(c.n_tokens) / r.prefill_rate, r.prefill_rate, r.rate_source.c_str());
+    }
   }
 }
 
@@ -171,6 +220,16 @@ void run_kv(const KvOptions& o) {
   }
   if (!o.prefix.empty()) {
     r.prefix = kv::prefix_cost(r.shape, r.dtype, o.block_size, parse_token_count(o.prefix));
+    if (o.prefill_rate > 0) {
+      r.prefill_rate = o.prefill_rate;
+      r.rate_source = "given";
+    } else if (o.shape.empty() && !o.no_measure) {
+      int32_t n_measured = 0;
+      const auto n = static_cast<int32_t>(std::min<uint64_t>(r.prefix->n_tokens, kMaxMeasuredTokens));
+      r.prefill_rate = measure_prefill_rate(o, n, &n_measured);
+      r.rate_source = "measured: a prefill of " + std::to_string(n_measured) + " tokens on " +
+                      std::to_string(resolve_threads(o.model.threads)) + " threads";
+    }
   }
   if (o.json) {
     print_json(o, r);
@@ -198,6 +257,11 @@ void register_kv(CLI::App& app) {
   cmd->add_option("--mem", opts->mem, "Memory budget, e.g. 2GiB, 512MiB, 8GB, 1e9 (default: a few common sizes)")
       ->type_name("BYTES");
   cmd->add_option("--prefix", opts->prefix, "Prefix length in tokens: its cost and savings")->type_name("TOKENS");
+  cmd->add_option("--prefill-rate", opts->prefill_rate,
+                  "Prefill tokens/s for the seconds a hit saves (default with -m: measured on this machine)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--no-measure", opts->no_measure, "With -m: do not load the model to measure the prefill rate");
+  cmd->add_option("--threads", opts->model.threads, "Threads for the prefill measurement (default: all cores)");
   cmd->add_flag("--json", opts->json, "Print JSON instead of text");
   cmd->callback([opts] { run_kv(*opts); });
 }

@@ -52,6 +52,7 @@ struct ServeOptions {
   int32_t pin_budget_per_tenant = 0;  // blocks; 0: only the half-pool cap
   std::string metrics_key_file;    // --metrics-key-file: the metrics key on the file's first line
   double drain_s = 20;             // --drain-seconds: how long SIGTERM waits for in-flight requests
+  double verify_fraction = 0;      // --verify-fraction: share of cache hits recomputed cold and compared
 };
 
 sigset_t shutdown_signals() {
@@ -204,6 +205,7 @@ void serve(ServeOptions& opts) {
   config.cache_ttl = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double>(opts.cache_ttl_s));
   config.max_pinned_blocks_per_group = opts.pin_budget_per_tenant;
+  config.verify_fraction = opts.verify_fraction;
   opts.server.log_requests = !opts.quiet;
   configure_keys(opts);
 
@@ -361,6 +363,12 @@ void register_serve(CLI::App& app) {
                   "Seconds after which a cached KV block nobody used (no hit, no release) is dropped; pinned "
                   "blocks (cache_control) are kept (0: never)")
       ->check(CLI::Range(0.0, 1e9))
+      ->capture_default_str();
+  cmd->add_option("--verify-fraction", opts->verify_fraction,
+                  "Share of cache hits whose prompt is recomputed cold while the engine is idle, the first "
+                  "generated position's logits compared bit for bit (preface_cache_verify_total; a mismatch is "
+                  "logged)")
+      ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   cmd->add_flag("--quiet", opts->quiet, "No per-request log lines");
   cmd->add_flag("--no-mmap", opts->no_mmap,

@@ -10,6 +10,7 @@ void register_commands(CLI::App& app) {
   register_synth(app);
   register_kv(app);
   register_bench(app);
+  register_verify(app);
 }
 
 }  // namespace preface::cli

@@ -23,6 +23,26 @@ std::unique_ptr<Backend> cpu_backend(model::Model& model, const EngineConfig& c)
                                       c.n_threads);
 }
 
+// kv::shape_param_count of the model's shape (a Llama-family count: fused or extra tensors of other architectures
+// are not seen); 0 when the shape is not one it can count.
+uint64_t model_param_count(const model::Config& c) {
+  kv::KvShape s;
+  s.n_layers = c.n_layers;
+  s.n_heads = c.n_heads;
+  s.n_kv_heads = c.n_kv_heads;
+  s.head_dim = c.head_dim;
+  s.dim = c.dim;
+  s.ffn_dim = c.ffn_dim;
+  s.n_vocab = c.n_vocab;
+  s.tied_embeddings = c.tied_embeddings;
+  s.qkv_bias = c.qkv_bias;
+  try {
+    return kv::shape_param_count(s);
+  } catch (const Error&) {
+    return 0;
+  }
+}
+
 }  // namespace
 
 uint64_t default_kv_cache_bytes() {
@@ -63,6 +83,7 @@ Engine::Engine(std::unique_ptr<Backend> backend, const EngineConfig& config)
   }
   if (config_.max_running < 1) throw Error("max running sequences must be >= 1");
   rope_desc_ = model::rope_description(backend_->config());
+  n_params_ = model_param_count(backend_->config());
   publish_counters();
 }
 
@@ -151,8 +172,10 @@ bool Engine::step() {
   std::lock_guard step_lock(step_mu_);
   drain_inbox();
   cancel_requested();
+  verify_yield_to_live();
   pins_.expire(pool_, now());
   expire_namespaces();
+  if (scheduler_.idle()) verify_start_if_idle();  // a shadow put back while live work ran
   if (scheduler_.idle()) {
     publish_counters();
     return false;
@@ -172,16 +195,29 @@ bool Engine::step() {
     publish_counters();
     return true;
   }
+  int32_t n_step_tokens = 0, n_step_prompt_tokens = 0;  // before on_computed advances n_computed
+  for (const ScheduledChunk& chunk : plan) {
+    n_step_tokens += chunk.n_tokens;
+    n_step_prompt_tokens += std::clamp(chunk.seq->n_prompt - chunk.seq->n_computed, 0, chunk.n_tokens);
+  }
   StepOutput out;
+  const auto t_forward = Clock::now();
   try {
     out = runner_.run(plan);
   } catch (const std::exception& e) {  // nothing advanced: the plan's sequences end, the others go on
     fail(&plan, e);
     return true;
   }
+  const double forward_s = std::chrono::duration<double>(Clock::now() - t_forward).count();
+  if (n_step_prompt_tokens >= kPrefillRateMinTokens && forward_s > 0) {
+    const double rate = n_step_tokens / forward_s;
+    prefill_tokens_per_s_ =
+        prefill_tokens_per_s_ == 0 ? rate : prefill_tokens_per_s_ + kPrefillRateAlpha * (rate - prefill_tokens_per_s_);
+  }
   ++n_steps_;
   update_pins(plan);
   postprocess(plan, out);
+  verify_start_if_idle();
   publish_counters();
   return true;
 }
@@ -256,9 +292,16 @@ void Engine::postprocess(const std::vector<ScheduledChunk>& plan, StepOutput& ou
     if (s == nullptr) continue;  // a prefill chunk short of the end
     const int32_t token = s->token;
     const auto now = Clock::now();
-    if (seq.stats.n_generated_tokens == 0) seq.t_first_token = now;
+    if (seq.stats.n_generated_tokens == 0) {
+      seq.t_first_token = now;
+      if (is_shadow(seq)) {
+        verify_check(seq, s->logits);
+      } else if (config_.verify_fraction > 0) {
+        verify_note_first_token(seq, s->logits);
+      }
+    }
     seq.stats.n_generated_tokens++;
-    ++n_generated_tokens_;
+    n_generated_tokens_ += is_shadow(seq) ? 0 : 1;
     const bool is_stop =
         (!seq.params.ignore_eos &&
          std::binary_search(config_.end_of_generation.begin(), config_.end_of_generation.end(), token)) ||
@@ -292,6 +335,9 @@ void Engine::finish(Sequence& seq, FinishReason reason, const std::string& error
   stats.finish = reason;
   stats.error = error;
   stats.total_ms = ms_between(seq.t_submit, now);
+  stats.request_id = seq.id;
+  stats.saved_flops = 2.0 * static_cast<double>(n_params_) * stats.n_cached_tokens;
+  stats.saved_seconds = prefill_tokens_per_s_ > 0 ? stats.n_cached_tokens / prefill_tokens_per_s_ : 0;
   if (seq.admitted_once) {
     stats.queue_ms = ms_between(seq.t_submit, seq.t_first_scheduled);
     if (stats.n_generated_tokens > 0) {
@@ -302,8 +348,10 @@ void Engine::finish(Sequence& seq, FinishReason reason, const std::string& error
   } else {
     stats.queue_ms = stats.total_ms;
   }
+  const bool shadow = is_shadow(seq);
+  if (shadow) verify_on_finish(seq, reason);
   std::unique_ptr<Sequence> owned = scheduler_.remove(&seq);  // frees its blocks now
-  ++n_requests_finished_;
+  n_requests_finished_ += shadow ? 0 : 1;
   owned->stream->finish(stats);
 }
 
@@ -361,6 +409,12 @@ void Engine::publish_counters() {
   c.n_steps = n_steps_;
   c.n_failed_steps = n_failed_steps_;
   c.n_pinned_blocks = pins_.n_pinned();
+  c.n_params = n_params_;
+  c.n_verify_match = n_verify_match_;
+  c.n_verify_mismatch = n_verify_mismatch_;
+  c.n_verify_pending = static_cast<int64_t>(verify_pending_.size()) + (verify_active_ ? 1 : 0);
+  c.n_verify_dropped = n_verify_dropped_;
+  c.prefill_tokens_per_s = prefill_tokens_per_s_;
   std::lock_guard lock(inbox_mu_);
   c.n_requests = n_requests_;
   c.n_waiting += static_cast<int32_t>(inbox_.size());

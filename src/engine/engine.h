@@ -14,6 +14,8 @@
 #pragma once
 #include <chrono>
 #include <condition_variable>
+#include <deque>
+#include <optional>
 #include <functional>
 #include <cstdint>
 #include <memory>
@@ -52,6 +54,16 @@ struct EngineConfig {
   // > 0: the requests of one RequestParams::pin_group pin at most this many blocks at once (beside the cap of
   // half the pool for all pins together). 0: no per-group cap.
   int32_t max_pinned_blocks_per_group = 0;
+  // Shadow verification (--verify-fraction): this fraction of the requests that hit the cache (chosen by a
+  // counter: hit k is checked when floor(k F) > floor((k - 1) F), so F = 0.01 checks every 100th) has its prompt
+  // recomputed cold, and the logits of the first generated position are compared bit for bit with the hit's.
+  // Budget: a shadow is started only at the end of a step that leaves no live request waiting or running, and is
+  // cancelled (and queued again) at the start of the first step that finds a live one, so a live request never
+  // shares a step with shadow work; it waits at most for the one shadow step already running when it arrived
+  // (<= max_batch_tokens tokens). At most max_pending_verifications wait (each holds the prompt and n_vocab
+  // logits); more are dropped and counted.
+  double verify_fraction = 0;
+  int32_t max_pending_verifications = 8;
 };
 
 // A sensible KV budget: 25% of MemAvailable, at most 8 GiB, at least 64 MiB.
@@ -74,6 +86,27 @@ struct EngineCounters {
   int32_t n_pinned_blocks = 0;
   int64_t n_steps = 0;
   int64_t n_failed_steps = 0;  // steps that threw; their requests finished with FinishReason::Error
+  int64_t n_verify_match = 0, n_verify_mismatch = 0;  // shadow verifications done (EngineConfig::verify_fraction)
+  int64_t n_verify_pending = 0, n_verify_dropped = 0; // waiting for an idle engine; dropped (queue full, failed)
+  uint64_t n_params = 0;       // the model's parameters (kv::shape_param_count of its shape), for FLOP estimates
+  // Measured prefill rate, tokens per second: an exponential moving average (weight kPrefillRateAlpha) over steps
+  // that computed at least kPrefillRateMinTokens prompt tokens, of (all tokens of the step) / (the step's forward
+  // time). 0 until such a step ran. What RequestStats::saved_seconds divides by.
+  double prefill_tokens_per_s = 0;
+};
+
+inline constexpr double kPrefillRateAlpha = 0.2;
+inline constexpr int32_t kPrefillRateMinTokens = 16;
+
+// One registered KV block as seen by Engine::cached_blocks (a copy; the dashboard's prefix tree).
+struct CachedBlockInfo {
+  int32_t id = -1;
+  kv::BlockKey key;               // hash, parent hash, namespace root
+  std::vector<int32_t> tokens;    // [block_size]
+  int64_t hits = 0;               // prefix hits since it was registered
+  int32_t ref_count = 0;          // sequences holding it now
+  int32_t pin_count = 0;
+  double age_s = 0;               // since registration, by the engine clock
 };
 
 // `config` with the end-of-generation ids of `tokenizer` (anything with end_of_generation_ids(); a template so
@@ -151,6 +184,9 @@ class Engine {
   // request submitted right after may find more (a concurrent request registered blocks) or less (eviction).
   CacheExplanation explain_cache(std::span<const int32_t> prompt, const std::string& salt,
                                  std::span<const kv::Digest> siblings = {}) const;
+  // Every registered block (at most the pool's size), copied under the step lock: O(blocks x block_size). Callers
+  // that poll rate-limit it (the dashboard takes one copy a second at most, whatever the number of viewers).
+  std::vector<CachedBlockInfo> cached_blocks() const;
   // The namespaces holding a registered block now. O(blocks), under the step lock.
   std::vector<kv::Digest> live_namespaces() const;
 
@@ -167,6 +203,20 @@ class Engine {
   void pin_requested(Sequence& seq, std::chrono::steady_clock::time_point t);
   std::chrono::steady_clock::time_point now() const;
   void expire_namespaces();  // step_mu_ held: the cache TTL
+  // Shadow verification (engine_verify.cpp), step_mu_ held.
+  struct Verification {
+    uint64_t request_id = 0;
+    std::vector<int32_t> prompt;
+    std::string salt;
+    int32_t n_cached = 0;
+    std::vector<float> hit_logits;  // [n_vocab] of the hit's first generated position
+  };
+  bool is_shadow(const Sequence& seq) const { return verify_active_ && seq.id == verify_seq_id_; }
+  void verify_note_first_token(const Sequence& seq, const float* logits);  // a live request's first token
+  void verify_check(const Sequence& shadow, const float* logits);           // the shadow's first token
+  void verify_yield_to_live();   // start of a step: cancel a running shadow when live work exists
+  void verify_start_if_idle();   // end of a step: start the next shadow when nothing live is left
+  void verify_on_finish(const Sequence& shadow, FinishReason reason);
 
   std::unique_ptr<Backend> backend_;
   EngineConfig config_;
@@ -179,6 +229,14 @@ class Engine {
   PinTable pins_;                       // at most half the pool pinned
   int64_t n_requests_finished_ = 0, n_prompt_tokens_ = 0, n_generated_tokens_ = 0, n_steps_ = 0;
   int64_t n_failed_steps_ = 0;
+  uint64_t n_params_ = 0;
+  double prefill_tokens_per_s_ = 0;     // EngineCounters::prefill_tokens_per_s
+  std::deque<Verification> verify_pending_;
+  std::optional<Verification> verify_active_;  // the running shadow's
+  uint64_t verify_seq_id_ = 0;                 // its sequence id
+  bool verify_done_ = false;                   // its first token was compared
+  uint64_t n_verify_hits_seen_ = 0;
+  int64_t n_verify_match_ = 0, n_verify_mismatch_ = 0, n_verify_dropped_ = 0;
 
   // Shared with submitters (under inbox_mu_).
   mutable std::mutex inbox_mu_;

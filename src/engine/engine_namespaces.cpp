@@ -31,6 +31,21 @@ std::vector<kv::Digest> Engine::live_namespaces() const {
   return {live.begin(), live.end()};
 }
 
+std::vector<CachedBlockInfo> Engine::cached_blocks() const {
+  std::lock_guard step_lock(step_mu_);
+  const auto t = now();
+  std::vector<CachedBlockInfo> out;
+  out.reserve(static_cast<size_t>(pool_.n_cached() + pool_.n_in_use()));
+  for (int32_t id = 0; id < pool_.n_blocks(); ++id) {
+    if (!pool_.is_registered(id)) continue;
+    const auto tokens = pool_.block_tokens(id);
+    out.push_back({id, pool_.key(id), std::vector<int32_t>(tokens.begin(), tokens.end()), pool_.hits(id),
+                   pool_.ref_count(id), pool_.pin_count(id),
+                   std::max(0.0, std::chrono::duration<double>(t - pool_.registered_at(id)).count())});
+  }
+  return out;
+}
+
 CacheExplanation Engine::explain_cache(std::span<const int32_t> prompt, const std::string& salt,
                                        std::span<const kv::Digest> siblings) const {
   CacheExplanation e;

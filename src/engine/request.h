@@ -43,6 +43,9 @@ struct RequestParams {
   // Record the logits of every prompt position but the last (the last is the first sampled one: keep_logits) in
   // RequestStream::prompt_logits(). Such a prompt is always computed, never read from the cache (`eval`).
   bool prompt_logits = false;
+  // Compute the whole prompt: no prefix-cache lookup (its full blocks are still offered for registration). For
+  // shadow verification and clients that want a cold answer (HTTP "cache": false).
+  bool cache_bypass = false;
   std::vector<CachePin> cache_pins;   // explicit caching breakpoints (Anthropic cache_control)
   std::string pin_group;              // pins of one group share EngineConfig::max_pinned_blocks_per_group (tenant)
 };
@@ -59,6 +62,10 @@ struct RequestStats {
   std::string error;                  // set when finish == Error
   double queue_ms = 0, first_token_ms = 0, total_ms = 0;
   double prefill_ms = 0;              // from first scheduling to the first token
+  // The prefill this request skipped thanks to its n_cached_tokens: 2 x n_params x n_cached_tokens FLOPs, and
+  // n_cached_tokens at the engine's measured prefill rate (EngineCounters::prefill_tokens_per_s; 0 while unmeasured).
+  double saved_flops = 0, saved_seconds = 0;
+  uint64_t request_id = 0;            // the engine's id of the request (named by verification log lines)
   double decode_ms = 0;               // from the first token to the end
 };
 

@@ -68,7 +68,8 @@ Scheduler::Admit Scheduler::try_admit(Sequence& seq, int32_t budget, std::vector
   const int32_t max_cached = seq.n_tokens() - 1;  // the last token is always computed, to produce logits
   kv::PrefixMatch match;
   match.last_hash = seq.ns;
-  if (prefix_cache_ && !seq.params.prompt_logits) {  // a prompt_logits request computes every position
+  // A prompt_logits or cache_bypass request computes every position.
+  if (prefix_cache_ && !seq.params.prompt_logits && !seq.params.cache_bypass) {
     const kv::PrefixMatch peek = index_.match(seq.ns, seq.tokens, max_cached);
     const size_t next_block = peek.block_ids.size();
     if (next_block < seq.prompt_hashes.size()) {

@@ -172,6 +172,8 @@ bool BlockPool::register_block(int32_t block_id, const BlockKey& key, std::span<
   --state_counter(b);
   b.registered = true;
   b.key = key;
+  b.registered_at = now_;
+  b.hits = 0;
   ++state_counter(b);
   std::copy(block_tokens.begin(), block_tokens.end(), tokens_.begin() + static_cast<ptrdiff_t>(block_id) * block_size_);
   hash_to_block_.emplace(key.hash, block_id);
@@ -238,6 +240,21 @@ int32_t BlockPool::expire_idle(TimePoint cutoff) {
 int32_t BlockPool::ref_count(int32_t block_id) const {
   check_id(block_id, "ref_count");
   return blocks_[block_id].ref_count;
+}
+
+int64_t BlockPool::hits(int32_t block_id) const {
+  check_id(block_id, "hits");
+  return blocks_[block_id].hits;
+}
+
+BlockPool::TimePoint BlockPool::registered_at(int32_t block_id) const {
+  check_id(block_id, "registered_at");
+  return blocks_[block_id].registered_at;
+}
+
+void BlockPool::note_hits(std::span<const int32_t> block_ids) {
+  for (const int32_t id : block_ids) check_id(id, "note_hits");
+  for (const int32_t id : block_ids) blocks_[id].hits++;
 }
 
 int32_t BlockPool::pin_count(int32_t block_id) const {

@@ -106,6 +106,12 @@ class BlockPool {
   bool is_registered(int32_t block_id) const;
   const BlockKey& key(int32_t block_id) const;                  // meaningful only when registered
   std::span<const int32_t> block_tokens(int32_t block_id) const;  // [block_size]; meaningful only when registered
+  // Prefix hits served by the block since it was registered (note_hits), and when it was registered (the pool's
+  // clock); both meaningful only when registered. For observation (the dashboard's prefix tree), not policy.
+  int64_t hits(int32_t block_id) const;
+  TimePoint registered_at(int32_t block_id) const;
+  // hits += 1 for each id (a prefix hit used these registered blocks).
+  void note_hits(std::span<const int32_t> block_ids);
 
   int32_t n_free() const { return n_free_; }
   int32_t n_cached() const { return n_cached_; }
@@ -135,6 +141,8 @@ class BlockPool {
     List list = List::None;   // Free iff queued and unregistered, Cached iff queued and registered
     bool registered = false;  // key and tokens valid; hash_to_block_[key.hash] == this block
     TimePoint last_use{};     // when it last became idle while registered (release or unpin)
+    TimePoint registered_at{};  // now_ when registered
+    int64_t hits = 0;           // prefix hits since registered
     BlockKey key;
   };
   struct Queue {

@@ -58,6 +58,7 @@ PrefixMatch PrefixIndex::match(const Digest& ns, std::span<const int32_t> tokens
 PrefixMatch PrefixIndex::match_and_acquire(const Digest& ns, std::span<const int32_t> tokens, int32_t max_tokens) {
   PrefixMatch m = match_counting(ns, tokens, max_tokens, &stats_.n_collisions);
   pool_.touch(m.block_ids);
+  pool_.note_hits(m.block_ids);
   if (m.partial_src_block >= 0) pool_.touch(std::span<const int32_t>(&m.partial_src_block, 1));
 
   const auto limit = std::min(static_cast<int64_t>(tokens.size()), static_cast<int64_t>(max_tokens));

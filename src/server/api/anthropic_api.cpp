@@ -172,6 +172,7 @@ AnthropicRequest parse_messages_request(const json& body, ServerContext& ctx, bo
   r.generation.stop = f.strings("stop_sequences", static_cast<size_t>(ctx.limits.max_stop_strings));
   g.cache_salt = f.string("cache_salt").value_or("");
   r.generation.cache_explain = f.boolean("cache_explain").value_or(false);
+  g.cache_bypass = !f.boolean("cache").value_or(true) || !f.boolean("cache_prompt").value_or(true);
   r.generation.text_start = true;
   (void)f.object("metadata");
   r.stream = f.boolean("stream").value_or(false);
@@ -186,7 +187,8 @@ json anthropic_usage(const GenerationSummary& s) {
   json usage = {{"input_tokens", std::max(0, s.stats.n_prompt_tokens - n_cached - n_written)},
                 {"cache_creation_input_tokens", n_written},
                 {"cache_read_input_tokens", n_cached},
-                {"output_tokens", s.n_completion_tokens}};
+                {"output_tokens", s.n_completion_tokens},
+                {"cache_savings", cache_savings_json(s.stats)}};
   // A cache_control breakpoint the tenant's pin budget (--pin-budget-per-tenant) or the pool's did not honour:
   // said, never silently dropped. Absent when every pin held.
   if (s.stats.n_pin_refused_blocks > 0) usage["cache_pin_refused_blocks"] = s.stats.n_pin_refused_blocks;

@@ -79,6 +79,10 @@ chat::RenderedChat ServerContext::render_chat(const std::vector<ChatMessage>& me
 
 std::string sse_data(const nlohmann::json& j) { return "data: " + dump_json(j) + "\n\n"; }
 
+nlohmann::json cache_savings_json(const engine::RequestStats& stats) {
+  return {{"tokens", stats.n_cached_tokens}, {"flops", stats.saved_flops}, {"seconds", stats.saved_seconds}};
+}
+
 std::string sse_event(const std::string& name, const nlohmann::json& j) {
   return "event: " + name + "\ndata: " + dump_json(j) + "\n\n";
 }

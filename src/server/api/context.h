@@ -123,6 +123,11 @@ class ResponseFormat {
   nlohmann::json extra_fields_ = nlohmann::json::object();
 };
 
+// preface's extension of both APIs' usage: the prefill a request skipped thanks to the prefix cache,
+// {"tokens": n_cached_tokens, "flops": 2 x n_params x tokens, "seconds": tokens at the engine's measured prefill
+// rate (engine::EngineCounters::prefill_tokens_per_s; 0 before the first measured prefill step)}.
+nlohmann::json cache_savings_json(const engine::RequestStats& stats);
+
 // "data: <json>\n\n"
 std::string sse_data(const nlohmann::json& j);
 // "event: <name>\ndata: <json>\n\n"

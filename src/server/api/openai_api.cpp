@@ -52,6 +52,8 @@ OpenAIRequest parse_common(const JsonFields& f, const json& body, ServerContext&
   g.ignore_eos = f.boolean("ignore_eos").value_or(false);
   g.cache_salt = f.string("cache_salt").value_or("");
   r.generation.cache_explain = f.boolean("cache_explain").value_or(false);
+  // "cache": false (preface) or "cache_prompt": false (llama.cpp's name): compute the prompt cold, no lookup.
+  g.cache_bypass = !f.boolean("cache").value_or(true) || !f.boolean("cache_prompt").value_or(true);
   (void)f.string("prompt_cache_key");  // type-checked; routing hint only (see the header)
   (void)f.string("user");
   r.stream = f.boolean("stream").value_or(false);
@@ -168,7 +170,8 @@ json openai_usage(const GenerationSummary& s) {
           {"completion_tokens", s.n_completion_tokens},
           {"total_tokens", n_prompt + s.n_completion_tokens},
           {"prompt_tokens_details",
-           {{"cached_tokens", s.stats.n_cached_tokens}, {"cache_write_tokens", s.stats.n_written_tokens}}}};
+           {{"cached_tokens", s.stats.n_cached_tokens}, {"cache_write_tokens", s.stats.n_written_tokens}}},
+          {"cache_savings", cache_savings_json(s.stats)}};
 }
 
 json models_response(const ServerContext& ctx) {

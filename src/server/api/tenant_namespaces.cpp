@@ -50,6 +50,15 @@ std::vector<kv::Digest> TenantNamespaces::namespaces_of(const std::string& tenan
   return out;
 }
 
+std::unordered_map<kv::Digest, std::string, kv::DigestHash> TenantNamespaces::owners() const {
+  std::lock_guard lock(mu_);
+  std::unordered_map<kv::Digest, std::string, kv::DigestHash> out;
+  for (const auto& [tenant, set] : by_tenant_) {
+    for (const kv::Digest& d : set) out.emplace(d, tenant);
+  }
+  return out;
+}
+
 size_t TenantNamespaces::size() const {
   std::lock_guard lock(mu_);
   return n_entries_;

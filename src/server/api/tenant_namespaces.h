@@ -32,6 +32,8 @@ class TenantNamespaces {
   int32_t purge_tenant(engine::Engine& engine, const std::string& tenant);
   // The namespaces `tenant` has used (at most max_n, lowest digests first), for the cache explainer's siblings.
   std::vector<kv::Digest> namespaces_of(const std::string& tenant, size_t max_n) const;
+  // Every namespace held, with its tenant (the admin's dashboard labels cached prefixes with it).
+  std::unordered_map<kv::Digest, std::string, kv::DigestHash> owners() const;
   size_t size() const;  // digests held
 
  private:

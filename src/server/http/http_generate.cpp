@@ -111,6 +111,7 @@ struct StreamJob {
     state->metrics.on_generation(gen->summary());
     state->metrics.on_tenant_generation(tenant, gen->summary());
     log_generation(*state, record, method, path, client, 200, *gen, pins + note);
+    state->cache_stats.on_generation(tenant, gen->summary(), ctx->engine.counters());
   }
 };
 
@@ -196,6 +197,7 @@ void serve_generation(HttpState& state, ServerContext& ctx, const httplib::Reque
     log_generation(state, current_request(), req.method, req.path, req.remote_addr, status, *gen,
                    pins + (client_gone ? " (client gone)" : ""));
     current_request().deferred = true;  // this was the request's line
+    state.cache_stats.on_generation(tenant, s, ctx.engine.counters());
     if (client_gone) {
       res.status = 499;  // nginx's "client closed request": nobody reads it
       return;

@@ -18,6 +18,7 @@
 #include "server/api/context.h"
 #include "server/api/generation.h"
 #include "server/http/request_log.h"
+#include "server/http/cache_stats.h"
 #include "server/http/server.h"
 
 namespace preface::server {
@@ -59,6 +60,7 @@ class InFlight {
 struct HttpState {
   ServerOptions options;
   Metrics metrics;
+  CacheStats cache_stats;  // per-tenant cache metrics and the dashboard's history
   InFlight in_flight;
   std::atomic<ServerContext*> ctx{nullptr};  // set once by attach(); owned by Server::Impl
 
@@ -105,6 +107,13 @@ struct Route {
   void (*open)(HttpState&, const httplib::Request&, httplib::Response&);
   void (*handler)(HttpState&, ServerContext&, const httplib::Request&, httplib::Response&);
 };
+
+// The dashboard (http_dashboard.cpp): GET /dashboard (the page; open, it holds no data), GET /dashboard/chart.js
+// (Debian's Chart.js from /usr/share/javascript; open) and GET /v1/cache/stats (its data: the admin key sees every
+// tenant, a tenant key its own; authenticates itself, as DELETE /v1/cache does).
+void dashboard_page(HttpState& state, const httplib::Request& req, httplib::Response& res);
+void dashboard_chartjs(HttpState& state, const httplib::Request& req, httplib::Response& res);
+void cache_stats(HttpState& state, ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 
 // Registers every route on `http`.
 void register_routes(httplib::Server& http, HttpState& state);

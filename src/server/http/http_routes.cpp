@@ -109,7 +109,10 @@ void metrics(HttpState& state, const httplib::Request& req, httplib::Response& r
   }
   std::string out = state.metrics.render(ctx != nullptr ? &counters : nullptr, state.in_flight.size(), invariants_ok);
   if (ctx != nullptr) state.metrics.render_vllm(out, counters, ctx->model_id);
-  if (may_read_tenant_metrics(state.options, presented_key(req))) state.metrics.render_tenants(out);
+  if (may_read_tenant_metrics(state.options, presented_key(req))) {
+    state.metrics.render_tenants(out);
+    state.cache_stats.render_prometheus(ctx != nullptr ? &counters : nullptr, out);
+  }
   res.set_content(out, "text/plain; version=0.0.4; charset=utf-8");
 }
 
@@ -240,6 +243,9 @@ constexpr Route kRoutes[] = {
     {"/apply-template", "POST", O::OpenAI, "messages", nullptr, apply_template},
     {"/v1/cache", "DELETE", O::OpenAI, "", nullptr, purge_cache},
     {"/v1/cache/explain", "POST", O::OpenAI, "messages", nullptr, explain_cache},
+    {"/v1/cache/stats", "GET", O::OpenAI, "", nullptr, cache_stats},
+    {"/dashboard", "GET", O::OpenAI, "", dashboard_page, nullptr},
+    {"/dashboard/chart.js", "GET", O::OpenAI, "", dashboard_chartjs, nullptr},
 };
 
 }  // namespace
@@ -257,7 +263,8 @@ void register_routes(httplib::Server& http, HttpState& state) {
     if (route.open != nullptr) {
       h = [&state, fn = route.open](const httplib::Request& req, httplib::Response& res) { fn(state, req, res); };
     } else {
-      const bool admin = route.handler == purge_cache;  // the admin key, not a tenant key
+      // The admin key, not (only) a tenant key: these handlers authenticate themselves.
+      const bool admin = route.handler == purge_cache || route.handler == cache_stats;
       h = [&state, fn = route.handler, admin](const httplib::Request& req, httplib::Response& res) {
         try {
           if (!admin) current_request().tenant = authenticate(state.options, req);

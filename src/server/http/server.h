@@ -7,6 +7,8 @@
 //   GET  /metrics                                 Prometheus text (server/metrics.h)
 //   POST /tokenize, /detokenize                   llama.cpp server shapes
 //   DELETE /v1/cache                              admin: purge a tenant's cached blocks (server/auth.h)
+//   GET  /v1/cache/stats, /dashboard              the cache's history and prefixes, and a page that charts them
+//                                                 (server/http/http_dashboard.cpp)
 //
 // Auth: with api_keys configured every route except GET /health, /v1/health and /metrics needs a key (401
 // otherwise); the cache namespace is derived from the key's tenant (server/auth.h).
