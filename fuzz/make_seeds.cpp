@@ -184,6 +184,25 @@ const std::vector<std::string> kAnthropic = {
     R"("metadata":{"user_id":"u"},"thinking":{"type":"disabled"},"cache_salt":"t","top_p":1})",
 };
 
+// Grammar seeds: GBNF texts and JSON Schemas covering each construct the compilers accept, and a few they reject.
+const std::vector<std::string> kGbnf = {
+    "root ::= \"a\" ( \"b\" | \"cd\" )* [0-9]{1,3} # comment\n",
+    "root ::= obj\nobj ::= \"{\" ( [a-z]+ \":\" obj )? \"}\"\n",
+    "root ::= [^\"\\\\\\x00-\\x1F] \"\\u00e9\" . [\u0100-\\U0001F600]?\n",
+    "root ::= x{2} x{1,} x{0,2}\nx ::= \"x\" | \"yz\"\n",
+    "root ::= root \"x\" | \"y\"\n",
+};
+const std::vector<std::string> kSchemas = {
+    R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string","maxLength":3}},"required":["a"]})",
+    R"({"type":"array","items":{"anyOf":[{"enum":["x",1,null]},{"const":{"k":true}}]},"minItems":1,"maxItems":3})",
+    R"({"$defs":{"n":{"type":"object","properties":{"c":{"type":"array","items":{"$ref":"#/$defs/n"}}}}},"$ref":"#/$defs/n"})",
+    R"({"type":"string","pattern":"^[A-Z]{2}-\d+(x|y)?$"})",
+    R"({"type":["string","null"],"format":"date-time"})",
+    R"({"oneOf":[{"type":"number"},{"type":"boolean"}],"title":"t"})",
+    R"({"type":"object","additionalProperties":{"type":"integer"}})",
+    R"({"type":"integer","minimum":0})",
+};
+
 void write_requests(const fs::path& dir, const std::vector<std::string>& bodies, int endpoint) {
   for (size_t k = 0; k < bodies.size(); ++k) {
     for (const int tmpl : {0, 3, 8, 11}) {  // chatml, llama2, mistral-v3, gemma
@@ -271,6 +290,13 @@ void write_all(const fs::path& root) {
     write_file(root / "chat_jinja" / ("tmpl" + std::to_string(k)), std::vector<uint8_t>(s.begin(), s.end()));
   }
 
+  for (size_t k = 0; k < kGbnf.size(); ++k) {
+    write_file(root / "gbnf" / ("grammar" + std::to_string(k)), std::vector<uint8_t>(kGbnf[k].begin(), kGbnf[k].end()));
+  }
+  for (size_t k = 0; k < kSchemas.size(); ++k) {
+    write_file(root / "json_schema" / ("schema" + std::to_string(k)),
+               std::vector<uint8_t>(kSchemas[k].begin(), kSchemas[k].end()));
+  }
   write_requests(root / "openai_request", kOpenAICompletions, 0);
   write_requests(root / "openai_request", kOpenAIChats, 1);
   write_requests(root / "anthropic_request", kAnthropic, 0);

@@ -290,6 +290,10 @@ void Engine::postprocess(const std::vector<ScheduledChunk>& plan, StepOutput& ou
       continue;
     }
     if (s == nullptr) continue;  // a prefill chunk short of the end
+    if (s->token < 0) {  // the constraint failed (model_runner.h)
+      failed.emplace_back(&seq, "constrained decoding failed: " + s->error);
+      continue;
+    }
     const int32_t token = s->token;
     const auto now = Clock::now();
     if (seq.stats.n_generated_tokens == 0) {
@@ -303,13 +307,17 @@ void Engine::postprocess(const std::vector<ScheduledChunk>& plan, StepOutput& ou
     seq.stats.n_generated_tokens++;
     n_generated_tokens_ += is_shadow(seq) ? 0 : 1;
     const bool is_stop =
-        (!seq.params.ignore_eos &&
+        ((!seq.params.ignore_eos || seq.matcher) &&
          std::binary_search(config_.end_of_generation.begin(), config_.end_of_generation.end(), token)) ||
         std::find(seq.params.stop_token_ids.begin(), seq.params.stop_token_ids.end(), token) !=
             seq.params.stop_token_ids.end();
     if (is_stop) {
       seq.stats.finish = FinishReason::Stop;
       finished.push_back(&seq);
+      continue;
+    }
+    if (seq.matcher && !seq.matcher->accept(token)) {  // never for a token the mask allowed
+      failed.emplace_back(&seq, "constrained decoding failed: token " + std::to_string(token) + " left the grammar");
       continue;
     }
     seq.tokens.push_back(token);
@@ -319,7 +327,11 @@ void Engine::postprocess(const std::vector<ScheduledChunk>& plan, StepOutput& ou
     ev.logprob = std::move(s->logprob);
     if (seq.params.keep_logits) ev.logits.assign(s->logits, s->logits + n_vocab);
     seq.stream->push(std::move(ev));
-    if (seq.stats.n_generated_tokens >= seq.params.max_new_tokens || seq.n_tokens() >= seq.max_total_tokens) {
+    if (seq.matcher && seq.matcher->complete()) {  // nothing can follow: the grammar's sentence is finished
+      seq.stats.finish = FinishReason::Stop;
+      finished.push_back(&seq);
+    } else if (seq.stats.n_generated_tokens >= seq.params.max_new_tokens ||
+               seq.n_tokens() >= seq.max_total_tokens) {
       seq.stats.finish = FinishReason::Length;
       finished.push_back(&seq);
     }

@@ -1,5 +1,7 @@
 #include "engine/model_runner.h"
 
+#include "util/error.h"
+
 
 namespace preface::engine {
 
@@ -43,7 +45,22 @@ StepOutput ModelRunner::run(const std::vector<ScheduledChunk>& plan) {
       SampledToken t;
       t.chunk = c;
       t.logits = logits;
-      t.token = seq.sampler.sample(logits, static_cast<int32_t>(n_vocab), seq.tokens);
+      if (seq.matcher) {
+        try {
+          const auto allowed = seq.matcher->allowed();
+          t.token = seq.sampler.sample(logits, static_cast<int32_t>(n_vocab), seq.tokens, allowed.get());
+          if (t.token < 0) t.error = "the grammar allows no token of the vocabulary here";
+        } catch (const Error& e) {
+          t.token = -1;
+          t.error = e.what();
+        }
+        if (t.token < 0) {
+          out.sampled.push_back(std::move(t));
+          continue;
+        }
+      } else {
+        t.token = seq.sampler.sample(logits, static_cast<int32_t>(n_vocab), seq.tokens);
+      }
       if (seq.params.n_logprobs >= 0) {
         t.has_logprob = true;
         t.logprob = token_logprob(logits, static_cast<int32_t>(n_vocab), t.token, seq.params.n_logprobs);

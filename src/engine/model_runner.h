@@ -4,6 +4,7 @@
 // tables it passes on (scheduler.h).
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "engine/backend.h"
@@ -15,7 +16,8 @@ namespace preface::engine {
 // What the step produced for one chunk of the plan that reached the end of its sequence's tokens.
 struct SampledToken {
   size_t chunk = 0;                    // index into the plan
-  int32_t token = -1;
+  int32_t token = -1;                  // -1: the request's constraint failed (error says why)
+  std::string error;
   bool has_logprob = false;            // the request's n_logprobs >= 0
   TokenLogprob logprob;
   const float* logits = nullptr;       // [n_vocab], valid until the next run()
@@ -40,7 +42,9 @@ class ModelRunner {
   ModelRunner(Backend& backend, int32_t max_running);
 
   // Runs the plan's chunks (each seq->tokens[n_computed, n_computed + n_tokens)) in one forward pass. Does not
-  // advance the sequences (the scheduler's on_computed does). Throws whatever the backend or sampler throws.
+  // advance the sequences (the scheduler's on_computed does). Throws whatever the backend or sampler throws,
+  // except a sequence's constraint failing (a grammar too ambiguous, or allowing no token): that sequence alone
+  // gets token -1 and the error. Constraint masks are computed here, on the engine thread.
   StepOutput run(const std::vector<ScheduledChunk>& plan);
 
  private:

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/logprobs.h"
+#include "grammar/matcher.h"
 #include "engine/sampler.h"
 #include "util/error.h"
 
@@ -48,6 +49,13 @@ struct RequestParams {
   bool cache_bypass = false;
   std::vector<CachePin> cache_pins;   // explicit caching breakpoints (Anthropic cache_control)
   std::string pin_group;              // pins of one group share EngineConfig::max_pinned_blocks_per_group (tenant)
+  // Constrained decoding (grammar/matcher.h): only tokens the grammar allows are sampled, the mask applied after
+  // the penalties and before greedy or random selection; an end-of-generation token is allowed only where the
+  // grammar accepts, and ends the request (Stop) even with ignore_eos; the request also ends (Stop) once the
+  // grammar is complete. Log-probabilities stay those of the model's unmasked distribution (vLLM's default).
+  // Masks are computed on the engine thread and cached in the shared Constraint.
+  std::shared_ptr<grammar::Constraint> constraint;
+  bool constraint_strip_space = false;  // the output starts a text whose first leading space the tokenizer drops
 };
 
 // Timings in milliseconds since submission.

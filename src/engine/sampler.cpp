@@ -28,9 +28,19 @@ Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.se
   if (params.repeat_last_n < 0) throw Error("repeat_last_n must be >= 0");
 }
 
-int32_t Sampler::sample(const float* logits, int32_t n_vocab, std::span<const int32_t> history) {
+int32_t Sampler::sample(const float* logits, int32_t n_vocab, std::span<const int32_t> history,
+                        const grammar::TokenMask* allowed) {
   if (n_vocab < 1) throw Error("sample: empty vocabulary");
-  if (params_.temperature <= 0.0f && !repeat_penalty_on() && !openai_penalties_on()) {
+  if (allowed != nullptr && allowed->n_allowed == 0) return -1;
+  if (allowed != nullptr && params_.temperature <= 0.0f && !repeat_penalty_on() && !openai_penalties_on()) {
+    // Greedy over the allowed tokens: the same comparison as below, lowest id on ties.
+    int32_t best = -1;
+    for (int32_t i = 0; i < n_vocab; ++i) {
+      if (allowed->test(i) && (best < 0 || logits[i] > logits[best])) best = i;
+    }
+    return best;
+  }
+  if (allowed == nullptr && params_.temperature <= 0.0f && !repeat_penalty_on() && !openai_penalties_on()) {
     // Greedy without penalties: the argmax straight from the logits, the lowest id on ties, as min_element with
     // `better` picks (a NaN never displaces the best so far, and a NaN at id 0 is never displaced, there too).
     // Copying and comparing (logit, id) pairs cost ~0.1 ms per token at a 32,000-token vocabulary.
@@ -40,10 +50,17 @@ int32_t Sampler::sample(const float* logits, int32_t n_vocab, std::span<const in
     }
     return best;
   }
-  const size_t n = static_cast<size_t>(n_vocab);
-  candidates_.resize(n);
-  for (size_t i = 0; i < n; ++i) candidates_[i] = {logits[i], static_cast<int32_t>(i)};
+  candidates_.resize(static_cast<size_t>(n_vocab));
+  for (size_t i = 0; i < candidates_.size(); ++i) candidates_[i] = {logits[i], static_cast<int32_t>(i)};
   apply_penalties(history);
+  if (allowed != nullptr) {  // only the allowed candidates go on, in id order as before
+    size_t k = 0;
+    for (size_t i = 0; i < candidates_.size(); ++i) {
+      if (allowed->test(static_cast<int32_t>(i))) candidates_[k++] = candidates_[i];
+    }
+    candidates_.resize(k);
+  }
+  const size_t n = candidates_.size();
 
   if (params_.temperature <= 0.0f) {
     return std::min_element(candidates_.begin(), candidates_.end(), better)->second;

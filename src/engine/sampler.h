@@ -6,6 +6,8 @@
 #include <span>
 #include <vector>
 
+#include "grammar/matcher.h"
+
 namespace preface::engine {
 
 struct SamplingParams {
@@ -24,8 +26,10 @@ class Sampler {
  public:
   explicit Sampler(const SamplingParams& params);
   // Picks the next token from logits[n_vocab]. `history` is the sequence so far (prompt + generated), used by the
-  // penalties. Does not modify logits.
-  int32_t sample(const float* logits, int32_t n_vocab, std::span<const int32_t> history);
+  // penalties. Does not modify logits. allowed: when set, only its tokens can be picked (applied after the
+  // penalties, before greedy/top-k/top-p/min-p/temperature); -1 when it allows none.
+  int32_t sample(const float* logits, int32_t n_vocab, std::span<const int32_t> history,
+                 const grammar::TokenMask* allowed = nullptr);
   const SamplingParams& params() const { return params_; }
 
  private:

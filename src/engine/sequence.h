@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "engine/request.h"
@@ -18,7 +19,9 @@ using Clock = std::chrono::steady_clock;
 
 struct Sequence {
   Sequence(uint64_t id_, RequestParams params_, std::shared_ptr<RequestStream> stream_)
-      : id(id_), params(std::move(params_)), stream(std::move(stream_)), sampler(params.sampling) {}
+      : id(id_), params(std::move(params_)), stream(std::move(stream_)), sampler(params.sampling) {
+    if (params.constraint) matcher.emplace(params.constraint, params.constraint_strip_space);
+  }
 
   int32_t n_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t n_remaining() const { return n_tokens() - n_computed; }  // tokens still to compute (>= 1 while alive)
@@ -27,6 +30,7 @@ struct Sequence {
   RequestParams params;
   std::shared_ptr<RequestStream> stream;
   Sampler sampler;                      // lives across preemption: the RNG stream continues
+  std::optional<grammar::Matcher> matcher;  // params.constraint's state after the generated tokens
   kv::Digest ns;                        // cache namespace h_0
   std::vector<kv::Digest> prompt_hashes;  // [n_prompt / block_size] chain hashes of the prompt's full blocks
 

@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "server/api/api_error.h"
+#include "server/api/structured_output.h"
 
 namespace preface::server {
 namespace {
@@ -179,6 +180,7 @@ AnthropicRequest parse_messages_request(const json& body, ServerContext& ctx, bo
   const std::vector<Turn> turns = parse_turns(f, body, ctx.limits.max_messages);
   g.prompt = render_prompt(ctx, turns);
   if (!count_only) g.cache_pins = resolve_breakpoints(ctx, turns, g.prompt);
+  if (!count_only) apply_anthropic_structured_output(f, ctx, r.generation);
   return r;
 }
 

@@ -27,6 +27,13 @@ ServerContext::ServerContext(engine::Engine& engine_, const Tokenizer& tokenizer
       rng_(std::random_device{}()),
       id_salt_(rng_()) {}
 
+grammar::GrammarCache& ServerContext::grammars() {
+  std::call_once(grammars_once_, [&] {
+    grammars_ = std::make_unique<grammar::GrammarCache>(grammar::TokenVocab::from_tokenizer(tokenizer));
+  });
+  return *grammars_;
+}
+
 int32_t ServerContext::ctx_len() const { return model.ctx_len; }
 
 void ServerContext::check_model(const std::optional<std::string>& model) const {

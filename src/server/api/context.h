@@ -3,6 +3,7 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -15,6 +16,7 @@
 #include "engine/engine.h"
 #include "chat/chat_renderer.h"
 #include "chat/chat_template.h"
+#include "grammar/grammar_cache.h"
 #include "server/api/generation.h"
 #include "server/api/request_fingerprint.h"
 #include "server/api/tenant_namespaces.h"
@@ -79,6 +81,10 @@ class ServerContext {
   uint64_t random_seed();
   static int64_t unix_now();
 
+  // Compiled grammars of structured-output requests, for this model's vocabulary (built on first use: the
+  // vocabulary trie is one pass over the vocabulary).
+  grammar::GrammarCache& grammars();
+
   // Tokenizes a chat for generation; a role order or role the template rejects, or any template error,
   // becomes ApiError 400 (a Jinja template's raise_exception message verbatim). kwargs: chat_template_kwargs.
   std::vector<int32_t> chat_prompt(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
@@ -92,6 +98,8 @@ class ServerContext {
   std::mt19937_64 rng_;               // ids and default seeds (not security relevant)
   uint64_t id_salt_;                  // random per server, so ids differ across restarts
   std::atomic<uint64_t> next_id_{1};
+  std::once_flag grammars_once_;
+  std::unique_ptr<grammar::GrammarCache> grammars_;
 };
 
 // Turns one generation into an API's wire format: a JSON body, or Server-Sent Events. One object per request.

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "server/api/api_error.h"
+#include "server/api/structured_output.h"
 
 namespace preface::server {
 namespace {
@@ -19,10 +20,6 @@ void reject_unsupported(const JsonFields& f, const json& body) {
   for (const char* name : {"logit_bias", "tools", "functions"}) {
     const auto it = body.find(name);
     if (it != body.end() && !it->is_null() && !it->empty()) f.fail(name, "is not supported");
-  }
-  if (const json* rf = f.object("response_format")) {
-    const JsonFields r(*rf, "response_format.");
-    if (r.string("type").value_or("text") != "text") r.fail("type", "must be 'text' (structured output is not supported)");
   }
 }
 
@@ -148,6 +145,7 @@ OpenAIRequest parse_completion_request(const json& body, ServerContext& ctx) {
   }
   r.generation.params.prompt = completion_prompt(f, body, ctx.tokenizer);
   r.generation.text_start = false;
+  apply_openai_structured_output(f, body, ctx, r.generation);
   return r;
 }
 
@@ -161,6 +159,7 @@ OpenAIRequest parse_chat_request(const json& body, ServerContext& ctx) {
   r.generation.params.prompt =
       ctx.chat_prompt(chat_messages(f, ctx.limits.max_messages), true, chat_template_kwargs(f, body));
   r.generation.text_start = true;
+  apply_openai_structured_output(f, body, ctx, r.generation);
   return r;
 }
 
