@@ -47,6 +47,9 @@ struct ServeOptions {
   std::string api_keys_file;       // --api-keys: `key tenant` lines
   double cache_ttl_s = 0;          // 0: no expiry
   int32_t pin_budget_per_tenant = 0;  // blocks; 0: only the half-pool cap
+  engine::TierConfig tiers;          // --cache-dir, --cache-redis (engine/kv_tiers.h)
+  std::string cache_disk_size = "50GiB";
+  std::string cache_redis_max_record = "4MiB";
 };
 
 sigset_t shutdown_signals() {
@@ -155,6 +158,10 @@ void serve(ServeOptions& opts) {
   config.cache_ttl = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double>(opts.cache_ttl_s));
   config.max_pinned_blocks_per_group = opts.pin_budget_per_tenant;
+  config.tiers = opts.tiers;
+  config.tiers.disk_bytes = kv::parse_bytes(opts.cache_disk_size);
+  config.tiers.redis_max_record_bytes = kv::parse_bytes(opts.cache_redis_max_record);
+  if (config.tiers.write_through && config.tiers.disk_dir.empty()) throw Error("--cache-write-through needs --cache-dir");
   opts.server.log_requests = !opts.quiet;
   configure_keys(opts);
 
@@ -287,6 +294,29 @@ void register_serve(CLI::App& app) {
                   "Seconds after which a cached KV block nobody used (no hit, no release) is dropped; pinned "
                   "blocks (cache_control) are kept (0: never)")
       ->check(CLI::Range(0.0, 1e9))
+      ->capture_default_str();
+  cmd->add_option("--cache-dir", opts->tiers.disk_dir,
+                  "Directory of the disk cache tier: evicted KV blocks are written there (one file per block) and "
+                  "loaded back on a later hit, also by the next server on the same model file (default: none)");
+  cmd->add_option("--cache-disk-size", opts->cache_disk_size,
+                  "Bytes the disk cache tier may hold, least recently used blocks removed beyond")
+      ->capture_default_str();
+  cmd->add_flag("--cache-write-through", opts->tiers.write_through,
+                "Write each KV block to --cache-dir as soon as it is computed, not only when evicted (survives a "
+                "crash, costs a copy per block)");
+  cmd->add_flag("--cache-compress", opts->tiers.compress, "zstd-compress the KV records of the disk and Redis tiers");
+  cmd->add_option("--cache-redis", opts->tiers.redis_url,
+                  "Shared cache tier on Redis, redis://host:port[/db]: computed KV blocks are published there and "
+                  "other replicas on the same model load them (default: none)");
+  cmd->add_option("--cache-redis-ttl", opts->tiers.redis_ttl_s, "Seconds a block stays in Redis (0: no expiry)")
+      ->check(CLI::Range(0, 1 << 30))
+      ->capture_default_str();
+  cmd->add_option("--cache-redis-max-record", opts->cache_redis_max_record,
+                  "Largest block record stored in Redis; larger ones are not stored")
+      ->capture_default_str();
+  cmd->add_option("--cache-redis-timeout-ms", opts->tiers.redis_timeout_ms,
+                  "Connect and reply timeout for Redis; a slow or unreachable Redis turns into cache misses")
+      ->check(CLI::Range(1, 60000))
       ->capture_default_str();
   cmd->add_flag("--quiet", opts->quiet, "No per-request log lines");
   cmd->add_flag("--no-mmap", opts->no_mmap,

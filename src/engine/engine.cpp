@@ -63,6 +63,11 @@ Engine::Engine(std::unique_ptr<Backend> backend, const EngineConfig& config)
   }
   if (config_.max_running < 1) throw Error("max running sequences must be >= 1");
   rope_desc_ = model::rope_description(backend_->config());
+  if (config_.prefix_cache && config_.tiers.enabled()) {
+    tiers_ = std::make_unique<KvTiers>(config_.tiers, *backend_, pool_);
+    pool_.set_event_sink(tiers_.get());
+    scheduler_.set_tiers(tiers_.get());
+  }
   publish_counters();
 }
 
@@ -338,6 +343,10 @@ void Engine::stop() {
   std::lock_guard step_lock(step_mu_);
   drain_inbox();
   for (Sequence* seq : scheduler_.all()) finish(*seq, FinishReason::Cancelled);
+  if (tiers_ && !tiers_flushed_) {  // an orderly stop keeps the whole cache on disk
+    tiers_flushed_ = true;
+    tiers_->flush_pool();
+  }
   publish_counters();
 }
 
@@ -361,6 +370,10 @@ void Engine::publish_counters() {
   c.n_steps = n_steps_;
   c.n_failed_steps = n_failed_steps_;
   c.n_pinned_blocks = pins_.n_pinned();
+  if (tiers_) {
+    c.tiers = tiers_->stats();
+    c.n_tier_loaded_blocks = tiers_->n_loaded_blocks();
+  }
   std::lock_guard lock(inbox_mu_);
   c.n_requests = n_requests_;
   c.n_waiting += static_cast<int32_t>(inbox_.size());

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/kv_tiers.h"
 #include "engine/model_runner.h"
 #include "engine/pins.h"
 #include "engine/request.h"
@@ -52,6 +53,8 @@ struct EngineConfig {
   // > 0: the requests of one RequestParams::pin_group pin at most this many blocks at once (beside the cap of
   // half the pool for all pins together). 0: no per-group cap.
   int32_t max_pinned_blocks_per_group = 0;
+  // Cache tiers below RAM (--cache-dir, --cache-redis); used only with prefix_cache.
+  TierConfig tiers;
 };
 
 // A sensible KV budget: 25% of MemAvailable, at most 8 GiB, at least 64 MiB.
@@ -74,6 +77,8 @@ struct EngineCounters {
   int32_t n_pinned_blocks = 0;
   int64_t n_steps = 0;
   int64_t n_failed_steps = 0;  // steps that threw; their requests finished with FinishReason::Error
+  std::vector<kv::TierStats> tiers;  // one per configured tier below RAM (engine/kv_tiers.h), disk first
+  int64_t n_tier_loaded_blocks = 0;  // blocks loaded from those tiers into the pool
 };
 
 // `config` with the end-of-generation ids of `tokenizer` (anything with end_of_generation_ids(); a template so
@@ -174,6 +179,8 @@ class Engine {
   std::string rope_desc_;
   kv::BlockPool pool_;
   kv::PrefixIndex index_;
+  std::unique_ptr<KvTiers> tiers_;      // null without tiers; subscribed to pool_'s events
+  bool tiers_flushed_ = false;
   Scheduler scheduler_;
   ModelRunner runner_;
   PinTable pins_;                       // at most half the pool pinned

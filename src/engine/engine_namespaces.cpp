@@ -16,7 +16,10 @@ int32_t Engine::purge_namespace(const std::string& salt) {
 int32_t Engine::purge_namespaces(std::span<const kv::Digest> roots) {
   std::lock_guard step_lock(step_mu_);
   int32_t n = 0;
-  for (const kv::Digest& root : roots) n += pool_.purge_namespace(root);
+  for (const kv::Digest& root : roots) {
+    n += pool_.purge_namespace(root);
+    if (tiers_) tiers_->purge_namespace(root);
+  }
   pins_.forget_unregistered(pool_);
   publish_counters();
   return n;
