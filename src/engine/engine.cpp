@@ -370,10 +370,7 @@ void Engine::publish_counters() {
   c.n_steps = n_steps_;
   c.n_failed_steps = n_failed_steps_;
   c.n_pinned_blocks = pins_.n_pinned();
-  if (tiers_) {
-    c.tiers = tiers_->stats();
-    c.n_tier_loaded_blocks = tiers_->n_loaded_blocks();
-  }
+  if (tiers_) c.n_tier_loaded_blocks = tiers_->n_loaded_blocks();
   std::lock_guard lock(inbox_mu_);
   c.n_requests = n_requests_;
   c.n_waiting += static_cast<int32_t>(inbox_.size());
@@ -381,8 +378,14 @@ void Engine::publish_counters() {
 }
 
 EngineCounters Engine::counters() const {
-  std::lock_guard lock(inbox_mu_);
-  return published_;
+  EngineCounters c;
+  {
+    std::lock_guard lock(inbox_mu_);
+    c = published_;
+  }
+  // The tiers' writers run between steps: their counters are read live (each tier locks its own).
+  if (tiers_) c.tiers = tiers_->stats();
+  return c;
 }
 
 void Engine::check_invariants() const {

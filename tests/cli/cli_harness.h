@@ -136,6 +136,16 @@ class ServeProcess {
   ServeProcess(const ServeProcess&) = delete;
   ServeProcess& operator=(const ServeProcess&) = delete;
 
+  // Sends `sig` and reaps the child; its wait status (-1 when it was not running).
+  int signal_and_wait(int sig) {
+    if (!alive()) return -1;
+    ::kill(pid_, sig);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+
   // "http://127.0.0.1:PORT", or "" when the server did not become ready in time (60 s after listening).
   const std::string& url() const { return url_; }
   // Everything the server wrote so far (stdout and stderr interleaved).
