@@ -107,6 +107,9 @@ struct CacheExplanation {
   int32_t n_blocks = 0;              // the pool's size, beside prefix.removal->n_in_use
   kv::PrefixExplanation prefix;      // the cap is n_prompt_tokens - 1, as admission's
   double removed_seconds_ago = -1;   // with a removal: the engine clock's age of it
+  // With a missing block: the tier below RAM that holds it ("disk"; Redis is not asked, a round trip), so the
+  // request would load it instead of computing it. Empty when none does.
+  std::string tier;
 };
 
 class Engine {

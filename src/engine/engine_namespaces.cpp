@@ -45,6 +45,11 @@ CacheExplanation Engine::explain_cache(std::span<const int32_t> prompt, const st
   const kv::Digest ns = cache_namespace(salt);
   std::lock_guard step_lock(step_mu_);
   e.prefix = index_.explain(ns, prompt, e.n_prompt_tokens - 1, siblings);
+  if (tiers_ && e.prefix.miss_block >= 0) {
+    const auto hashes = kv::block_hashes(ns, prompt.first(static_cast<size_t>(e.prefix.miss_block + 1) * e.block_size),
+                                         e.block_size);
+    e.tier = tiers_->holder(hashes.back());
+  }
   if (e.prefix.removal) {
     e.removed_seconds_ago = std::chrono::duration<double>(now() - e.prefix.removal->when).count();
   }

@@ -61,6 +61,8 @@ class KvTiers final : public kv::BlockEventSink {
   // queue to drain.
   void flush_pool();
   void purge_namespace(const kv::Digest& ns);
+  // "disk" when the disk tier holds (or is writing) a record under hash, else "" (Redis is not asked).
+  std::string holder(const kv::Digest& hash) const { return disk_ && disk_->contains(hash) ? "disk" : ""; }
   std::vector<kv::TierStats> stats() const;
   int64_t n_loaded_blocks() const { return n_loaded_blocks_; }
 

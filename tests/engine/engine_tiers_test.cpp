@@ -87,8 +87,12 @@ class EngineTiers : public ::testing::Test {
 TEST_F(EngineTiers, RestartServesThePrefixFromDiskBitExact) {
   populate();
   engine::Engine eng(*lm_.model, config_for(lm_, dir_));
+  const engine::CacheExplanation before = eng.explain_cache(prompt_, "");
+  EXPECT_EQ(before.prefix.miss_block, 0);
+  EXPECT_EQ(before.tier, "disk") << "the explainer names the tier that holds the missing block";
   const Outcome o = run(eng, prompt_);
   expect_identical(cold_, o, "served from disk");
+  EXPECT_EQ(eng.explain_cache(prompt_, "").tier, "") << "a full RAM hit has no missing block";
   EXPECT_EQ(o.stats.n_cached_tokens, 12 * kBlock);
   EXPECT_EQ(o.stats.n_tier_tokens, 12 * kBlock);
   const kv::TierStats s = disk_stats(eng);
