@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gguf/writer.h"
+#include "kv/tier_record.h"
 #include "tokenizer/unicode.h"
 #include "util/error.h"
 
@@ -213,7 +214,30 @@ void write_requests(const fs::path& dir, const std::vector<std::string>& bodies,
   }
 }
 
+// KV block records of the cache tiers: a block of 4 and of 16 tokens, uncompressed and zstd.
+void write_tier_records(const fs::path& dir) {
+  for (const int32_t block_size : {4, 16}) {
+    for (const auto compression : {kv::Compression::None, kv::Compression::Zstd}) {
+      kv::RecordMeta m;
+      m.ns = kv::namespace_digest("model", "f16", block_size, "rope", "");
+      m.parent = m.ns;
+      for (int32_t i = 0; i < block_size; ++i) m.tokens.push_back(1 + 3 * i);
+      m.hash = kv::chain_hash(m.parent, m.tokens);
+      m.model = kv::model_digest("model");
+      m.kv_type = "f16";
+      m.block_size = block_size;
+      m.payload_bytes = 64u * static_cast<uint32_t>(block_size);
+      std::vector<uint8_t> payload(m.payload_bytes);
+      for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<uint8_t>(i % 7);
+      write_file(dir / ("block" + std::to_string(block_size) + (compression == kv::Compression::Zstd ? "_zstd" : "") +
+                        ".kvb"),
+                 kv::encode_record(m, payload, compression));
+    }
+  }
+}
+
 void write_all(const fs::path& root) {
+  write_tier_records(root / "tier_record");
   const fs::path gguf_dir = root / "gguf_reader";
   write_file(gguf_dir / "header_only.gguf", gguf::Writer().to_bytes());
   write_file(gguf_dir / "scalars.gguf", every_scalar());

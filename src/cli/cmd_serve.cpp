@@ -24,6 +24,7 @@
 #include "cli/options.h"
 #include "engine/engine.h"
 #include "kv/capacity.h"
+#include "model/fingerprint.h"
 #include "model/model.h"
 #include "server/http/auth.h"
 #include "server/http/server.h"
@@ -53,6 +54,9 @@ struct ServeOptions {
   std::string metrics_key_file;    // --metrics-key-file: the metrics key on the file's first line
   double drain_s = 20;             // --drain-seconds: how long SIGTERM waits for in-flight requests
   double verify_fraction = 0;      // --verify-fraction: share of cache hits recomputed cold and compared
+  engine::TierConfig tiers;          // --cache-dir, --cache-redis (engine/kv_tiers.h)
+  std::string cache_disk_size = "0";   // parse_bytes syntax; > 0 turns the disk tier on, in <cache dir>/kv
+  std::string cache_redis_max_record = "4MiB";
 };
 
 sigset_t shutdown_signals() {
@@ -206,6 +210,16 @@ void serve(ServeOptions& opts) {
       std::chrono::duration<double>(opts.cache_ttl_s));
   config.max_pinned_blocks_per_group = opts.pin_budget_per_tenant;
   config.verify_fraction = opts.verify_fraction;
+  config.tiers = opts.tiers;
+  config.tiers.disk_bytes = kv::parse_bytes(opts.cache_disk_size);
+  config.tiers.redis_max_record_bytes = kv::parse_bytes(opts.cache_redis_max_record);
+  if (config.tiers.disk_bytes > 0) {  // preface's cache directory (--cache-dir) holds the disk tier in kv/
+    if (model::cache_dir().empty()) throw Error("--cache-disk-size: no cache directory can be named; give --cache-dir");
+    config.tiers.disk_dir = model::cache_dir() + "/kv";
+  }
+  if (config.tiers.write_through && config.tiers.disk_dir.empty()) {
+    throw Error("--cache-write-through needs the disk tier (--cache-disk-size)");
+  }
   opts.server.log_requests = !opts.quiet;
   configure_keys(opts);
 
@@ -235,6 +249,14 @@ void serve(ServeOptions& opts) {
                kv.block_size, static_cast<unsigned long long>(n_tokens), kv::format_bytes(kv.kv_bytes).c_str(),
                config.kv_cache_bytes ? "" : ", sized from the context and --max-running",
                config.prefix_cache ? "on" : "off", config.n_threads);
+  if (!config.tiers.disk_dir.empty()) {
+    std::fprintf(stderr, "preface: disk KV cache tier in %s (%s%s)\n", config.tiers.disk_dir.c_str(),
+                 kv::format_bytes(config.tiers.disk_bytes).c_str(), config.tiers.write_through ? ", write-through" : "");
+  }
+  if (!config.tiers.redis_url.empty()) {
+    std::fprintf(stderr, "preface: Redis KV cache tier at %s (TTL %d s)\n", config.tiers.redis_url.c_str(),
+                 config.tiers.redis_ttl_s);
+  }
   identity.chat_template_source = model->file().try_string("tokenizer.chat_template").value_or("");
   http.attach(*engine, *tokenizer, identity);
   const server::ServerContext* ctx = http.context();
@@ -369,6 +391,28 @@ void register_serve(CLI::App& app) {
                   "generated position's logits compared bit for bit (preface_cache_verify_total; a mismatch is "
                   "logged)")
       ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  cmd->add_option("--cache-disk-size", opts->cache_disk_size,
+                  "Turns the disk KV cache tier on, in <--cache-dir>/kv, holding at most this many bytes (e.g. "
+                  "50GiB; least recently used blocks removed beyond): evicted KV blocks are written there and "
+                  "loaded back on a later hit, also by the next server on the same model file (0: off)")
+      ->capture_default_str();
+  cmd->add_flag("--cache-write-through", opts->tiers.write_through,
+                "Write each KV block to the disk tier as soon as it is computed, not only when evicted (survives a "
+                "crash, costs a copy per block)");
+  cmd->add_flag("--cache-compress", opts->tiers.compress, "zstd-compress the KV records of the disk and Redis tiers");
+  cmd->add_option("--cache-redis", opts->tiers.redis_url,
+                  "Shared cache tier on Redis, redis://host:port[/db]: computed KV blocks are published there and "
+                  "other replicas on the same model load them (default: none)");
+  cmd->add_option("--cache-redis-ttl", opts->tiers.redis_ttl_s, "Seconds a block stays in Redis (0: no expiry)")
+      ->check(CLI::Range(0, 1 << 30))
+      ->capture_default_str();
+  cmd->add_option("--cache-redis-max-record", opts->cache_redis_max_record,
+                  "Largest block record stored in Redis; larger ones are not stored")
+      ->capture_default_str();
+  cmd->add_option("--cache-redis-timeout-ms", opts->tiers.redis_timeout_ms,
+                  "Connect and reply timeout for Redis; a slow or unreachable Redis turns into cache misses")
+      ->check(CLI::Range(1, 60000))
       ->capture_default_str();
   cmd->add_flag("--quiet", opts->quiet, "No per-request log lines");
   cmd->add_flag("--no-mmap", opts->no_mmap,

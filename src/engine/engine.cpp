@@ -84,6 +84,11 @@ Engine::Engine(std::unique_ptr<Backend> backend, const EngineConfig& config)
   if (config_.max_running < 1) throw Error("max running sequences must be >= 1");
   rope_desc_ = model::rope_description(backend_->config());
   n_params_ = model_param_count(backend_->config());
+  if (config_.prefix_cache && config_.tiers.enabled()) {
+    tiers_ = std::make_unique<KvTiers>(config_.tiers, *backend_, pool_);
+    pool_.set_event_sink(tiers_.get());
+    scheduler_.set_tiers(tiers_.get());
+  }
   publish_counters();
 }
 
@@ -398,6 +403,10 @@ void Engine::stop() {
   std::lock_guard step_lock(step_mu_);
   drain_inbox();
   for (Sequence* seq : scheduler_.all()) finish(*seq, FinishReason::Cancelled);
+  if (tiers_ && !tiers_flushed_) {  // an orderly stop keeps the whole cache on disk
+    tiers_flushed_ = true;
+    tiers_->flush_pool();
+  }
   publish_counters();
 }
 
@@ -427,6 +436,7 @@ void Engine::publish_counters() {
   c.n_verify_pending = static_cast<int64_t>(verify_pending_.size()) + (verify_active_ ? 1 : 0);
   c.n_verify_dropped = n_verify_dropped_;
   c.prefill_tokens_per_s = prefill_tokens_per_s_;
+  if (tiers_) c.n_tier_loaded_blocks = tiers_->n_loaded_blocks();
   std::lock_guard lock(inbox_mu_);
   c.n_requests = n_requests_;
   c.n_waiting += static_cast<int32_t>(inbox_.size());
@@ -434,8 +444,14 @@ void Engine::publish_counters() {
 }
 
 EngineCounters Engine::counters() const {
-  std::lock_guard lock(inbox_mu_);
-  return published_;
+  EngineCounters c;
+  {
+    std::lock_guard lock(inbox_mu_);
+    c = published_;
+  }
+  // The tiers' writers run between steps: their counters are read live (each tier locks its own).
+  if (tiers_) c.tiers = tiers_->stats();
+  return c;
 }
 
 void Engine::check_invariants() const {

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/kv_tiers.h"
 #include "engine/model_runner.h"
 #include "engine/pins.h"
 #include "engine/request.h"
@@ -64,6 +65,8 @@ struct EngineConfig {
   // logits); more are dropped and counted.
   double verify_fraction = 0;
   int32_t max_pending_verifications = 8;
+  // Cache tiers below RAM (--cache-dir, --cache-redis); used only with prefix_cache.
+  TierConfig tiers;
 };
 
 // A sensible KV budget: 25% of MemAvailable, at most 8 GiB, at least 64 MiB.
@@ -93,6 +96,8 @@ struct EngineCounters {
   // that computed at least kPrefillRateMinTokens prompt tokens, of (all tokens of the step) / (the step's forward
   // time). 0 until such a step ran. What RequestStats::saved_seconds divides by.
   double prefill_tokens_per_s = 0;
+  std::vector<kv::TierStats> tiers;  // one per configured tier below RAM (engine/kv_tiers.h), disk first
+  int64_t n_tier_loaded_blocks = 0;  // blocks loaded from those tiers into the pool
 };
 
 inline constexpr double kPrefillRateAlpha = 0.2;
@@ -135,6 +140,9 @@ struct CacheExplanation {
   int32_t n_blocks = 0;              // the pool's size, beside prefix.removal->n_in_use
   kv::PrefixExplanation prefix;      // the cap is n_prompt_tokens - 1, as admission's
   double removed_seconds_ago = -1;   // with a removal: the engine clock's age of it
+  // With a missing block: the tier below RAM that holds it ("disk"; Redis is not asked, a round trip), so the
+  // request would load it instead of computing it. Empty when none does.
+  std::string tier;
 };
 
 class Engine {
@@ -224,6 +232,8 @@ class Engine {
   std::string rope_desc_;
   kv::BlockPool pool_;
   kv::PrefixIndex index_;
+  std::unique_ptr<KvTiers> tiers_;      // null without tiers; subscribed to pool_'s events
+  bool tiers_flushed_ = false;
   Scheduler scheduler_;
   ModelRunner runner_;
   PinTable pins_;                       // at most half the pool pinned

@@ -16,7 +16,10 @@ int32_t Engine::purge_namespace(const std::string& salt) {
 int32_t Engine::purge_namespaces(std::span<const kv::Digest> roots) {
   std::lock_guard step_lock(step_mu_);
   int32_t n = 0;
-  for (const kv::Digest& root : roots) n += pool_.purge_namespace(root);
+  for (const kv::Digest& root : roots) {
+    n += pool_.purge_namespace(root);
+    if (tiers_) tiers_->purge_namespace(root);
+  }
   pins_.forget_unregistered(pool_);
   publish_counters();
   return n;
@@ -57,6 +60,11 @@ CacheExplanation Engine::explain_cache(std::span<const int32_t> prompt, const st
   const kv::Digest ns = cache_namespace(salt);
   std::lock_guard step_lock(step_mu_);
   e.prefix = index_.explain(ns, prompt, e.n_prompt_tokens - 1, siblings);
+  if (tiers_ && e.prefix.miss_block >= 0) {
+    const auto hashes = kv::block_hashes(ns, prompt.first(static_cast<size_t>(e.prefix.miss_block + 1) * e.block_size),
+                                         e.block_size);
+    e.tier = tiers_->holder(hashes.back());
+  }
   if (e.prefix.removal) {
     e.removed_seconds_ago = std::chrono::duration<double>(now() - e.prefix.removal->when).count();
   }

@@ -63,6 +63,7 @@ struct RequestStats {
   int32_t n_prompt_tokens = 0;
   int32_t n_cached_tokens = 0;        // prompt tokens whose K/V came from the cache (never the last one)
   int32_t n_written_tokens = 0;       // tokens whose K/V this request computed into newly registered full blocks
+  int32_t n_tier_tokens = 0;          // of n_cached_tokens: loaded from a cache tier below RAM (disk, Redis)
   int32_t n_generated_tokens = 0;
   int32_t n_preemptions = 0;
   int32_t n_pin_refused_blocks = 0;   // cached blocks a cache pin asked for that a pin budget refused

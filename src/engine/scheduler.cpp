@@ -76,6 +76,15 @@ Scheduler::Admit Scheduler::try_admit(Sequence& seq, int32_t budget, std::vector
       const auto it = pending_.find(seq.prompt_hashes[next_block]);
       if (it != pending_.end() && it->second > 0) return Admit::Deferred;
     }
+    // Once per prompt: continue the chain in the tiers below RAM; what they hold becomes ordinary cached blocks.
+    const auto n_full = std::min<int32_t>(max_cached / block_size, static_cast<int32_t>(seq.prompt_hashes.size()));
+    const auto n_ram = static_cast<int32_t>(next_block);
+    if (tiers_ != nullptr && !seq.tiers_checked && n_ram < n_full) {
+      seq.tiers_checked = true;
+      const int32_t n_loaded = tiers_->load(seq.ns, seq.tokens, seq.prompt_hashes, n_ram, n_full - n_ram,
+                                            peek.block_ids);
+      if (!seq.admitted_once) seq.stats.n_tier_tokens = n_loaded * block_size;
+    }
     match = index_.match_and_acquire(seq.ns, seq.tokens, max_cached);
   }
   const int32_t n_start = match.n_cached_tokens + match.n_partial_tokens;

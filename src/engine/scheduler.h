@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/kv_tiers.h"
 #include "engine/sequence.h"
 #include "kv/block_pool.h"
 #include "kv/prefix_index.h"
@@ -33,6 +34,9 @@ struct ScheduledChunk {
 class Scheduler {
  public:
   Scheduler(kv::BlockPool& pool, kv::PrefixIndex& index, Backend& backend, bool prefix_cache, int32_t max_running);
+
+  // Cache tiers below RAM (nullptr: none): a prompt's first admission loads the blocks past its RAM hits from them.
+  void set_tiers(KvTiers* tiers) { tiers_ = tiers; }
 
   void add(std::unique_ptr<Sequence> seq);  // to the back of the waiting queue
   // Plans one step of at most `budget` tokens. The returned sequences hold blocks covering their chunks.
@@ -67,6 +71,7 @@ class Scheduler {
   kv::BlockPool& pool_;
   kv::PrefixIndex& index_;
   Backend& backend_;
+  KvTiers* tiers_ = nullptr;
   bool prefix_cache_;
   int32_t max_running_;
   std::vector<std::unique_ptr<Sequence>> owned_;  // every live sequence

@@ -49,6 +49,7 @@ struct Sequence {
   bool running = false;
   uint64_t planned_step = 0;            // the scheduler step that last planned this sequence
   bool admitted_once = false;
+  bool tiers_checked = false;           // the cache tiers below RAM were asked for this prompt's blocks
   bool hits_touched = false;            // pins of the blocks hit at first admission were refreshed
   RequestStats stats;
   Clock::time_point t_submit, t_first_scheduled, t_first_token;

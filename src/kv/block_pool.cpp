@@ -86,6 +86,10 @@ void BlockPool::enqueue_idle(int32_t block_id) {
 
 void BlockPool::unregister(int32_t block_id, RemovalReason reason) {
   Block& b = blocks_[block_id];
+  // Before the key is dropped: the subscriber sees the block as it was (its rows still hold the content).
+  static constexpr BlockEventKind kEventOf[] = {BlockEventKind::Evicted, BlockEventKind::Expired,
+                                                BlockEventKind::Purged};  // [RemovalReason]
+  emit(kEventOf[static_cast<size_t>(reason)], block_id);
   removals_.record(b.key.hash, Removal{reason, now_, n_in_use_});
   --state_counter(b);
   hash_to_block_.erase(b.key.hash);
@@ -179,7 +183,19 @@ bool BlockPool::register_block(int32_t block_id, const BlockKey& key, std::span<
   hash_to_block_.emplace(key.hash, block_id);
   parent_to_children_.emplace(key.parent_hash, block_id);
   removals_.forget(key.hash);
+  emit(BlockEventKind::Registered, block_id);
   return true;
+}
+
+void BlockPool::emit(BlockEventKind kind, int32_t block_id) {
+  if (sink_ == nullptr) return;
+  const Block& b = blocks_[block_id];
+  sink_->on_block_event(BlockEvent{kind, block_id, b.key.hash, b.key.parent_hash, b.key.root, block_tokens(block_id)});
+}
+
+const char* block_event_name(BlockEventKind k) {
+  static constexpr const char* kNames[] = {"registered", "evicted", "expired", "purged"};
+  return kNames[static_cast<size_t>(k)];
 }
 
 int32_t BlockPool::find(const Digest& hash) const {

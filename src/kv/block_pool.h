@@ -38,6 +38,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kv/block_events.h"
 #include "kv/hash.h"
 #include "kv/removal_log.h"
 
@@ -120,6 +121,10 @@ class BlockPool {
   int64_t n_evictions() const { return n_evictions_; }  // hashes dropped by allocate()
   int64_t n_expired() const { return n_expired_; }      // hashes dropped by expire_idle()
 
+  // Subscribes `sink` (nullptr: none) to registration and removal events (kv/block_events.h); it must outlive its
+  // subscription. One subscriber; a fan-out is the subscriber's business.
+  void set_event_sink(BlockEventSink* sink) { sink_ = sink; }
+
   // Hashes that left the index (evicted, expired, purged) and when: kv/removal_log.h.
   const RemovalLog& removals() const { return removals_; }
 
@@ -162,6 +167,7 @@ class BlockPool {
   void enqueue_idle(int32_t block_id);
   void unregister(int32_t block_id, RemovalReason reason);
   void check_queue(const Queue& q, List list) const;
+  void emit(BlockEventKind kind, int32_t block_id);
 
   int32_t block_size_;
   std::vector<Block> blocks_;     // [n_blocks]
@@ -175,6 +181,7 @@ class BlockPool {
   int64_t n_evictions_ = 0;
   int64_t n_expired_ = 0;
   RemovalLog removals_;
+  BlockEventSink* sink_ = nullptr;
   std::unordered_map<Digest, int32_t, DigestHash> hash_to_block_;          // registered hash -> block id
   std::unordered_multimap<Digest, int32_t, DigestHash> parent_to_children_;  // parent hash -> registered block ids
 };

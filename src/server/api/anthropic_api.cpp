@@ -194,6 +194,8 @@ json anthropic_usage(const GenerationSummary& s) {
   // A cache_control breakpoint the tenant's pin budget (--pin-budget-per-tenant) or the pool's did not honour:
   // said, never silently dropped. Absent when every pin held.
   if (s.stats.n_pin_refused_blocks > 0) usage["cache_pin_refused_blocks"] = s.stats.n_pin_refused_blocks;
+  // Of cache_read_input_tokens, those loaded from a cache tier below RAM; absent when none.
+  if (s.stats.n_tier_tokens > 0) usage["cache_tier_read_input_tokens"] = s.stats.n_tier_tokens;
   return usage;
 }
 

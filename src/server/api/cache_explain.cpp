@@ -76,12 +76,14 @@ json cache_explain_json(const engine::CacheExplanation& e, const Tokenizer& tok)
               {"new_token", token_json(p.diverged_at >= 0 ? p.new_token : -1, tok)},
               {"detail", detail(e, tok)}};
   if (p.removal) out["removed_seconds_ago"] = e.removed_seconds_ago;
+  if (!e.tier.empty()) out["tier"] = e.tier;  // the missing block is held below RAM: the request would load it
   return out;
 }
 
 std::string cache_explain_header(const engine::CacheExplanation& e) {
   std::string h = "reason=" + reason_of(e) + "; cached_tokens=" + std::to_string(e.prefix.n_cached_tokens);
   if (e.prefix.diverged_at >= 0) h += "; diverged_at=" + std::to_string(e.prefix.diverged_at);
+  if (!e.tier.empty()) h += "; tier=" + e.tier;
   return h;
 }
 

@@ -165,12 +165,15 @@ OpenAIRequest parse_chat_request(const json& body, ServerContext& ctx) {
 
 json openai_usage(const GenerationSummary& s) {
   const int32_t n_prompt = s.stats.n_prompt_tokens;
-  return {{"prompt_tokens", n_prompt},
-          {"completion_tokens", s.n_completion_tokens},
-          {"total_tokens", n_prompt + s.n_completion_tokens},
-          {"prompt_tokens_details",
-           {{"cached_tokens", s.stats.n_cached_tokens}, {"cache_write_tokens", s.stats.n_written_tokens}}},
-          {"cache_savings", cache_savings_json(s.stats)}};
+  json usage = {{"prompt_tokens", n_prompt},
+                {"completion_tokens", s.n_completion_tokens},
+                {"total_tokens", n_prompt + s.n_completion_tokens},
+                {"prompt_tokens_details",
+                 {{"cached_tokens", s.stats.n_cached_tokens}, {"cache_write_tokens", s.stats.n_written_tokens}}},
+                {"cache_savings", cache_savings_json(s.stats)}};
+  // Of cached_tokens, those loaded from a cache tier below RAM (--cache-dir, --cache-redis); absent when none.
+  if (s.stats.n_tier_tokens > 0) usage["prompt_tokens_details"]["cache_tier_tokens"] = s.stats.n_tier_tokens;
+  return usage;
 }
 
 json models_response(const ServerContext& ctx) {

@@ -51,6 +51,60 @@ void single(std::string& out, const std::string& name, const char* type, const c
   sample(out, name, value);
 }
 
+// The cache tiers below RAM (engine/kv_tiers.h), labelled tier="disk" | "redis"; nothing without tiers.
+void render_tier_metrics(std::string& out, const engine::EngineCounters& c) {
+  if (c.tiers.empty()) return;
+  using Field = int64_t kv::TierStats::*;
+  struct Counter {
+    const char* name;
+    const char* help;
+    Field field;
+  };
+  static constexpr Counter kCounters[] = {
+      {"preface_kv_tier_lookup_blocks_total", "Blocks looked up in a cache tier below RAM.",
+       &kv::TierStats::n_lookup_blocks},
+      {"preface_kv_tier_hit_blocks_total", "Blocks a cache tier returned (loaded into the pool).",
+       &kv::TierStats::n_hit_blocks},
+      {"preface_kv_tier_miss_blocks_total", "Blocks looked up that a cache tier did not return.",
+       &kv::TierStats::n_miss_blocks},
+      {"preface_kv_tier_read_bytes_total", "Record bytes read from a cache tier.", &kv::TierStats::n_read_bytes},
+      {"preface_kv_tier_written_bytes_total", "Record bytes written to a cache tier.", &kv::TierStats::n_written_bytes},
+      {"preface_kv_tier_written_records_total", "Block records written to a cache tier.",
+       &kv::TierStats::n_written_records},
+      {"preface_kv_tier_dropped_writes_total",
+       "Block records not written: queue full, tier unavailable, or over the record size cap.",
+       &kv::TierStats::n_dropped_writes},
+      {"preface_kv_tier_errors_total", "I/O and server errors of a cache tier (each a miss or a dropped write).",
+       &kv::TierStats::n_errors},
+      {"preface_kv_tier_loads_total", "Lookups that loaded at least one block from a cache tier.",
+       &kv::TierStats::n_fetches},
+  };
+  for (const Counter& k : kCounters) {
+    header(out, k.name, "counter", k.help);
+    for (const kv::TierStats& t : c.tiers) sample(out, k.name, static_cast<double>(t.*k.field), "tier=\"" + t.name + "\"");
+  }
+  header(out, "preface_kv_tier_load_seconds_total", "counter", "Time spent in the lookups counted by loads_total.");
+  for (const kv::TierStats& t : c.tiers) {
+    sample(out, "preface_kv_tier_load_seconds_total", t.fetch_seconds, "tier=\"" + t.name + "\"");
+  }
+  header(out, "preface_kv_tier_rejected_records_total", "counter",
+         "Records a cache tier refused to serve (torn, corrupt, another model or layout, not the expected block).");
+  for (const kv::TierStats& t : c.tiers) {
+    for (size_t r = 1; r < kv::kRecordStatusCount; ++r) {
+      sample(out, "preface_kv_tier_rejected_records_total", static_cast<double>(t.n_rejected[r]),
+             "tier=\"" + t.name + "\",reason=\"" + kv::record_status_name(static_cast<kv::RecordStatus>(r)) + "\"");
+    }
+  }
+  header(out, "preface_kv_tier_stored", "gauge", "Records and bytes a cache tier holds (disk only).");
+  for (const kv::TierStats& t : c.tiers) {
+    if (t.n_records < 0) continue;
+    sample(out, "preface_kv_tier_stored", static_cast<double>(t.n_records), "tier=\"" + t.name + "\",unit=\"records\"");
+    sample(out, "preface_kv_tier_stored", static_cast<double>(t.n_stored_bytes), "tier=\"" + t.name + "\",unit=\"bytes\"");
+  }
+  single(out, "preface_kv_tier_loaded_blocks_total", "counter", "Blocks loaded from the cache tiers into the pool.",
+         static_cast<double>(c.n_tier_loaded_blocks));
+}
+
 }  // namespace
 
 Histogram::Histogram(std::vector<double> upper_bounds)
@@ -282,6 +336,7 @@ std::string Metrics::render(const engine::EngineCounters* c, int32_t n_in_flight
   single(out, "preface_requests_running", "gauge", "Requests running in the engine.", c->n_running);
   single(out, "preface_engine_steps_total", "counter", "Engine scheduling steps with a forward pass.",
          static_cast<double>(c->n_steps));
+  render_tier_metrics(out, *c);
   return out;
 }
 

@@ -1,0 +1,254 @@
+#include "kv/redis_tier.h"
+
+#include <hiredis/hiredis.h>
+
+#include <algorithm>
+#include <charconv>
+
+#include "util/error.h"
+
+namespace preface::kv {
+namespace {
+
+struct ReplyFree {
+  void operator()(redisReply* r) const {
+    if (r != nullptr) freeReplyObject(r);
+  }
+};
+using Reply = std::unique_ptr<redisReply, ReplyFree>;
+
+timeval to_timeval(int ms) { return timeval{ms / 1000, static_cast<suseconds_t>((ms % 1000) * 1000)}; }
+
+int parse_int(std::string_view s, const std::string& url, const char* what) {
+  int v = -1;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || v < 0) {
+    throw Error("--cache-redis " + url + ": " + what + " is not a number");
+  }
+  return v;
+}
+
+}  // namespace
+
+RedisAddress parse_redis_url(const std::string& url) {
+  constexpr std::string_view kScheme = "redis://";
+  if (!url.starts_with(kScheme)) throw Error("--cache-redis " + url + ": expected redis://host:port[/db]");
+  std::string_view rest = std::string_view(url).substr(kScheme.size());
+  RedisAddress a;
+  if (const size_t slash = rest.find('/'); slash != std::string_view::npos) {
+    a.db = parse_int(rest.substr(slash + 1), url, "the database");
+    rest = rest.substr(0, slash);
+  }
+  if (const size_t colon = rest.rfind(':'); colon != std::string_view::npos) {
+    a.port = parse_int(rest.substr(colon + 1), url, "the port");
+    if (a.port < 1 || a.port > 65535) throw Error("--cache-redis " + url + ": port out of range");
+    rest = rest.substr(0, colon);
+  }
+  if (rest.empty()) throw Error("--cache-redis " + url + ": no host");
+  a.host = std::string(rest);
+  return a;
+}
+
+std::string redis_key(const Digest& ns, const Digest& hash) {
+  return "preface:kv:v1:" + to_hex(ns) + ":" + to_hex(hash);
+}
+
+redisContext* RedisTier::Connection::get(int64_t* n_errors) {
+  if (ctx_ != nullptr) return ctx_;
+  const auto now = std::chrono::steady_clock::now();
+  if (now < retry_at_) return nullptr;
+  redisContext* c = redisConnectWithTimeout(addr_.host.c_str(), addr_.port, to_timeval(timeout_ms_));
+  bool ok = c != nullptr && c->err == 0 && redisSetTimeout(c, to_timeval(timeout_ms_)) == REDIS_OK;
+  if (ok && addr_.db != 0) {
+    Reply r(static_cast<redisReply*>(redisCommand(c, "SELECT %d", addr_.db)));
+    ok = r && r->type != REDIS_REPLY_ERROR;
+  }
+  if (!ok) {
+    if (c != nullptr) redisFree(c);
+    ++*n_errors;
+    backoff_ = std::clamp(backoff_ * 2, std::chrono::milliseconds(100), std::chrono::milliseconds(5000));
+    retry_at_ = now + backoff_;
+    return nullptr;
+  }
+  ctx_ = c;
+  return ctx_;
+}
+
+void RedisTier::Connection::drop() {
+  if (ctx_ != nullptr) redisFree(ctx_);
+  ctx_ = nullptr;
+  backoff_ = std::clamp(backoff_ * 2, std::chrono::milliseconds(100), std::chrono::milliseconds(5000));
+  retry_at_ = std::chrono::steady_clock::now() + backoff_;
+}
+
+RedisTier::RedisTier(RedisTierOptions options)
+    : opt_(std::move(options)),
+      addr_(parse_redis_url(opt_.url)),
+      lookup_(addr_, opt_.timeout_ms),
+      writer_(addr_, opt_.timeout_ms),
+      queue_(opt_.max_queue_bytes, [this](const TierWrite& w) { write(w); }) {
+  stats_.name = "redis";
+  stats_.n_records = -1;
+  stats_.n_stored_bytes = -1;
+}
+
+RedisTier::~RedisTier() { queue_.stop(); }
+
+void RedisTier::count(int64_t TierStats::*field, int64_t n) {
+  std::lock_guard lock(mu_);
+  stats_.*field += n;
+}
+
+std::vector<std::vector<uint8_t>> RedisTier::fetch(std::span<const RecordMeta> expect) {
+  std::vector<std::vector<uint8_t>> out;
+  if (expect.empty()) return out;
+  const auto t0 = std::chrono::steady_clock::now();
+  int64_t n_errors = 0, n_read = 0;
+  std::array<int64_t, kRecordStatusCount> rejected{};
+  // Records written a moment ago and still queued are served from the queue (same process).
+  while (out.size() < expect.size()) {
+    RecordMeta queued;
+    const RecordMeta& want = expect[out.size()];
+    auto p = queue_.pending(want.hash, &queued);
+    if (!p || queued.ns != want.ns || queued.parent != want.parent || queued.tokens != want.tokens ||
+        p->size() != want.payload_bytes) {
+      break;
+    }
+    out.push_back(*p);
+  }
+  const auto rest = expect.subspan(out.size());
+  if (redisContext* c = rest.empty() ? nullptr : lookup_.get(&n_errors)) {
+    bool io_ok = true;
+    for (const RecordMeta& want : rest) {
+      const std::string key = redis_key(want.ns, want.hash);
+      io_ok = io_ok && redisAppendCommand(c, "GET %b", key.data(), key.size()) == REDIS_OK;
+    }
+    bool gap = false;  // the chain is usable up to its first absent or rejected block; every reply is still read
+    for (size_t i = 0; io_ok && i < rest.size(); ++i) {
+      void* raw = nullptr;
+      if (redisGetReply(c, &raw) != REDIS_OK) {
+        io_ok = false;
+        break;
+      }
+      Reply r(static_cast<redisReply*>(raw));
+      if (gap) continue;
+      if (r->type == REDIS_REPLY_ERROR) ++n_errors;
+      if (r->type != REDIS_REPLY_STRING) {
+        gap = true;
+        continue;
+      }
+      n_read += static_cast<int64_t>(r->len);
+      std::vector<uint8_t> payload;
+      const RecordStatus s = decode_record(
+          std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(r->str), r->len), rest[i], payload);
+      if (s != RecordStatus::Ok) {
+        ++rejected[static_cast<size_t>(s)];
+        gap = true;
+        continue;
+      }
+      out.push_back(std::move(payload));
+    }
+    if (!io_ok) {  // a timeout or a broken connection: replies may still be in flight, so the connection goes
+      ++n_errors;
+      lookup_.drop();
+    } else {
+      lookup_.ok();
+    }
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::lock_guard lock(mu_);
+  stats_.n_lookup_blocks += static_cast<int64_t>(expect.size());
+  stats_.n_hit_blocks += static_cast<int64_t>(out.size());
+  stats_.n_miss_blocks += static_cast<int64_t>(expect.size() - out.size());
+  stats_.n_read_bytes += n_read;
+  stats_.n_errors += n_errors;
+  for (size_t i = 0; i < kRecordStatusCount; ++i) stats_.n_rejected[i] += rejected[i];
+  if (!out.empty()) {
+    ++stats_.n_fetches;
+    stats_.fetch_seconds += seconds;
+  }
+  return out;
+}
+
+void RedisTier::offer(const RecordMeta& meta, std::shared_ptr<const std::vector<uint8_t>> payload) {
+  if (!queue_.push(TierWrite{meta, std::move(payload), std::nullopt})) count(&TierStats::n_dropped_writes);
+}
+
+void RedisTier::purge_namespace(const Digest& ns) {
+  if (!queue_.push(TierWrite{{}, nullptr, ns})) count(&TierStats::n_dropped_writes);
+}
+
+void RedisTier::write(const TierWrite& w) {
+  int64_t n_errors = 0;
+  redisContext* c = writer_.get(&n_errors);
+  if (c == nullptr) {
+    count(&TierStats::n_errors, n_errors);
+    count(&TierStats::n_dropped_writes);
+    return;
+  }
+  if (w.purge_ns) {  // SCAN the namespace's keys and DEL them, a batch at a time
+    const std::string pattern = "preface:kv:v1:" + to_hex(*w.purge_ns) + ":*";
+    std::string cursor = "0";
+    do {
+      Reply r(static_cast<redisReply*>(redisCommand(c, "SCAN %s MATCH %s COUNT 1000", cursor.c_str(), pattern.c_str())));
+      if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+        count(&TierStats::n_errors);
+        if (!r) writer_.drop();
+        return;
+      }
+      cursor.assign(r->element[0]->str, r->element[0]->len);
+      for (size_t i = 0; i < r->element[1]->elements; ++i) {
+        const redisReply* k = r->element[1]->element[i];
+        Reply d(static_cast<redisReply*>(redisCommand(c, "DEL %b", k->str, k->len)));
+        if (!d) {
+          count(&TierStats::n_errors);
+          writer_.drop();
+          return;
+        }
+      }
+    } while (cursor != "0");
+    return;
+  }
+  std::vector<uint8_t> record;
+  try {
+    record = encode_record(w.meta, *w.payload, opt_.compression);
+  } catch (const std::exception&) {
+    count(&TierStats::n_errors);
+    return;
+  }
+  if (record.size() > opt_.max_record_bytes) {
+    count(&TierStats::n_dropped_writes);
+    return;
+  }
+  const std::string key = redis_key(w.meta.ns, w.meta.hash);
+  Reply r;
+  if (opt_.ttl_s > 0) {
+    r.reset(static_cast<redisReply*>(redisCommand(c, "SET %b %b PX %lld", key.data(), key.size(), record.data(),
+                                                  record.size(), static_cast<long long>(opt_.ttl_s) * 1000)));
+  } else {
+    r.reset(static_cast<redisReply*>(
+        redisCommand(c, "SET %b %b", key.data(), key.size(), record.data(), record.size())));
+  }
+  if (!r) {  // I/O error or timeout
+    count(&TierStats::n_errors);
+    count(&TierStats::n_dropped_writes);
+    writer_.drop();
+    return;
+  }
+  writer_.ok();
+  if (r->type == REDIS_REPLY_ERROR) {  // e.g. OOM: maxmemory reached with a noeviction policy
+    count(&TierStats::n_errors);
+    count(&TierStats::n_dropped_writes);
+    return;
+  }
+  std::lock_guard lock(mu_);
+  ++stats_.n_written_records;
+  stats_.n_written_bytes += static_cast<int64_t>(record.size());
+}
+
+TierStats RedisTier::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+}  // namespace preface::kv

@@ -1,0 +1,88 @@
+// The shared tier on Redis (hiredis): the same records as the disk tier (kv/tier_record.h), one value per block
+// under "preface:kv:v1:<namespace hex>:<chain hash hex>" with a TTL. Keys are rooted in the namespace digest, which
+// carries the model fingerprint, KV type, block size, RoPE settings and tenant salt: a replica can only ask for
+// keys of namespaces it serves, so tenants stay isolated across replicas.
+//
+// Two connections: the engine thread's for lookups (a chain is one pipelined round trip: GET per block, every reply
+// read), the queue thread's for writes (SET key value PX ttl). Each has a socket timeout; a connection that fails
+// (refused, timed out, protocol error) is dropped and retried after a backoff (100 ms doubling to 5 s), and until
+// then lookups miss at once and writes are dropped: a Redis that is down, slow or full (an OOM error reply) costs
+// counted errors and cache hits, never a request.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "kv/tier.h"
+#include "kv/tier_queue.h"
+
+struct redisContext;
+
+namespace preface::kv {
+
+struct RedisTierOptions {
+  std::string url;                     // redis://host:port[/db]
+  int ttl_s = 3600;                    // 0: no expiry
+  size_t max_record_bytes = 4u << 20;  // larger records are not stored (counted as dropped)
+  int timeout_ms = 500;                // connect and per-reply socket timeout
+  Compression compression = Compression::None;
+  Digest model;
+  size_t max_queue_bytes = 256u << 20;
+};
+
+struct RedisAddress {
+  std::string host;
+  int port = 6379;
+  int db = 0;
+};
+// Throws preface::Error naming what is wrong with the URL.
+RedisAddress parse_redis_url(const std::string& url);
+
+std::string redis_key(const Digest& ns, const Digest& hash);
+
+class RedisTier final : public KvTier {
+ public:
+  // Throws preface::Error on a malformed URL only; an unreachable server is a counted error, retried later.
+  explicit RedisTier(RedisTierOptions options);
+  ~RedisTier() override;
+
+  const char* name() const override { return "redis"; }
+  std::vector<std::vector<uint8_t>> fetch(std::span<const RecordMeta> expect) override;
+  bool contains(const Digest& hash) const override { return queue_.contains(hash); }
+  void offer(const RecordMeta& meta, std::shared_ptr<const std::vector<uint8_t>> payload) override;
+  void flush(int timeout_ms) override { queue_.flush(timeout_ms); }
+  void purge_namespace(const Digest& ns) override;
+  TierStats stats() const override;
+
+ private:
+  // One hiredis connection with reconnect backoff; used by one thread.
+  class Connection {
+   public:
+    Connection(const RedisAddress& addr, int timeout_ms) : addr_(addr), timeout_ms_(timeout_ms) {}
+    ~Connection() { drop(); }
+    // The live context, connecting if the backoff allows; nullptr (error counted in *n_errors) otherwise.
+    redisContext* get(int64_t* n_errors);
+    void drop();           // after an I/O error: the next get() waits for the backoff
+    void ok() { backoff_ = std::chrono::milliseconds(0); }
+
+   private:
+    RedisAddress addr_;
+    int timeout_ms_;
+    redisContext* ctx_ = nullptr;
+    std::chrono::steady_clock::time_point retry_at_{};
+    std::chrono::milliseconds backoff_{0};
+  };
+  void write(const TierWrite& w);  // queue thread
+  void count(int64_t TierStats::*field, int64_t n = 1);
+
+  RedisTierOptions opt_;
+  RedisAddress addr_;
+  Connection lookup_;     // engine thread
+  Connection writer_;     // queue thread
+  mutable std::mutex mu_;  // stats
+  TierStats stats_;
+  TierQueue queue_;       // last
+};
+
+}  // namespace preface::kv

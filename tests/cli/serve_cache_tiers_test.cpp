@@ -1,0 +1,247 @@
+// The cache tiers below RAM through real `preface serve` processes on loopback: the disk tier survives a restart
+// (SIGTERM: the whole cache is written on the way out; SIGKILL: what --cache-write-through wrote), and the Redis
+// tier shares blocks between two servers, keeps tenants apart and turns an outage into misses, never failed
+// requests. "Exact" compares the generated text and the logprobs JSON of a cold server (no tiers), whose floats
+// nlohmann prints with round-trip precision.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "cli_harness.h"
+
+namespace preface::test {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr int kBlock = 16;
+constexpr int kPromptTokens = 12 * kBlock + 5;
+
+std::string model_path() { return shared_file("models/stories260K.gguf").string(); }
+
+json request_body(int variant) {
+  json prompt = json::array();
+  for (int i = 0; i < kPromptTokens; ++i) prompt.push_back(3 + (i * 7 + variant * 31 + i * i * variant) % 480);
+  return {{"prompt", prompt}, {"max_tokens", 6}, {"temperature", 0}, {"logprobs", 3}};
+}
+
+struct Reply {
+  int status = -1;
+  json body;
+  std::string output() const {  // what must be bit-identical: text and logprobs
+    if (status != 200) return "status " + std::to_string(status);
+    return body["choices"][0]["text"].dump() + body["choices"][0]["logprobs"].dump();
+  }
+  int cached() const { return body["usage"]["prompt_tokens_details"].value("cached_tokens", -1); }
+  int tier() const { return body["usage"]["prompt_tokens_details"].value("cache_tier_tokens", 0); }
+};
+
+Reply complete(const std::string& url, int variant, const std::string& key = "") {
+  httplib::Client c(url);
+  c.set_read_timeout(60, 0);
+  httplib::Headers h;
+  if (!key.empty()) h.emplace("Authorization", "Bearer " + key);
+  Reply r;
+  if (auto res = c.Post("/v1/completions", h, request_body(variant).dump(), "application/json")) {
+    r.status = res->status;
+    r.body = json::parse(res->body, nullptr, false);
+  }
+  return r;
+}
+
+// The value of one sample of /metrics (name with its labels, exactly as printed); -1 when absent.
+double metric(const std::string& url, const std::string& sample) {
+  httplib::Client c(url);
+  auto res = c.Get("/metrics");
+  if (!res) return -1;
+  const size_t at = res->body.find("\n" + sample + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(res->body.substr(at + sample.size() + 2));
+}
+
+bool wait_until(const std::function<bool()>& pred, int ms = 20000) {
+  for (int i = 0; i < ms / 20; ++i) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return pred();
+}
+
+std::string fresh_dir(const std::string& name) {
+  const fs::path d = temp_dir("serve-tiers") / name;
+  fs::remove_all(d);
+  return d.string();
+}
+
+std::vector<std::string> serve_args(std::vector<std::string> extra) {
+  std::vector<std::string> a = {"-m", model_path(), "--threads", "1", "--kv-cache-mem", "8MiB", "--quiet"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+std::string cold_output(int variant) {
+  ServeProcess cold(serve_args({}), "tiers-cold");
+  EXPECT_FALSE(cold.url().empty()) << cold.log();
+  return complete(cold.url(), variant).output();
+}
+
+void restart_case(int sig) {
+  if (model_path().empty()) GTEST_SKIP() << "stories260K.gguf not available";
+  const std::string expected = cold_output(1);
+  const std::string dir = fresh_dir(sig == SIGKILL ? "kill" : "term");
+  {
+    std::vector<std::string> extra = {"--cache-dir", dir, "--cache-disk-size", "1GiB"};
+    if (sig == SIGKILL) extra.push_back("--cache-write-through");
+    ServeProcess a(serve_args(extra), "tiers-a");
+    ASSERT_FALSE(a.url().empty()) << a.log();
+    const Reply r = complete(a.url(), 1);
+    EXPECT_EQ(r.output(), expected);
+    if (sig == SIGKILL) {  // only what is on disk survives a kill: wait for the write-through of the 12 blocks
+      ASSERT_TRUE(wait_until([&] {
+        return metric(a.url(), "preface_kv_tier_written_records_total{tier=\"disk\"}") >= 12;
+      })) << a.log();
+    }
+    const int code = a.signal_and_wait(sig, std::chrono::seconds(60));  // exit status; -1: killed
+    if (sig == SIGKILL) EXPECT_EQ(code, -1);
+    else EXPECT_EQ(code, 0) << a.log();
+  }
+  ServeProcess b(serve_args({"--cache-dir", dir, "--cache-disk-size", "1GiB"}), "tiers-b");
+  ASSERT_FALSE(b.url().empty()) << b.log();
+  const Reply r = complete(b.url(), 1);
+  EXPECT_EQ(r.output(), expected) << "served from disk";
+  EXPECT_EQ(r.cached(), 12 * kBlock);
+  EXPECT_EQ(r.tier(), 12 * kBlock);
+  EXPECT_EQ(metric(b.url(), "preface_kv_tier_hit_blocks_total{tier=\"disk\"}"), 12);
+}
+
+TEST(ServeCacheTiers, DiskSurvivesSigterm) { restart_case(SIGTERM); }
+TEST(ServeCacheTiers, DiskWriteThroughSurvivesSigkill) { restart_case(SIGKILL); }
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// redis-server on a loopback port, no persistence; killed (SIGKILL) and reaped by stop() or the destructor.
+class RedisProcess {
+ public:
+  explicit RedisProcess(int port) : port_(port) {
+    const std::string p = std::to_string(port);
+    std::vector<std::string> args = {"redis-server", "--port", p, "--bind", "127.0.0.1", "--save", "", "--appendonly",
+                                     "no", "--protected-mode", "no"};
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    if (posix_spawnp(&pid_, "redis-server", &fa, nullptr, argv.data(), environ) != 0) pid_ = -1;
+    posix_spawn_file_actions_destroy(&fa);
+    ready_ = pid_ > 0 && wait_until([&] {
+      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_port = htons(static_cast<uint16_t>(port_));
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+      ::close(fd);
+      return ok;
+    }, 5000);
+  }
+  ~RedisProcess() { stop(); }
+  void stop() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  bool ready() const { return ready_; }
+  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_) + "/0"; }
+
+ private:
+  int port_;
+  pid_t pid_ = -1;
+  bool ready_ = false;
+};
+
+bool have_redis_server() { return std::system("command -v redis-server >/dev/null 2>&1") == 0; }
+
+TEST(ServeCacheTiers, RedisSharesBlocksBetweenServersAndKeepsTenantsApart) {
+  if (model_path().empty()) GTEST_SKIP() << "stories260K.gguf not available";
+  if (!have_redis_server()) GTEST_SKIP() << "redis-server is not installed (scripts/setup installs it)";
+  const std::string expected = cold_output(1);
+  const int port = free_port();
+  auto redis = std::make_unique<RedisProcess>(port);
+  ASSERT_TRUE(redis->ready()) << "redis-server did not start on port " << port;
+  const std::string keys = (temp_dir("serve-tiers") / "keys.txt").string();
+  std::ofstream(keys) << "key-one tenant-one\nkey-two tenant-two\n";
+  const std::vector<std::string> extra = {"--cache-redis", redis->url(), "--api-keys", keys,
+                                          "--cache-redis-timeout-ms", "300"};
+  ServeProcess a(serve_args(extra), "tiers-redis-a");
+  ServeProcess b(serve_args(extra), "tiers-redis-b");
+  ASSERT_FALSE(a.url().empty()) << a.log();
+  ASSERT_FALSE(b.url().empty()) << b.log();
+  const std::string written = "preface_kv_tier_written_records_total{tier=\"redis\"}";
+
+  const Reply on_a = complete(a.url(), 1, "key-one");
+  EXPECT_EQ(on_a.output(), expected);
+  ASSERT_TRUE(wait_until([&] { return metric(a.url(), written) >= 12; })) << a.log();
+
+  const Reply other_tenant = complete(b.url(), 1, "key-two");
+  EXPECT_EQ(other_tenant.output(), expected);
+  EXPECT_EQ(other_tenant.cached(), 0) << "another tenant's blocks must never hit";
+  const Reply same_tenant = complete(b.url(), 1, "key-one");
+  EXPECT_EQ(same_tenant.output(), expected) << "served from Redis";
+  EXPECT_EQ(same_tenant.tier(), 12 * kBlock);
+  EXPECT_EQ(metric(b.url(), "preface_kv_tier_hit_blocks_total{tier=\"redis\"}"), 12);
+
+  // Redis goes away mid-traffic: every request is still answered, exactly; the failures are counted.
+  std::vector<std::string> before;
+  for (int v = 2; v < 5; ++v) before.push_back(cold_output(v));
+  redis->stop();
+  for (int v = 2; v < 5; ++v) {
+    for (const std::string& url : {a.url(), b.url()}) {
+      const Reply r = complete(url, v, "key-one");
+      EXPECT_EQ(r.status, 200);
+      EXPECT_EQ(r.output(), before[static_cast<size_t>(v - 2)]);
+    }
+  }
+  EXPECT_GT(metric(a.url(), "preface_kv_tier_errors_total{tier=\"redis\"}"), 0);
+  EXPECT_GT(metric(b.url(), "preface_kv_tier_errors_total{tier=\"redis\"}"), 0);
+
+  // Back on the same port: the servers reconnect (after their backoff, at most 5 s) and share again.
+  redis = std::make_unique<RedisProcess>(port);
+  ASSERT_TRUE(redis->ready());
+  int variant = 10;
+  const double w0 = metric(a.url(), written);
+  ASSERT_TRUE(wait_until([&] {
+    EXPECT_EQ(complete(a.url(), ++variant, "key-one").status, 200);
+    return metric(a.url(), written) > w0;
+  }, 20000)) << "A never wrote to Redis again";
+  const double w1 = metric(a.url(), written);
+  ++variant;
+  const Reply fresh = complete(a.url(), variant, "key-one");
+  ASSERT_TRUE(wait_until([&] { return metric(a.url(), written) >= w1 + 12; }));
+  const Reply shared = complete(b.url(), variant, "key-one");
+  EXPECT_EQ(shared.tier(), 12 * kBlock);
+  EXPECT_EQ(shared.output(), fresh.output());
+  EXPECT_EQ(shared.output(), cold_output(variant));
+}
+
+}  // namespace
+}  // namespace preface::test
