@@ -168,8 +168,9 @@ TEST(CacheStats, TenantsSeeTheirOwnPrefixesAndTheAdminSeesAll) {
   EXPECT_EQ(owners, (std::set<std::string>{"alice", "bob"}));
   EXPECT_GE(all["prefixes"][0]["hits"].get<int>(), 1);
 
-  // The per-tenant metrics.
-  const std::string metrics = get(*c, "/metrics").body;
+  // The per-tenant metrics: only for a scrape with the admin (or metrics) key.
+  EXPECT_EQ(get(*c, "/metrics").body.find("preface_tenant_cache_read_tokens_total"), std::string::npos);
+  const std::string metrics = get_as(*c, "admin-secret", "/metrics").body;
   EXPECT_NE(metrics.find("preface_tenant_cache_read_tokens_total{tenant=\"alice\"}"), std::string::npos);
   EXPECT_NE(metrics.find("preface_tenant_cache_write_tokens_total{tenant=\"bob\"}"), std::string::npos);
   EXPECT_NE(metrics.find("preface_tenant_cache_saved_flops_total{tenant=\"alice\"}"), std::string::npos);
@@ -228,7 +229,7 @@ TEST(CacheStatsUnit, TotalsHistoryAndTenantBound) {
     stats.on_generation(name, hit, counters);
   }
   std::string prom;
-  stats.render_prometheus(nullptr, prom);
+  stats.render_prometheus(nullptr, prom, true);
   EXPECT_NE(prom.find("tenant=\"(other)\""), std::string::npos);
   std::string late = "tenant=\"x";
   late += std::to_string(server::CacheStats::kMaxTenants + 5);

@@ -195,7 +195,7 @@ std::shared_ptr<const std::vector<engine::CachedBlockInfo>> CacheStats::cached_b
   return blocks_;
 }
 
-void CacheStats::render_prometheus(const engine::EngineCounters* counters, std::string& out) const {
+void CacheStats::render_prometheus(const engine::EngineCounters* counters, std::string& out, bool with_tenants) const {
   if (counters != nullptr) {
     out += "# HELP preface_prefill_tokens_per_second Measured prefill rate (moving average over prefill steps).\n"
            "# TYPE preface_prefill_tokens_per_second gauge\n";
@@ -214,6 +214,7 @@ void CacheStats::render_prometheus(const engine::EngineCounters* counters, std::
            "# TYPE preface_cache_verify_dropped_total counter\n";
     out += "preface_cache_verify_dropped_total " + num(double(counters->n_verify_dropped)) + "\n";
   }
+  if (!with_tenants) return;
   std::lock_guard lock(mu_);
   for (const Family& f : kFamilies) {
     out.append("# HELP ").append(f.name).append(" ").append(f.help).append("\n");

@@ -81,8 +81,10 @@ class CacheStats {
   // every reader in between, so viewers polling the dashboard never walk the pool more than once a second.
   std::shared_ptr<const std::vector<engine::CachedBlockInfo>> cached_blocks(const engine::Engine& engine);
 
-  // Appends the per-tenant cache metrics (and the prefill rate and parameter count when `counters` is set).
-  void render_prometheus(const engine::EngineCounters* counters, std::string& out) const;
+  // Appends the prefill rate, parameter count and verification counters when `counters` is set (aggregate
+  // series, open to every scrape) and, when `with_tenants` (a scrape with the metrics or admin key), the
+  // per-tenant cache metrics.
+  void render_prometheus(const engine::EngineCounters* counters, std::string& out, bool with_tenants) const;
 
  private:
   void sample_locked(const engine::EngineCounters& counters, std::chrono::steady_clock::time_point now);
