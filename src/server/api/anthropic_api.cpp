@@ -184,11 +184,20 @@ AnthropicRequest parse_messages_request(const json& body, ServerContext& ctx, bo
   return r;
 }
 
-json anthropic_usage(const GenerationSummary& s) {
+json anthropic_usage(const GenerationSummary& s, std::span<const engine::CachePin> pins) {
   const int32_t n_cached = s.stats.n_cached_tokens, n_written = s.stats.n_written_tokens;
+  // Written tokens lie at [n_cached, n_cached + n_written) (whole blocks after the hit); a 1h breakpoint keeps
+  // [0, its n_tokens) for an hour.
+  int32_t end_1h = 0;
+  for (const engine::CachePin& p : pins) {
+    if (p.ttl >= std::chrono::hours(1)) end_1h = std::max(end_1h, p.n_tokens);
+  }
+  const int32_t written_1h = std::clamp(end_1h - n_cached, 0, n_written);
   json usage = {{"input_tokens", std::max(0, s.stats.n_prompt_tokens - n_cached - n_written)},
                 {"cache_creation_input_tokens", n_written},
                 {"cache_read_input_tokens", n_cached},
+                {"cache_creation",
+                 {{"ephemeral_5m_input_tokens", n_written - written_1h}, {"ephemeral_1h_input_tokens", written_1h}}},
                 {"output_tokens", s.n_completion_tokens},
                 {"cache_savings", cache_savings_json(s.stats)}};
   // A cache_control breakpoint the tenant's pin budget (--pin-budget-per-tenant) or the pool's did not honour:

@@ -20,6 +20,7 @@
 // carries input_tokens = the whole prompt and zero cache counts (the engine reports them only when the
 // request ends); message_delta carries the final values of all four fields.
 #pragma once
+#include <span>
 #include <memory>
 #include <vector>
 
@@ -39,6 +40,9 @@ AnthropicRequest parse_messages_request(const nlohmann::json& body, ServerContex
 
 std::unique_ptr<ResponseFormat> make_messages_format(ServerContext& ctx, const AnthropicRequest& request);
 
-nlohmann::json anthropic_usage(const GenerationSummary& summary);
+// `pins`: the request's cache_control breakpoints, which split the written tokens into
+// cache_creation.ephemeral_1h_input_tokens (written at positions a 1h breakpoint covers) and
+// ephemeral_5m_input_tokens (the rest: 5m breakpoints, and blocks cached automatically without one).
+nlohmann::json anthropic_usage(const GenerationSummary& summary, std::span<const engine::CachePin> pins = {});
 
 }  // namespace preface::server

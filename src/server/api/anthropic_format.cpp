@@ -10,7 +10,8 @@ using nlohmann::json;
 
 class MessagesFormat : public ResponseFormat {
  public:
-  explicit MessagesFormat(ServerContext& ctx) : ctx_(ctx), id_(ctx.new_id("msg_")) {}
+  MessagesFormat(ServerContext& ctx, std::vector<engine::CachePin> pins)
+      : ctx_(ctx), id_(ctx.new_id("msg_")), pins_(std::move(pins)) {}
 
   std::string stream_start(int32_t n_prompt_tokens) override {
     json message = envelope();
@@ -22,6 +23,7 @@ class MessagesFormat : public ResponseFormat {
     message["usage"] = {{"input_tokens", n_prompt_tokens},
                         {"cache_creation_input_tokens", 0},
                         {"cache_read_input_tokens", 0},
+                        {"cache_creation", {{"ephemeral_5m_input_tokens", 0}, {"ephemeral_1h_input_tokens", 0}}},
                         {"output_tokens", 0}};
     return sse_event("message_start", {{"type", "message_start"}, {"message", message}}) +
            sse_event("content_block_start",
@@ -47,7 +49,7 @@ class MessagesFormat : public ResponseFormat {
            sse_event("message_delta", {{"type", "message_delta"},
                                        {"delta", {{"stop_reason", anthropic_stop_reason(s.kind)},
                                                   {"stop_sequence", stop_sequence(s)}}},
-                                       {"usage", anthropic_usage(s)}}) +
+                                       {"usage", anthropic_usage(s, pins_)}}) +
            sse_event("message_stop", {{"type", "message_stop"}});
   }
 
@@ -56,7 +58,7 @@ class MessagesFormat : public ResponseFormat {
     out["content"] = json::array({{{"type", "text"}, {"text", text}}});
     out["stop_reason"] = anthropic_stop_reason(s.kind);
     out["stop_sequence"] = stop_sequence(s);
-    out["usage"] = anthropic_usage(s);
+    out["usage"] = anthropic_usage(s, pins_);
     merge_extra_fields(out);
     return out;
   }
@@ -71,12 +73,13 @@ class MessagesFormat : public ResponseFormat {
 
   ServerContext& ctx_;
   std::string id_;
+  std::vector<engine::CachePin> pins_;  // the request's cache_control breakpoints (the usage's cache_creation split)
 };
 
 }  // namespace
 
-std::unique_ptr<ResponseFormat> make_messages_format(ServerContext& ctx, const AnthropicRequest&) {
-  return std::make_unique<MessagesFormat>(ctx);
+std::unique_ptr<ResponseFormat> make_messages_format(ServerContext& ctx, const AnthropicRequest& r) {
+  return std::make_unique<MessagesFormat>(ctx, r.generation.params.cache_pins);
 }
 
 }  // namespace preface::server

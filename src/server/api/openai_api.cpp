@@ -51,6 +51,12 @@ OpenAIRequest parse_common(const JsonFields& f, const json& body, ServerContext&
   r.generation.cache_explain = f.boolean("cache_explain").value_or(false);
   // "cache": false (preface) or "cache_prompt": false (llama.cpp's name): compute the prompt cold, no lookup.
   g.cache_bypass = !f.boolean("cache").value_or(true) || !f.boolean("cache_prompt").value_or(true);
+  // OpenAI's retention policy: accepted; preface keeps a prefix until it is evicted (or --cache-ttl passes)
+  // whichever is asked. "in-memory" is the spelling of older SDKs.
+  if (const auto retention = f.string("prompt_cache_retention");
+      retention && *retention != "in_memory" && *retention != "in-memory" && *retention != "24h") {
+    f.fail("prompt_cache_retention", "must be 'in_memory' or '24h', got '" + *retention + "'");
+  }
   (void)f.string("prompt_cache_key");  // type-checked; routing hint only (see the header)
   (void)f.string("user");
   r.stream = f.boolean("stream").value_or(false);
