@@ -206,6 +206,12 @@ TEST(JinjaLimits, BadTemplatesCannotHurt) {
   EXPECT_EQ(error_of("{% for i in range(900) %}{{ 'abcdefghijklmnop' }}{% endfor %}", {}, small), ErrorKind::Limit);
   EXPECT_EQ(error_of("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", {}, small), ErrorKind::Limit);
   EXPECT_EQ(error_of("{{ 2 ** 64 }}"), ErrorKind::Value);  // no silent wrap-around
+  // Refused before allocating: a character scan of a huge content, an exploding replace or indent.
+  const nlohmann::ordered_json big = {{"s", std::string(5000, 'a')}};
+  EXPECT_EQ(error_of("{% for c in s %}{% endfor %}", big, small), ErrorKind::Limit);
+  EXPECT_EQ(error_of("{{ s.replace('', 'xyz') }}", big, small), ErrorKind::Limit);
+  EXPECT_EQ(error_of("{{ ('a\n' * 500)|indent(200) }}", {}, small), ErrorKind::Limit);
+  EXPECT_EQ(render("{{ '' * 1000000000000 }}|"), "|");
   EXPECT_THROW(Template::parse("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}"), JinjaError);
   std::string deep;
   for (int i = 0; i < 300; ++i) deep += "{% if true %}";
