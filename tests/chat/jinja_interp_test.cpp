@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <thread>
+#include <vector>
 
 #include "chat/chat_jinja.h"
 #include "chat/jinja/jinja.h"
@@ -216,6 +218,25 @@ TEST(JinjaLimits, BadTemplatesCannotHurt) {
   std::string deep;
   for (int i = 0; i < 300; ++i) deep += "{% if true %}";
   EXPECT_THROW(Template::parse(deep), JinjaError);
+}
+
+TEST(JinjaTemplate, OneParsedTemplateRendersOnManyThreads) {
+  const Template t = Template::parse(
+      "{% set ns = namespace(n=0) %}{% for m in ms %}{% set ns.n = ns.n + 1 %}{{ m|upper }}{{ loop.index }}"
+      "{% endfor %}{{ ns.n }}{{ [1, 2]|tojson }}");
+  Dict d;
+  d.set("ms", Value::list({Value::string("a"), Value::content("b")}));
+  const std::string want = t.render(d).text;
+  EXPECT_EQ(want, "A1B22[1, 2]");
+  std::vector<std::thread> threads;
+  std::vector<int> bad(4, 0);
+  for (int k = 0; k < 4; ++k) {
+    threads.emplace_back([&, k] {
+      for (int i = 0; i < 300; ++i) bad[k] += t.render(d).text != want;
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(bad[k], 0);
 }
 
 TEST(JinjaMarks, ContentSpansSurviveStringOperations) {
