@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <thread>
+#include <vector>
 
 #include "chat/chat_jinja.h"
 #include "chat/jinja/jinja.h"
@@ -206,10 +208,35 @@ TEST(JinjaLimits, BadTemplatesCannotHurt) {
   EXPECT_EQ(error_of("{% for i in range(900) %}{{ 'abcdefghijklmnop' }}{% endfor %}", {}, small), ErrorKind::Limit);
   EXPECT_EQ(error_of("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", {}, small), ErrorKind::Limit);
   EXPECT_EQ(error_of("{{ 2 ** 64 }}"), ErrorKind::Value);  // no silent wrap-around
+  // Refused before allocating: a character scan of a huge content, an exploding replace or indent.
+  const nlohmann::ordered_json big = {{"s", std::string(5000, 'a')}};
+  EXPECT_EQ(error_of("{% for c in s %}{% endfor %}", big, small), ErrorKind::Limit);
+  EXPECT_EQ(error_of("{{ s.replace('', 'xyz') }}", big, small), ErrorKind::Limit);
+  EXPECT_EQ(error_of("{{ ('a\n' * 500)|indent(200) }}", {}, small), ErrorKind::Limit);
+  EXPECT_EQ(render("{{ '' * 1000000000000 }}|"), "|");
   EXPECT_THROW(Template::parse("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}"), JinjaError);
   std::string deep;
   for (int i = 0; i < 300; ++i) deep += "{% if true %}";
   EXPECT_THROW(Template::parse(deep), JinjaError);
+}
+
+TEST(JinjaTemplate, OneParsedTemplateRendersOnManyThreads) {
+  const Template t = Template::parse(
+      "{% set ns = namespace(n=0) %}{% for m in ms %}{% set ns.n = ns.n + 1 %}{{ m|upper }}{{ loop.index }}"
+      "{% endfor %}{{ ns.n }}{{ [1, 2]|tojson }}");
+  Dict d;
+  d.set("ms", Value::list({Value::string("a"), Value::content("b")}));
+  const std::string want = t.render(d).text;
+  EXPECT_EQ(want, "A1B22[1, 2]");
+  std::vector<std::thread> threads;
+  std::vector<int> bad(4, 0);
+  for (int k = 0; k < 4; ++k) {
+    threads.emplace_back([&, k] {
+      for (int i = 0; i < 300; ++i) bad[k] += t.render(d).text != want;
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(bad[k], 0);
 }
 
 TEST(JinjaMarks, ContentSpansSurviveStringOperations) {

@@ -223,6 +223,12 @@ List Interpreter::iterate(const Value& v) {
     case Value::Kind::String: {
       List chars;
       const std::vector<size_t> cps = code_points(v.text());
+      // Refused before materializing: a template iterating the characters of a huge content would otherwise
+      // allocate a value per character ahead of the loop cap.
+      if (static_cast<int64_t>(cps.size()) - 1 > config_.max_loop_iterations - iterations_) {
+        fail(ErrorKind::Limit, "template loops ran more than " + std::to_string(config_.max_loop_iterations) +
+                                   " iterations");
+      }
       for (size_t i = 0; i + 1 < cps.size(); ++i) chars.push_back(Value::string(v.as_str().substr(cps[i], cps[i + 1])));
       return chars;
     }

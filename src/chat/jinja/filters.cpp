@@ -5,7 +5,7 @@
 #include <cmath>
 #include <unordered_map>
 
-#include "chat/jinja/filters.h"
+#include "chat/jinja/interp.h"
 
 namespace preface::chat::jinja {
 namespace {
@@ -186,7 +186,7 @@ Value f_escape(Interpreter&, const Value& v, CallArgs&) {
 
 // jinja2 3.1's indent: the text gets a trailing newline, is split into lines (str.splitlines), and every line
 // but the first (and, unless `blank`, except empty ones) is prefixed; `first` prefixes the first line too.
-Value f_indent(Interpreter&, const Value& v, CallArgs& a) {
+Value f_indent(Interpreter& in, const Value& v, CallArgs& a) {
   const Value w = arg_or(a, 0, "width", Value::integer(4));
   const std::string ind = w.is_string() ? w.text() : std::string(static_cast<size_t>(std::clamp<int64_t>(w.as_int(), 0, 256)), ' ');
   const bool first = arg_or(a, 1, "first", Value::boolean(false)).truthy();
@@ -204,6 +204,9 @@ Value f_indent(Interpreter&, const Value& v, CallArgs& a) {
   }
   std::string out = lines.empty() ? "" : lines[0];
   for (size_t i = 1; i < lines.size(); ++i) {
+    if (out.size() > in.config().max_output_bytes) {
+      fail(ErrorKind::Limit, "indent result exceeds " + std::to_string(in.config().max_output_bytes) + " bytes");
+    }
     out += '\n';
     if (blank || !lines[i].empty()) out += ind;
     out += lines[i];

@@ -2,7 +2,7 @@
 // sum (jinja2 3.1 semantics; string comparisons are case-insensitive unless case_sensitive=true).
 #include <algorithm>
 
-#include "chat/jinja/filters.h"
+#include "chat/jinja/interp.h"
 
 namespace preface::chat::jinja {
 namespace {

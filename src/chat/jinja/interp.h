@@ -4,6 +4,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "chat/jinja/ast.h"
@@ -62,6 +63,13 @@ class Interpreter {
 
   friend struct MacroScope;
 };
+
+// The filter table's shape (filters.cpp); filters_seq.cpp adds selectattr, rejectattr, select, reject, map,
+// unique, sort, dictsort, reverse, batch, max, min, sum.
+using FilterFn = Value (*)(Interpreter&, const Value&, CallArgs&);
+void add_sequence_filters(std::unordered_map<std::string, FilterFn>& table);
+// jinja2's environment.getitem over a dotted path ("function.name", "0.name"): items first, then attributes.
+Value get_path(Interpreter& in, const Value& item, const Value& path);
 
 // Raises the UndefinedError an Undefined value carries.
 [[noreturn]] void raise_undefined(const Value& v);

@@ -185,8 +185,8 @@ class Lexer {
       if (pos_ >= src_.size()) error(is_var ? "unterminated '{{'" : "unterminated '{%'");
       const char c = src_[pos_];
       if (depth == 0) {
-        const bool minus = c == '-' && pos_ + 2 < src_.size() + 0 && src_[pos_ + 1] == closer && src_[pos_ + 2] == '}';
-        const bool plus = !is_var && c == '+' && pos_ + 2 < src_.size() + 0 && src_[pos_ + 1] == '%' &&
+        const bool minus = c == '-' && pos_ + 2 < src_.size() && src_[pos_ + 1] == closer && src_[pos_ + 2] == '}';
+        const bool plus = !is_var && c == '+' && pos_ + 2 < src_.size() && src_[pos_ + 1] == '%' &&
                           src_[pos_ + 2] == '}';
         if (minus || plus || (c == closer && pos_ + 1 < src_.size() && src_[pos_ + 1] == '}')) {
           pos_ += (minus || plus) ? 3 : 2;

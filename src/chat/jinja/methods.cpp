@@ -95,6 +95,9 @@ Value s_replace(Interpreter& in, const Value& s, CallArgs& a) {
   if (old_v.text().empty()) {
     std::string out;
     const std::vector<size_t> cps = code_points(s.text());
+    if (cps.size() * (new_v.text().size() + 4) > in.config().max_output_bytes + s.text().size()) {
+      fail(ErrorKind::Limit, "str.replace result exceeds " + std::to_string(in.config().max_output_bytes) + " bytes");
+    }
     int64_t done = 0;
     for (size_t i = 0; i + 1 < cps.size(); ++i) {
       if (count < 0 || done < count) out += new_v.text(), ++done;

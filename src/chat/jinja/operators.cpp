@@ -51,6 +51,7 @@ int64_t checked(IntOp op, int64_t a, int64_t b) {
 Value repeat(const Value& seq, int64_t n, Interpreter& in) {
   if (seq.is_string()) {
     Str out;
+    if (seq.text().empty()) return Value::string("");
     for (int64_t i = 0; i < n; ++i) {
       out.append(seq.as_str());
       in.check_output(out);

@@ -9,8 +9,9 @@
 // arithmetic.
 //
 // Content marks: a string remembers which of its bytes came from the caller's message content (Str::marks).
-// Concatenation, slicing, strip/trim and split keep the marks byte for byte; any other operation on a marked
-// string (replace, format, tojson of a structure holding one, ...) marks its whole result. Marked bytes are
+// Concatenation (+, ~, join), slicing and indexing, iteration, strip/trim, split, replace and reverse keep the
+// marks byte for byte; any other operation on a marked string (case mapping, format, %, indent, escape, tojson
+// or str() of a structure holding one) marks its whole result. Marked bytes are
 // tokenized as plain text (never as control tokens); see chat_template.h's RenderedChat.
 #pragma once
 #include <cstdint>
