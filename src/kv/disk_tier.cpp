@@ -162,7 +162,7 @@ void DiskTier::add_locked(const Digest& hash, const Digest& ns, uint64_t bytes) 
   total_bytes_ += bytes;
 }
 
-void DiskTier::remove_locked(const Digest& hash, bool unlink_file) {
+void DiskTier::remove_locked(Digest hash, bool unlink_file) {
   const auto it = index_.find(hash);
   if (it == index_.end()) return;
   total_bytes_ -= it->second.bytes;

@@ -58,7 +58,7 @@ class DiskTier final : public KvTier {
   void scan();
   void write(const TierWrite& w);     // queue thread
   void add_locked(const Digest& hash, const Digest& ns, uint64_t bytes);
-  void remove_locked(const Digest& hash, bool unlink_file);
+  void remove_locked(Digest hash, bool unlink_file);  // hash by value: it may be an lru_ element it erases
   void evict_locked();
   void reject(const Digest& hash, RecordStatus status);
 

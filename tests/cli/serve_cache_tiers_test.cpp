@@ -191,7 +191,7 @@ TEST(ServeCacheTiers, RedisSharesBlocksBetweenServersAndKeepsTenantsApart) {
   const std::string keys = (temp_dir("serve-tiers") / "keys.txt").string();
   std::ofstream(keys) << "key-one tenant-one\nkey-two tenant-two\n";
   const std::vector<std::string> extra = {"--cache-redis", redis->url(), "--api-keys", keys,
-                                          "--cache-redis-timeout-ms", "300"};
+                                          "--cache-redis-timeout-ms", "5000"};
   ServeProcess a(serve_args(extra), "tiers-redis-a");
   ServeProcess b(serve_args(extra), "tiers-redis-b");
   ASSERT_FALSE(a.url().empty()) << a.log();
