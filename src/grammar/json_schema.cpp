@@ -19,7 +19,7 @@ constexpr const char* kPrimitives = R"(ws ::= ( " " | "\n" [ \t]{0,8} )?
 char ::= [^"\\\x7F\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
 string ::= "\"" char* "\""
 integer ::= "-"? ( [0-9] | [1-9] [0-9]{1,15} )
-number ::= integer ( "." [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,3} )?
+number ::= integer ( "." [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,2} )?
 boolean ::= "true" | "false"
 null ::= "null"
 value ::= object | array | string | number | boolean | null
@@ -49,7 +49,7 @@ std::string join_path(const std::string& path, const std::string& key) {
 
 class Compiler {
  public:
-  explicit Compiler(const json& root) : root_(root) {}
+  explicit Compiler(const json& root, std::string prefix = "") : root_(root), prefix_(std::move(prefix)) {}
 
   std::string compile() {
     const std::string root_expr = visit(root_, "", 0);
@@ -58,12 +58,19 @@ class Compiler {
     return out;
   }
 
+  // `name ::= <the schema>` and the rules it needs, without the primitives.
+  std::string compile_as(const std::string& name) {
+    std::string out = name + " ::= " + visit(root_, "", 0) + "\n";
+    for (const auto& [rule, body] : rules_) out += rule + " ::= " + body + "\n";
+    return out;
+  }
+
  private:
   [[noreturn]] static void fail(const std::string& path, const std::string& what) { throw GrammarError(path, what); }
 
   std::string new_rule(const std::string& body) {
     if (rules_.size() >= kMaxSchemaRules) fail("", "the schema is too large");
-    std::string name = cat("r", std::to_string(rules_.size()));
+    std::string name = cat(prefix_, "r", std::to_string(rules_.size()));
     rules_.emplace_back(name, body);
     return name;
   }
@@ -303,6 +310,7 @@ class Compiler {
   }
 
   const json& root_;
+  const std::string prefix_;  // of rule names, distinct per schema when several share a grammar
   std::vector<std::pair<std::string, std::string>> rules_;
   std::map<std::string, std::string> refs_;
 };
@@ -313,6 +321,18 @@ std::string json_schema_to_gbnf(const json& schema) {
   // The schema's own keyword checks reject numeric bounds and the like: validation keywords of number/integer
   // are not in handled(), so {"type":"integer","minimum":0} is a 400, never a silently ignored bound.
   return Compiler(schema).compile();
+}
+
+std::string json_schemas_gbnf_rules(const std::vector<json>& schemas, const std::vector<std::string>& names) {
+  std::string out = kPrimitives;
+  for (size_t i = 0; i < schemas.size(); ++i) {
+    try {
+      out += Compiler(schemas[i], cat("s", std::to_string(i), "-")).compile_as(names.at(i));
+    } catch (const GrammarError& e) {
+      throw GrammarError("[" + std::to_string(i) + "]" + (e.where.empty() ? "" : "." + e.where), e.detail);
+    }
+  }
+  return out;
 }
 
 std::string json_object_gbnf() { return std::string("root ::= object\n") + kPrimitives; }

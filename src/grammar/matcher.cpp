@@ -4,6 +4,13 @@
 #include <cstring>
 
 namespace preface::grammar {
+namespace {
+
+// The byte-transition memo is a cache (each entry is a pure function of its key): past this many entries it is
+// dropped and rebuilt as needed, which bounds it at ~64 MiB.
+constexpr size_t kMaxMemoSteps = 1u << 21;
+
+}  // namespace
 
 Constraint::Constraint(Grammar grammar, std::shared_ptr<const TokenVocab> vocab)
     : grammar_(std::move(grammar)), vocab_(std::move(vocab)) {
@@ -88,6 +95,7 @@ int32_t Constraint::step(int32_t state, uint8_t byte) {
     expand(node(n.pos + 1, n.parent), next);
   }
   const int32_t to = intern(next);
+  if (steps_.size() >= kMaxMemoSteps) steps_.clear();
   steps_.emplace(key, to);
   return to;
 }

@@ -96,7 +96,7 @@ std::vector<std::string> run_all(TestServer& server, int n_threads, int* n_cache
   return out;
 }
 
-TEST(StructuredOutput, TwoHundredObjectsValidateAndAreIdenticalAcrossCacheAndBatch) {
+TEST(ServerStructuredOutput, TwoHundredObjectsValidateAndAreIdenticalAcrossCacheAndBatch) {
   TestServerConfig no_cache;
   no_cache.engine.prefix_cache = false;
   no_cache.engine.max_running = 1;
@@ -124,7 +124,7 @@ TEST(StructuredOutput, TwoHundredObjectsValidateAndAreIdenticalAcrossCacheAndBat
   EXPECT_GT(server.engine().counters().n_steps, 0);
 }
 
-TEST(StructuredOutput, OtherFieldsConstrainToo) {
+TEST(ServerStructuredOutput, OtherFieldsConstrainToo) {
   TestServer server;
   if (!server.ok()) GTEST_SKIP() << "shared test data not found";
   auto c = server.client();
@@ -188,7 +188,7 @@ TEST(StructuredOutput, OtherFieldsConstrainToo) {
   EXPECT_EQ(JsonSchemaValidator(json::parse(kSchemas[0])).validate(json::parse(streamed)), "") << streamed;
 }
 
-TEST(StructuredOutput, BadInputIs400NamingTheParameterAndTheServerKeepsServing) {
+TEST(ServerStructuredOutput, BadInputIs400NamingTheParameterAndTheServerKeepsServing) {
   TestServer server;
   if (!server.ok()) GTEST_SKIP() << "shared test data not found";
   auto c = server.client();

@@ -1,0 +1,48 @@
+// Tool calls in a model family's own output format: the grammar that makes a `required` or named tool_choice
+// produce a valid call by construction, and the parser that turns model output back into calls.
+//
+//   Hermes  (Hermes 2 Pro, Qwen 2.5/3):  <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>  (repeated)
+//   Llama3  (Llama 3.1-3.3 JSON calls):  {"name": "f", "parameters": {...}}                             (one)
+//   Mistral (v3 tokenizers):             [TOOL_CALLS][{"name": "f", "arguments": {...}}, ...]
+// Mistral's [TOOL_CALLS] is a control token, which grammars never produce and decoding drops: the grammar covers
+// the JSON array after it, and the parser accepts the array with or without the marker text.
+//
+// Status: building blocks with unit tests; the APIs do not parse `tools` yet (issue 25 items 2-3).
+#pragma once
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace preface::grammar {
+
+enum class ToolCallFormat { Hermes, Llama3, Mistral };
+
+// The format a chat template's source implies, from the markers it writes; nullopt when none is recognised.
+std::optional<ToolCallFormat> detect_tool_call_format(std::string_view template_source);
+
+struct ToolSpec {
+  std::string name;
+  nlohmann::json parameters = nlohmann::json::object();  // a JSON Schema of the arguments object
+};
+
+// GBNF whose root matches one call (parallel: one or more) to any of `tools`, each call's arguments valid under
+// that tool's parameters. Throws GrammarError (where "[i]..." names the tool and the path in its schema).
+std::string tool_call_gbnf(ToolCallFormat format, const std::vector<ToolSpec>& tools, bool parallel);
+
+struct ParsedToolCall {
+  std::string name;
+  nlohmann::json arguments;  // an object
+};
+struct ParsedOutput {
+  std::string content;                 // text outside the calls (Hermes: before the first call), trimmed
+  std::vector<ParsedToolCall> calls;
+};
+
+// The calls in `text`; nullopt when it holds none or one that does not parse (the caller returns the text as
+// it is, never a broken call).
+std::optional<ParsedOutput> parse_tool_calls(ToolCallFormat format, std::string_view text);
+
+}  // namespace preface::grammar
