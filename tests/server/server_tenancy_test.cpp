@@ -200,7 +200,7 @@ TEST(ServerTenancyTiming, AnotherTenantsPrefixIsAsSlowAsACold) {
     for (int32_t& t : p) t = token(rng);
     return p;
   };
-  constexpr int kRounds = 7;
+  constexpr int kRounds = 11;  // fastest of many: the suite runs two tests at once beside this one
   std::vector<double> cross_ms, cold_ms, hit_ms;
   (void)time_request_ms(c, "key-b", random_prompt());  // warm-up (first-touch of weights and buffers)
   for (int i = 0; i < kRounds; ++i) {
