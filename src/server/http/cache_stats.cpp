@@ -1,4 +1,5 @@
 #include "server/http/cache_stats.h"
+#include "server/http/metrics.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -13,35 +14,8 @@ double unix_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// Shortest representation that reads back exactly (integers without an exponent).
-std::string num(double v) {
-  char buf[40];
-  if (v == static_cast<double>(static_cast<int64_t>(v)) && v > -1e15 && v < 1e15) {
-    std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
-    return buf;
-  }
-  for (int prec = 1; prec <= 17; ++prec) {
-    std::snprintf(buf, sizeof buf, "%.*g", prec, v);
-    if (std::strtod(buf, nullptr) == v) break;
-  }
-  return buf;
-}
-
-// A Prometheus label value: backslash, double quote and newline escaped.
-std::string label_value(const std::string& s) {
-  std::string out;
-  for (const char c : s) {
-    if (c == '\\' || c == '"') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
+std::string num(double v) { return prometheus_number(v); }
+std::string label_value(const std::string& s) { return prometheus_label_value(s); }
 
 // The per-tenant families: name, type, help, value.
 struct Family {

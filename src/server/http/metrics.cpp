@@ -5,10 +5,8 @@
 #include <exception>
 
 namespace preface::server {
-namespace {
 
-// Prometheus sample values: integers exactly, other values with the shortest round-trip representation.
-std::string fmt(double v) {
+std::string prometheus_number(double v) {
   char buf[32];
   if (v == static_cast<double>(static_cast<int64_t>(v)) && v > -1e15 && v < 1e15) {
     std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
@@ -21,6 +19,10 @@ std::string fmt(double v) {
   return buf;
 }
 
+namespace {
+
+std::string fmt(double v) { return prometheus_number(v); }
+
 void header(std::string& out, const std::string& name, const char* type, const char* help) {
   out.append("# HELP ").append(name).append(" ").append(help).append("\n");
   out.append("# TYPE ").append(name).append(" ").append(type).append("\n");
@@ -32,8 +34,9 @@ void sample(std::string& out, const std::string& name, double value, const std::
   out.append(" ").append(fmt(value)).append("\n");
 }
 
-// A label value with Prometheus's escapes (backslash, double quote, newline).
-std::string label_value(const std::string& v) {
+}  // namespace
+
+std::string prometheus_label_value(const std::string& v) {
   std::string out;
   for (const char c : v) {
     if (c == '\\' || c == '"') out += '\\';
@@ -45,6 +48,10 @@ std::string label_value(const std::string& v) {
   }
   return out;
 }
+
+namespace {
+
+std::string label_value(const std::string& v) { return prometheus_label_value(v); }
 
 void single(std::string& out, const std::string& name, const char* type, const char* help, double value) {
   header(out, name, type, help);

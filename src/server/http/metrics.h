@@ -15,6 +15,11 @@
 
 namespace preface::server {
 
+// A Prometheus sample value: integers exactly, other values in the shortest form that reads back exactly.
+std::string prometheus_number(double v);
+// A Prometheus label value with its escapes (backslash, double quote, newline).
+std::string prometheus_label_value(const std::string& v);
+
 // A cumulative histogram over fixed upper bounds (seconds).
 class Histogram {
  public:
