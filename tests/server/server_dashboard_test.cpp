@@ -171,10 +171,11 @@ TEST(CacheStats, TenantsSeeTheirOwnPrefixesAndTheAdminSeesAll) {
   // The per-tenant metrics: only for a scrape with the admin (or metrics) key.
   EXPECT_EQ(get(*c, "/metrics").body.find("preface_tenant_cache_read_tokens_total"), std::string::npos);
   const std::string metrics = get_as(*c, "admin-secret", "/metrics").body;
-  EXPECT_NE(metrics.find("preface_tenant_cache_read_tokens_total{tenant=\"alice\"}"), std::string::npos);
-  EXPECT_NE(metrics.find("preface_tenant_cache_write_tokens_total{tenant=\"bob\"}"), std::string::npos);
-  EXPECT_NE(metrics.find("preface_tenant_cache_saved_flops_total{tenant=\"alice\"}"), std::string::npos);
-  EXPECT_NE(metrics.find("preface_tenant_cache_hit_ratio{tenant=\"bob\"} 0."), std::string::npos);
+  EXPECT_NE(metrics.find("preface_tenant_cache_read_tokens_total{tenant=\"alice\",model_name="), std::string::npos);
+  EXPECT_NE(metrics.find("preface_tenant_cache_write_tokens_total{tenant=\"bob\",model_name="), std::string::npos);
+  EXPECT_NE(metrics.find("preface_tenant_cache_saved_flops_total{tenant=\"alice\",model_name="), std::string::npos);
+  EXPECT_NE(metrics.find("preface_tenant_cache_hit_ratio{tenant=\"bob\",model_name=\"stories260K.gguf\"} 0."),
+            std::string::npos);
   EXPECT_NE(metrics.find("preface_prefill_tokens_per_second "), std::string::npos);
 }
 
@@ -229,7 +230,7 @@ TEST(CacheStatsUnit, TotalsHistoryAndTenantBound) {
     stats.on_generation(name, hit, counters);
   }
   std::string prom;
-  stats.render_prometheus(nullptr, prom, true);
+  stats.render_prometheus(nullptr, prom, true, "m");
   EXPECT_NE(prom.find("tenant=\"(other)\""), std::string::npos);
   std::string late = "tenant=\"x";
   late += std::to_string(server::CacheStats::kMaxTenants + 5);

@@ -8,19 +8,11 @@
 #include <vector>
 
 #include "engine/fault_backend.h"
+#include "metrics_text.h"
 #include "server_harness.h"
 
 namespace preface::test {
 namespace {
-
-double sample_value(const std::string& text, const std::string& series) {
-  size_t pos = 0;
-  while ((pos = text.find(series + " ", pos)) != std::string::npos) {
-    if (pos == 0 || text[pos - 1] == '\n') return std::stod(text.substr(pos + series.size() + 1));
-    pos += series.size();
-  }
-  return -1;
-}
 
 HttpResult get_with_key(httplib::Client& c, const std::string& path, const std::string& key) {
   HttpResult r;
@@ -58,10 +50,11 @@ TEST(ServerOperators, PerTenantSeriesOnlyForTheMetricsOrAdminKey) {
   for (const char* key : {"metrics-secret", "admin-secret"}) {
     const HttpResult m = get_with_key(*c, "/metrics", key);
     ASSERT_EQ(m.status, 200);
-    EXPECT_EQ(sample_value(m.body, "preface_tenant_generations_total{tenant=\"alice\"}"), 1) << key;
-    EXPECT_EQ(sample_value(m.body, "preface_tenant_generations_total{tenant=\"bob\"}"), 2) << key;
-    EXPECT_EQ(sample_value(m.body, "preface_tenant_completion_tokens_total{tenant=\"bob\"}"), 6) << key;
-    EXPECT_GT(sample_value(m.body, "preface_tenant_prompt_tokens_total{tenant=\"alice\"}"), 0) << key;
+    const std::string model = ",model_name=\"stories260K.gguf\"}";
+    EXPECT_EQ(sample_value(m.body, "preface_tenant_requests_total{tenant=\"alice\"" + model), 1) << key;
+    EXPECT_EQ(sample_value(m.body, "preface_tenant_requests_total{tenant=\"bob\"" + model), 2) << key;
+    EXPECT_EQ(sample_value(m.body, "preface_tenant_completion_tokens_total{tenant=\"bob\"" + model), 6) << key;
+    EXPECT_GT(sample_value(m.body, "preface_tenant_prompt_tokens_total{tenant=\"alice\"" + model), 0) << key;
   }
 }
 

@@ -31,6 +31,8 @@ constexpr Family kFamilies[] = {
      [](const TenantCacheTotals& t) { return double(t.n_hit_requests); }},
     {"preface_tenant_prompt_tokens_total", "counter", "Prompt tokens per tenant.",
      [](const TenantCacheTotals& t) { return double(t.n_prompt_tokens); }},
+    {"preface_tenant_completion_tokens_total", "counter", "Completion tokens reported to clients per tenant.",
+     [](const TenantCacheTotals& t) { return double(t.n_completion_tokens); }},
     {"preface_tenant_cache_read_tokens_total", "counter", "Prompt tokens read from the prefix cache per tenant.",
      [](const TenantCacheTotals& t) { return double(t.n_cached_tokens); }},
     {"preface_tenant_cache_write_tokens_total", "counter",
@@ -56,6 +58,7 @@ void TenantCacheTotals::add(const GenerationSummary& s) {
   n_prompt_tokens += static_cast<uint64_t>(std::max(0, st.n_prompt_tokens));
   n_cached_tokens += static_cast<uint64_t>(std::max(0, st.n_cached_tokens));
   n_written_tokens += static_cast<uint64_t>(std::max(0, st.n_written_tokens));
+  n_completion_tokens += static_cast<uint64_t>(std::max(0, s.n_completion_tokens));
   saved_flops += st.saved_flops;
   saved_seconds += st.saved_seconds;
   if (st.n_generated_tokens > 0) {
@@ -70,6 +73,7 @@ void TenantCacheTotals::add(const TenantCacheTotals& o) {
   n_prompt_tokens += o.n_prompt_tokens;
   n_cached_tokens += o.n_cached_tokens;
   n_written_tokens += o.n_written_tokens;
+  n_completion_tokens += o.n_completion_tokens;
   saved_flops += o.saved_flops;
   saved_seconds += o.saved_seconds;
   n_ttft_hit += o.n_ttft_hit;
@@ -93,6 +97,7 @@ json totals_json(const TenantCacheTotals& t) {
           {"prompt_tokens", t.n_prompt_tokens},
           {"cached_tokens", t.n_cached_tokens},
           {"written_tokens", t.n_written_tokens},
+          {"completion_tokens", t.n_completion_tokens},
           {"hit_ratio", t.hit_ratio()},
           {"saved_flops", t.saved_flops},
           {"saved_seconds", t.saved_seconds},
@@ -169,7 +174,8 @@ std::shared_ptr<const std::vector<engine::CachedBlockInfo>> CacheStats::cached_b
   return blocks_;
 }
 
-void CacheStats::render_prometheus(const engine::EngineCounters* counters, std::string& out, bool with_tenants) const {
+void CacheStats::render_prometheus(const engine::EngineCounters* counters, std::string& out, bool with_tenants,
+                                   const std::string& model_name) const {
   if (counters != nullptr) {
     out += "# HELP preface_prefill_tokens_per_second Measured prefill rate (moving average over prefill steps).\n"
            "# TYPE preface_prefill_tokens_per_second gauge\n";
@@ -189,12 +195,14 @@ void CacheStats::render_prometheus(const engine::EngineCounters* counters, std::
     out += "preface_cache_verify_dropped_total " + num(double(counters->n_verify_dropped)) + "\n";
   }
   if (!with_tenants) return;
+  const std::string model_label = ",model_name=\"" + label_value(model_name) + "\"} ";
   std::lock_guard lock(mu_);
   for (const Family& f : kFamilies) {
     out.append("# HELP ").append(f.name).append(" ").append(f.help).append("\n");
     out.append("# TYPE ").append(f.name).append(" ").append(f.type).append("\n");
     for (const auto& [tenant, t] : tenants_) {
-      out.append(f.name).append("{tenant=\"").append(label_value(tenant)).append("\"} ");
+      if (tenant.empty()) continue;
+      out.append(f.name).append("{tenant=\"").append(label_value(tenant)).append("\"").append(model_label);
       out.append(num(f.value(t))).append("\n");
     }
   }

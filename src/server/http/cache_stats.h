@@ -2,7 +2,7 @@
 // history behind the dashboard (GET /v1/cache/stats, /dashboard). Thread-safe.
 //
 // Per tenant (a request's tenant is its API key's; "" without keys): requests, requests that hit (cached tokens
-// > 0), prompt tokens, tokens read from the cache (cached) and written to it (computed into newly registered
+// > 0), prompt and completion tokens, tokens read from the cache (cached) and written to it (computed into newly registered
 // blocks), prefill FLOPs and seconds saved (engine::RequestStats::saved_flops / saved_seconds), and time to first
 // token split by hit and miss. At most kMaxTenants tenants are tracked by name; later ones are summed under
 // kOtherTenant, so label cardinality and memory stay bounded.
@@ -32,6 +32,7 @@ namespace preface::server {
 struct TenantCacheTotals {
   uint64_t n_requests = 0, n_hit_requests = 0;
   uint64_t n_prompt_tokens = 0, n_cached_tokens = 0, n_written_tokens = 0;
+  uint64_t n_completion_tokens = 0;  // tokens reported to clients (an end-of-generation token counts)
   double saved_flops = 0, saved_seconds = 0;
   uint64_t n_ttft_hit = 0, n_ttft_miss = 0;  // requests with a first token, by hit / miss
   double ttft_hit_ms = 0, ttft_miss_ms = 0;  // sums of their TTFTs
@@ -83,8 +84,10 @@ class CacheStats {
 
   // Appends the prefill rate, parameter count and verification counters when `counters` is set (aggregate
   // series, open to every scrape) and, when `with_tenants` (a scrape with the metrics or admin key), the
-  // per-tenant cache metrics.
-  void render_prometheus(const engine::EngineCounters* counters, std::string& out, bool with_tenants) const;
+  // per-tenant families preface_tenant_*{tenant, model_name} (the only place they are rendered: one HELP and
+  // one TYPE line each). The tenant "" (API keys off) is not listed: its traffic is the aggregate series'.
+  void render_prometheus(const engine::EngineCounters* counters, std::string& out, bool with_tenants,
+                         const std::string& model_name) const;
 
  private:
   void sample_locked(const engine::EngineCounters& counters, std::chrono::steady_clock::time_point now);

@@ -109,7 +109,6 @@ struct StreamJob {
     ended = true;
     ctx->tenants.note(ctx->engine, tenant, ns);  // again: a prune while it ran may have dropped it
     state->metrics.on_generation(gen->summary());
-    state->metrics.on_tenant_generation(tenant, gen->summary());
     log_generation(*state, record, method, path, client, 200, *gen, pins + note);
     state->cache_stats.on_generation(tenant, gen->summary(), ctx->engine.counters());
   }
@@ -192,7 +191,6 @@ void serve_generation(HttpState& state, ServerContext& ctx, const httplib::Reque
     const GenerationSummary& s = gen->summary();
     ctx.tenants.note(ctx.engine, tenant, ns);
     state.metrics.on_generation(s);
-    state.metrics.on_tenant_generation(tenant, s);
     const int status = client_gone ? 499 : s.kind == StopKind::Error ? 500 : s.kind == StopKind::Cancelled ? 503 : 200;
     log_generation(state, current_request(), req.method, req.path, req.remote_addr, status, *gen,
                    pins + (client_gone ? " (client gone)" : ""));

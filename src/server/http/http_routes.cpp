@@ -110,8 +110,8 @@ void metrics(HttpState& state, const httplib::Request& req, httplib::Response& r
   std::string out = state.metrics.render(ctx != nullptr ? &counters : nullptr, state.in_flight.size(), invariants_ok);
   if (ctx != nullptr) state.metrics.render_vllm(out, counters, ctx->model_id);
   const bool with_tenants = may_read_tenant_metrics(state.options, presented_key(req));
-  if (with_tenants) state.metrics.render_tenants(out);
-  state.cache_stats.render_prometheus(ctx != nullptr ? &counters : nullptr, out, with_tenants);
+  state.cache_stats.render_prometheus(ctx != nullptr ? &counters : nullptr, out, with_tenants,
+                                     ctx != nullptr ? ctx->model_id : std::string());
   res.set_content(out, "text/plain; version=0.0.4; charset=utf-8");
 }
 

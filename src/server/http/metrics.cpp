@@ -161,40 +161,6 @@ void Metrics::on_generation(const GenerationSummary& s) {
   queue_s_.observe(s.stats.queue_ms / 1e3);
 }
 
-void Metrics::on_tenant_generation(const std::string& tenant, const GenerationSummary& s) {
-  if (tenant.empty()) return;
-  std::lock_guard lock(mu_);
-  TenantTotals& t = tenants_[tenant];
-  t.n_generations++;
-  t.n_prompt_tokens += static_cast<uint64_t>(s.stats.n_prompt_tokens);
-  t.n_cached_tokens += static_cast<uint64_t>(s.stats.n_cached_tokens);
-  t.n_completion_tokens += static_cast<uint64_t>(s.n_completion_tokens);
-}
-
-void Metrics::render_tenants(std::string& out) const {
-  struct Series {
-    const char* name;
-    const char* help;
-    uint64_t TenantTotals::*field;
-  };
-  static constexpr Series kSeries[] = {
-      {"preface_tenant_generations_total", "Generations served, per tenant.", &TenantTotals::n_generations},
-      {"preface_tenant_prompt_tokens_total", "Prompt tokens of served generations, per tenant.",
-       &TenantTotals::n_prompt_tokens},
-      {"preface_tenant_prompt_tokens_cached_total", "Prompt tokens read from the prefix cache, per tenant.",
-       &TenantTotals::n_cached_tokens},
-      {"preface_tenant_completion_tokens_total", "Completion tokens reported to clients, per tenant.",
-       &TenantTotals::n_completion_tokens},
-  };
-  std::lock_guard lock(mu_);
-  for (const Series& k : kSeries) {
-    header(out, k.name, "counter", k.help);
-    for (const auto& [tenant, t] : tenants_) {
-      sample(out, k.name, static_cast<double>(t.*k.field), "tenant=\"" + label_value(tenant) + "\"");
-    }
-  }
-}
-
 void Metrics::render_vllm(std::string& out, const engine::EngineCounters& c, const std::string& model_name) const {
   const std::string label = "model_name=\"" + label_value(model_name) + "\"";
   header(out, "preface_model_info", "gauge", "1, labelled with the served model's name.");

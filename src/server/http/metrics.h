@@ -1,6 +1,7 @@
 // Server metrics in the Prometheus text exposition format (version 0.0.4). Counts HTTP responses and
 // generations here; the engine's counters (tokens, prefix-cache queries and hits, blocks, evictions,
-// preemptions, queue depth) are read from a snapshot at scrape time. Thread-safe.
+// preemptions, queue depth) are read from a snapshot at scrape time. Thread-safe. The per-tenant series are
+// CacheStats' (cache_stats.h), the only place they are rendered; docs/metrics.md lists every family.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -48,10 +49,6 @@ class Metrics {
   std::string render(const engine::EngineCounters* counters, int32_t n_in_flight,
                      std::optional<bool> kv_invariants_ok = std::nullopt) const;
 
-  // One generation of `tenant` that ran to its end, for the per-tenant series.
-  void on_tenant_generation(const std::string& tenant, const GenerationSummary& summary);
-  // Appends the per-tenant series (preface_tenant_*{tenant="..."}): only for scrapes with the metrics key.
-  void render_tenants(std::string& out) const;
   // Appends preface_model_info{model_name} 1 and vLLM's names for the same figures, labelled model_name (its Grafana dashboard then works
   // unchanged): vllm:num_requests_running / _waiting, vllm:kv_cache_usage_perc (0..1),
   // vllm:prefix_cache_queries_total / _hits_total (tokens), vllm:prompt_tokens_total,
@@ -72,11 +69,6 @@ class Metrics {
   uint64_t n_completion_tokens_ = 0;
   uint64_t n_cached_tokens_ = 0, n_written_tokens_ = 0;
   std::map<std::string, uint64_t> finish_reasons_;
-  struct TenantTotals {
-    uint64_t n_generations = 0, n_prompt_tokens = 0, n_cached_tokens = 0, n_completion_tokens = 0;
-  };
-  // Tenants come from the configured keys (bounded by the configuration); "" (keys off) is not listed.
-  std::map<std::string, TenantTotals> tenants_;
   Histogram ttft_s_, inter_token_s_, e2e_s_, queue_s_;
 };
 
