@@ -63,8 +63,9 @@ void check_generation(const server::ServerContext& ctx, const server::Generation
   for (const engine::CachePin& pin : g.cache_pins) {
     check(pin.n_tokens >= 0 && static_cast<size_t>(pin.n_tokens) <= g.prompt.size(),
           "cache breakpoint outside the prompt");
-    check(pin.ttl.count() == 300 || pin.ttl.count() == 3600,
-          "cache breakpoint ttl " + std::to_string(pin.ttl.count()));
+    const int64_t ttl = pin.ttl.count();  // Anthropic's 5m, 1h; OpenAI's 30m, 12h, 24h (openai_cache.h)
+    check(ttl == 300 || ttl == 3600 || ttl == 1800 || ttl == 12 * 3600 || ttl == 24 * 3600,
+          "cache breakpoint ttl " + std::to_string(ttl));
   }
 }
 

@@ -36,7 +36,8 @@ class ApiFixture {
 
 // The request the HTTP layer would hand to the engine is well formed: prompt ids inside the vocab, sampling
 // values inside their documented ranges, stop strings non-empty and within the limit, at most 4 cache
-// breakpoints (Anthropic cache_control), each inside the prompt with a TTL of 5 min or 1 h.
+// breakpoints (Anthropic cache_control; OpenAI's prompt_cache_breakpoint, prompt_cache_options and
+// prompt_cache_retention), each inside the prompt with a TTL of 5 min, 30 min, 1 h, 12 h or 24 h.
 void check_generation(const server::ServerContext& ctx, const server::GenerationRequest& g);
 
 // What the HTTP layer does with an ApiError: a 4xx/5xx status and an error body that serialises to valid JSON

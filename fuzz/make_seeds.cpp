@@ -167,6 +167,7 @@ const std::vector<std::string> kOpenAICompletions = {
     R"({"prompt":[1,2,3,400],"logprobs":2,"seed":-5,"stop":["\n","The"],"top_k":-1,"min_p":0.1})",
     R"({"prompt":["a story"],"stream":true,"stream_options":{"include_usage":true},"cache_salt":"s","n":1})",
     R"({"prompt":"x","response_format":{"type":"text"},"repetition_penalty":1.1,"presence_penalty":-2})",
+    R"({"prompt":"Once upon a time","max_tokens":2,"prompt_cache_retention":"24h","prompt_cache_key":"k"})",
 };
 const std::vector<std::string> kOpenAIChats = {
     R"({"messages":[{"role":"system","content":"Be brief"},{"role":"user","content":"Hi"}],"max_tokens":4})",
@@ -174,6 +175,10 @@ const std::vector<std::string> kOpenAIChats = {
     R"({"role":"user","content":"Q"},{"role":"assistant","content":null},{"role":"user","content":"R"}],)"
     R"("logprobs":true,"top_logprobs":2,"stream":true,"max_completion_tokens":3,"top_p":0.9})",
     R"({"messages":[{"role":"user","content":"<s>[INST] \u00e9\ud83e\udd99"}],"stop":"!","temperature":2})",
+    R"({"messages":[{"role":"system","content":[{"type":"text","text":"S","prompt_cache_breakpoint":)"
+    R"({"mode":"explicit","ttl":"12h"}}]},{"role":"user","content":[{"type":"text","text":"A"},{"type":"text",)"
+    R"("text":"B","prompt_cache_breakpoint":{"mode":"explicit"}}]}],"prompt_cache_options":{"mode":"implicit",)"
+    R"("ttl":"30m"},"max_tokens":2})",
 };
 const std::vector<std::string> kAnthropic = {
     R"({"model":"stories260K","max_tokens":16,"messages":[{"role":"user","content":"Hello"}]})",

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "server/api/api_error.h"
+#include "server/api/openai_cache.h"
 #include "server/api/structured_output.h"
 
 namespace preface::server {
@@ -51,12 +52,6 @@ OpenAIRequest parse_common(const JsonFields& f, const json& body, ServerContext&
   r.generation.cache_explain = f.boolean("cache_explain").value_or(false);
   // "cache": false (preface) or "cache_prompt": false (llama.cpp's name): compute the prompt cold, no lookup.
   g.cache_bypass = !f.boolean("cache").value_or(true) || !f.boolean("cache_prompt").value_or(true);
-  // OpenAI's retention policy: accepted; preface keeps a prefix until it is evicted (or --cache-ttl passes)
-  // whichever is asked. "in-memory" is the spelling of older SDKs.
-  if (const auto retention = f.string("prompt_cache_retention");
-      retention && *retention != "in_memory" && *retention != "in-memory" && *retention != "24h") {
-    f.fail("prompt_cache_retention", "must be 'in_memory' or '24h', got '" + *retention + "'");
-  }
   (void)f.string("prompt_cache_key");  // type-checked; routing hint only (see the header)
   (void)f.string("user");
   r.stream = f.boolean("stream").value_or(false);
@@ -150,6 +145,7 @@ OpenAIRequest parse_completion_request(const json& body, ServerContext& ctx) {
     r.generation.params.n_logprobs = static_cast<int32_t>(*n);
   }
   r.generation.params.prompt = completion_prompt(f, body, ctx.tokenizer);
+  r.generation.params.cache_pins = openai_prompt_pins(parse_openai_cache_policy(f), r.generation.params.prompt);
   r.generation.text_start = false;
   apply_openai_structured_output(f, body, ctx, r.generation);
   return r;
@@ -162,14 +158,17 @@ OpenAIRequest parse_chat_request(const json& body, ServerContext& ctx) {
   const auto top = f.integer("top_logprobs", 0, ctx.limits.max_top_logprobs);
   if (top && !r.logprobs) f.fail("top_logprobs", "requires logprobs to be true");
   if (r.logprobs) r.generation.params.n_logprobs = static_cast<int32_t>(top.value_or(0));
-  r.generation.params.prompt =
-      ctx.chat_prompt(chat_messages(f, ctx.limits.max_messages), true, chat_template_kwargs(f, body));
+  const std::vector<ChatMessage> messages = chat_messages(f, ctx.limits.max_messages);
+  const nlohmann::ordered_json kwargs = chat_template_kwargs(f, body);
+  r.generation.params.prompt = ctx.chat_prompt(messages, true, kwargs);
+  r.generation.params.cache_pins =
+      openai_chat_pins(ctx, body, messages, r.generation.params.prompt, parse_openai_cache_policy(f), kwargs);
   r.generation.text_start = true;
   apply_openai_structured_output(f, body, ctx, r.generation);
   return r;
 }
 
-json openai_usage(const GenerationSummary& s) {
+json openai_usage(const GenerationSummary& s, std::span<const engine::CachePin> pins, int32_t block_size) {
   const int32_t n_prompt = s.stats.n_prompt_tokens;
   json usage = {{"prompt_tokens", n_prompt},
                 {"completion_tokens", s.n_completion_tokens},
@@ -179,6 +178,7 @@ json openai_usage(const GenerationSummary& s) {
                 {"cache_savings", cache_savings_json(s.stats)}};
   // Of cached_tokens, those loaded from a cache tier below RAM (--cache-dir, --cache-redis); absent when none.
   if (s.stats.n_tier_tokens > 0) usage["prompt_tokens_details"]["cache_tier_tokens"] = s.stats.n_tier_tokens;
+  add_openai_pin_usage(usage, s.stats, pins, block_size);
   return usage;
 }
 

@@ -9,7 +9,9 @@
 // up to max_stop_strings strings; may span tokens), logprobs (completions: 0..20 alternatives; chat: a bool with
 // top_logprobs 0..20), ignore_eos, stream, stream_options.include_usage, user (accepted, not used), cache_salt
 // (isolates the cache: only requests with the same salt share cached blocks), prompt_cache_key (accepted; in
-// OpenAI it only steers routing between machines, never isolation, so with one engine it changes nothing).
+// OpenAI it only steers routing between machines, never isolation, so with one engine it changes nothing),
+// prompt_cache_retention, prompt_cache_options and content parts' prompt_cache_breakpoint (openai_cache.h: they
+// pin prompt prefixes for a TTL, as Anthropic's cache_control).
 // Rejected with 400: n or best_of other than 1, echo, suffix, logit_bias, tools, functions, and response_format
 // other than text.
 //
@@ -17,6 +19,7 @@
 // whose K/V came from the prefix cache, cache_write_tokens: prompt tokens newly written into cached blocks}.
 #pragma once
 #include <memory>
+#include <span>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -39,7 +42,9 @@ OpenAIRequest parse_chat_request(const nlohmann::json& body, ServerContext& ctx)
 std::unique_ptr<ResponseFormat> make_completion_format(ServerContext& ctx, const OpenAIRequest& request);
 std::unique_ptr<ResponseFormat> make_chat_format(ServerContext& ctx, const OpenAIRequest& request);
 
-nlohmann::json openai_usage(const GenerationSummary& summary);
+// `pins`: the request's cache pins (openai_cache.h), reported with `block_size` (tokens per KV block).
+nlohmann::json openai_usage(const GenerationSummary& summary, std::span<const engine::CachePin> pins = {},
+                            int32_t block_size = 0);
 nlohmann::json models_response(const ServerContext& ctx);
 
 }  // namespace preface::server

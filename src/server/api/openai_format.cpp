@@ -52,6 +52,7 @@ class OpenAIFormat : public ResponseFormat {
         chat_(chat),
         logprobs_(r.logprobs),
         include_usage_(r.include_usage),
+        pins_(r.generation.params.cache_pins),
         id_(ctx.new_id(chat ? "chatcmpl-" : "cmpl-")),
         created_(ServerContext::unix_now()) {}
 
@@ -81,7 +82,7 @@ class OpenAIFormat : public ResponseFormat {
       if (include_usage_) {
         json last = envelope(chat_ ? "chat.completion.chunk" : "text_completion");
         last["choices"] = json::array();
-        last["usage"] = openai_usage(s);
+        last["usage"] = openai_usage(s, pins_, ctx_.model.block_size);
         out += sse_data(last);
       }
     }
@@ -106,7 +107,7 @@ class OpenAIFormat : public ResponseFormat {
     choice["finish_reason"] = openai_finish_reason(s.kind);
     json out = envelope(chat_ ? "chat.completion" : "text_completion");
     out["choices"] = json::array({choice});
-    out["usage"] = openai_usage(s);
+    out["usage"] = openai_usage(s, pins_, ctx_.model.block_size);
     merge_extra_fields(out);
     return out;
   }
@@ -135,6 +136,7 @@ class OpenAIFormat : public ResponseFormat {
   bool chat_;
   bool logprobs_;
   bool include_usage_;
+  std::vector<engine::CachePin> pins_;  // the request's cache pins (the usage's cache_pinned_tokens)
   std::string id_;
   int64_t created_;
   size_t text_offset_ = 0;  // bytes of completion text streamed so far (legacy logprobs text_offset)
