@@ -55,6 +55,9 @@ void gemm(const GemmArgs& args, int64_t row_begin, int64_t row_end);
 // The same results with AVX-VNNI integer dot products; only where vnni_available().
 bool vnni_available();
 void gemm_vnni(const GemmArgs& args, int64_t row_begin, int64_t row_end);
+// The same results as scalar::gemm_traits: Q4_K, Q5_K, Q6_K and IQ4_XS in tiles of up to 8 rows x tokens
+// (gemm_k_avx2.cpp), the other traits types through scalar::gemm_traits.
+void gemm_traits(const GemmArgs& args, int64_t row_begin, int64_t row_end);
 }  // namespace avx2
 
 namespace avx512 {

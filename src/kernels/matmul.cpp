@@ -209,7 +209,7 @@ void matmul_multi(ThreadPool& pool, std::initializer_list<const Matrix*> ws, con
     a.n_tokens = n_tokens;
     a.y = *y_it++;
     a.y_stride = static_cast<size_t>(w->n_rows);
-    job.gemm[job.n_jobs] = traits != nullptr ? scalar::gemm_traits : quantized ? k.gemm_quant : k.gemm_float;
+    job.gemm[job.n_jobs] = traits != nullptr ? k.gemm_traits : quantized ? k.gemm_quant : k.gemm_float;
     job.row_offset[job.n_jobs + 1] = job.row_offset[job.n_jobs] + (w->n_rows + kRowGrain - 1) / kRowGrain * kRowGrain;
     ++job.n_jobs;
   }
