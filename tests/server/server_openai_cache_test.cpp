@@ -77,7 +77,9 @@ TEST_F(OpenAICachePins, ImplicitModeAndRetentionPinTheWholePrompt) {
   EXPECT_TRUE(chat(in_memory).generation.params.cache_pins.empty());
 
   json implicit = chat_body(nullptr, {{"mode", "explicit"}});
-  implicit["prompt_cache_options"] = json::object();  // mode "implicit", ttl "30m"
+  implicit["prompt_cache_options"] = {{"comparison_response_id", "chatcmpl-x"}};  // diagnostics only
+  EXPECT_EQ(chat(implicit).generation.params.cache_pins.size(), 1u);
+  implicit["prompt_cache_options"] = {{"mode", "implicit"}};  // ttl "30m"
   server::OpenAIRequest r = chat(implicit);
   ASSERT_EQ(r.generation.params.cache_pins.size(), 2u);
   EXPECT_EQ(r.generation.params.cache_pins[1].n_tokens, static_cast<int32_t>(r.generation.params.prompt.size()));
@@ -107,7 +109,7 @@ TEST_F(OpenAICachePins, AtMostFourBreakpointsTheLatestKept) {
   const std::string first = prefix_text(explicit_only, explicit_only.generation.params.cache_pins[0].n_tokens);
   EXPECT_NE(first.find("Part 2."), std::string::npos) << first;
   EXPECT_EQ(first.find("Part 3."), std::string::npos) << first;
-  const server::OpenAIRequest implicit = chat(with(body, {{"prompt_cache_options", json::object()}}));
+  const server::OpenAIRequest implicit = chat(with(body, {{"prompt_cache_options", {{"ttl", "30m"}}}}));
   ASSERT_EQ(implicit.generation.params.cache_pins.size(), 4u);
   const std::string second = prefix_text(implicit, implicit.generation.params.cache_pins[0].n_tokens);
   EXPECT_NE(second.find("Part 3."), std::string::npos) << second;

@@ -57,14 +57,15 @@ OpenAICachePolicy parse_openai_cache_policy(const JsonFields& f) {
   if (options == nullptr) return policy;
   if (!options->is_object()) f.fail("prompt_cache_options", "must be an object");
   const JsonFields of(*options, f.path("prompt_cache_options."));
-  const std::string mode = of.string("mode").value_or("implicit");
+  const auto mode_field = of.string("mode");
+  const std::string mode = mode_field.value_or("implicit");
   if (mode != "implicit" && mode != "explicit") of.fail("mode", "must be 'implicit' or 'explicit', got '" + mode + "'");
   const auto ttl = of.string("ttl");
   if (ttl && retention) of.fail("ttl", "cannot be set together with prompt_cache_retention (it supersedes it)");
   if (ttl) policy.breakpoint_ttl = parse_ttl(of, *ttl);
   if (mode == "explicit") {
     policy.implicit_ttl.reset();
-  } else if (!policy.implicit_ttl) {
+  } else if (!policy.implicit_ttl && (mode_field || ttl)) {
     policy.implicit_ttl = policy.breakpoint_ttl;
   }
   return policy;

@@ -8,9 +8,10 @@
 //     --cache-ttl. "24h": the whole prompt is pinned for 24 h, and explicit breakpoints default to 24 h.
 //   prompt_cache_options: {"mode": "implicit" (default) | "explicit", "ttl": "30m" (default) | "12h",
 //     "comparison_response_id": (the cache diagnostics', http_diagnostics.cpp)} | null.
-//     Present with mode "implicit": the whole prompt is pinned for ttl (OpenAI's implicit breakpoint at the end
-//     of the newest message). Mode "explicit": only the content blocks' breakpoints pin. ttl is also the default
-//     TTL of explicit breakpoints. OpenAI rejects prompt_cache_options.ttl together with prompt_cache_retention
+//     With mode "implicit" or a ttl given: the whole prompt is pinned for ttl (OpenAI's implicit breakpoint at
+//     the end of the newest message); options carrying neither (only comparison_response_id) ask for diagnostics
+//     and pin nothing. Mode "explicit": only the content blocks' breakpoints pin. ttl is also the default TTL of
+//     explicit breakpoints. OpenAI rejects prompt_cache_options.ttl together with prompt_cache_retention
 //     (the former supersedes the latter); so does preface.
 //   prompt_cache_breakpoint on a chat content part ({"type": "text", "text": ..., "prompt_cache_breakpoint":
 //     {"mode": "explicit", "ttl": "30m" | "12h"}}): pins the prompt prefix that ends with that part (the common
