@@ -69,9 +69,8 @@ Engine::Engine(std::unique_ptr<Backend> backend, const EngineConfig& config)
     : backend_(std::move(backend)),
       config_(config),
       fingerprint_(backend_->fingerprint()),
-      pool_(backend_->n_kv_blocks(), backend_->block_size()),
-      index_(pool_),
-      scheduler_(pool_, index_, *backend_, config.prefix_cache, config.max_running),
+      cache_(backend_->n_kv_blocks(), backend_->block_size(), *backend_),
+      scheduler_(cache_, config.prefix_cache, config.max_running),
       runner_(*backend_, std::max(config.max_running, 1)),
       pins_(std::max(1, backend_->n_kv_blocks() / 2), config.max_pinned_blocks_per_group) {
   config_.kv_type = backend_->kv_type();
@@ -85,8 +84,8 @@ Engine::Engine(std::unique_ptr<Backend> backend, const EngineConfig& config)
   rope_desc_ = model::rope_description(backend_->config());
   n_params_ = model_param_count(backend_->config());
   if (config_.prefix_cache && config_.tiers.enabled()) {
-    tiers_ = std::make_unique<KvTiers>(config_.tiers, *backend_, pool_);
-    pool_.set_event_sink(tiers_.get());
+    tiers_ = std::make_unique<KvTiers>(config_.tiers, *backend_, cache_);
+    cache_.add_event_sink(tiers_.get());
     scheduler_.set_tiers(tiers_.get());
   }
   publish_counters();
@@ -118,7 +117,7 @@ std::shared_ptr<RequestStream> Engine::submit(RequestParams params) {
     throw PromptTooLong("the prompt is " + std::to_string(n_prompt) + " tokens; the model's context is " +
                         std::to_string(cfg.ctx_len) + " tokens, including at least one generated token");
   }
-  const int64_t pool_tokens = static_cast<int64_t>(pool_.n_blocks()) * config_.block_size;
+  const int64_t pool_tokens = static_cast<int64_t>(cache_.n_blocks()) * config_.block_size;
   if (n_prompt + 1 > pool_tokens) {
     throw PromptTooLong("the prompt is " + std::to_string(n_prompt) + " tokens; the KV cache holds " +
                         std::to_string(pool_tokens) + " tokens");
@@ -138,7 +137,7 @@ std::shared_ptr<RequestStream> Engine::submit(RequestParams params) {
   seq->stats.n_prompt_tokens = seq->n_prompt;
   seq->max_total_tokens = static_cast<int32_t>(std::min<int64_t>(cfg.ctx_len, pool_tokens));
   seq->ns = cache_namespace(seq->params.cache_salt);
-  if (config_.prefix_cache) seq->prompt_hashes = kv::block_hashes(seq->ns, seq->tokens, config_.block_size);
+  if (config_.prefix_cache) seq->block_hashes(config_.block_size);  // hashed once, off the engine thread
   if (seq->params.max_new_tokens == 0) {
     seq->stats.finish = FinishReason::Length;
     stream->finish(seq->stats);
@@ -178,7 +177,7 @@ bool Engine::step() {
   drain_inbox();
   cancel_requested();
   verify_yield_to_live();
-  pins_.expire(pool_, now());
+  pins_.expire(cache_, now());
   expire_namespaces();
   if (scheduler_.idle()) verify_start_if_idle();  // a shadow put back while live work ran
   if (scheduler_.idle()) {
@@ -251,8 +250,8 @@ void Engine::update_pins(const std::vector<ScheduledChunk>& plan) {
     Sequence& seq = *chunk.seq;
     if (!seq.hits_touched) {  // a hit refreshes the pins of the blocks it used
       seq.hits_touched = true;
-      const auto n_hit = std::min<size_t>(static_cast<size_t>(seq.n_hit_blocks), seq.prompt_hashes.size());
-      for (size_t b = 0; b < n_hit; ++b) pins_.touch(seq.prompt_hashes[b], t);
+      const auto n_hit = std::min<size_t>(static_cast<size_t>(seq.n_hit_blocks), seq.prompt_hashes().size());
+      for (size_t b = 0; b < n_hit; ++b) pins_.touch(seq.prompt_hashes()[b], t);
     }
     // Blocks become pinnable once registered; on_computed registers them after this step's forward, so this
     // pins what was registered up to the previous step (the last ones are pinned when the sequence finishes).
@@ -264,9 +263,9 @@ void Engine::pin_requested(Sequence& seq, std::chrono::steady_clock::time_point 
   int32_t n_refused = 0;
   for (const CachePin& pin : seq.params.cache_pins) {
     const int32_t n_blocks = std::min({pin.n_tokens / config_.block_size, seq.n_hashed_blocks,
-                                       static_cast<int32_t>(seq.prompt_hashes.size())});
+                                       static_cast<int32_t>(seq.prompt_hashes().size())});
     for (int32_t b = 0; b < n_blocks; ++b) {
-      const auto r = pins_.pin(pool_, seq.prompt_hashes[static_cast<size_t>(b)], seq.params.pin_group, pin.ttl, t);
+      const auto r = pins_.pin(cache_, seq.prompt_hashes()[static_cast<size_t>(b)], seq.params.pin_group, pin.ttl, t);
       n_refused += r == PinTable::Result::Refused ? 1 : 0;
     }
   }
@@ -415,15 +414,16 @@ void Engine::publish_counters() {
   c.n_requests_finished = n_requests_finished_;
   c.n_prompt_tokens = n_prompt_tokens_;
   c.n_generated_tokens = n_generated_tokens_;
-  c.prefix = index_.stats();
-  c.n_blocks_total = pool_.n_blocks();
-  c.n_blocks_in_use = pool_.n_in_use();
-  c.n_blocks_cached = pool_.n_cached();
-  c.n_blocks_free = pool_.n_free();
-  c.n_evictions = pool_.n_evictions();
-  c.n_expired = pool_.n_expired();
-  c.n_removal_records = static_cast<int64_t>(pool_.removals().size());
-  c.removal_record_bytes = static_cast<int64_t>(pool_.removals().memory_bytes());
+  c.prefix = cache_.stats();
+  const kv::BlockPool& pool = cache_.blocks();
+  c.n_blocks_total = cache_.n_blocks();
+  c.n_blocks_in_use = pool.n_in_use();
+  c.n_blocks_cached = pool.n_cached();
+  c.n_blocks_free = pool.n_free();
+  c.n_evictions = pool.n_evictions();
+  c.n_expired = pool.n_expired();
+  c.n_removal_records = static_cast<int64_t>(pool.removals().size());
+  c.removal_record_bytes = static_cast<int64_t>(pool.removals().memory_bytes());
   c.n_preemptions = scheduler_.n_preemptions();
   c.n_waiting = scheduler_.n_waiting();
   c.n_running = scheduler_.n_running();

@@ -31,8 +31,7 @@
 #include "engine/pins.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
-#include "kv/block_pool.h"
-#include "kv/prefix_index.h"
+#include "kv/kv_cache.h"
 #include "model/model.h"
 
 namespace preface::engine {
@@ -47,7 +46,7 @@ struct EngineConfig {
   bool prefix_cache = true;             // false: no lookups, no registration (every request computes its prompt)
   std::function<std::chrono::steady_clock::time_point()> clock;  // for TTLs; empty = steady_clock::now
   // > 0: a cached block unreferenced and unpinned for this long (since its last release or unpin; a hit refreshes
-  // it) loses its hash at the next step (kv::BlockPool::expire_idle). 0 = cached blocks live until evicted.
+  // it) loses its hash at the next step (kv::KvCache::expire_idle). 0 = cached blocks live until evicted.
   std::chrono::steady_clock::duration cache_ttl{0};
   // Token ids that end a generation (FinishReason::Stop) unless the request sets ignore_eos: the tokenizer's
   // end-of-generation ids (Tokenizer::end_of_generation_ids).
@@ -187,7 +186,7 @@ class Engine {
   // The same for each namespace root digest (cache_namespace) in `roots`.
   int32_t purge_namespaces(std::span<const kv::Digest> roots);
   // A dry run of admission's cache lookup for `prompt` in the namespace of `salt`: how many tokens would be reused
-  // and why no more (kv::PrefixIndex::explain). `siblings`: other namespace roots of the same caller, named when
+  // and why no more (kv::KvCache::explain). `siblings`: other namespace roots of the same caller, named when
   // they hold the missing block. Under the step lock; changes nothing. The answer describes the cache now; a
   // request submitted right after may find more (a concurrent request registered blocks) or less (eviction).
   CacheExplanation explain_cache(std::span<const int32_t> prompt, const std::string& salt,
@@ -230,9 +229,8 @@ class Engine {
   EngineConfig config_;
   std::string fingerprint_;
   std::string rope_desc_;
-  kv::BlockPool pool_;
-  kv::PrefixIndex index_;
-  std::unique_ptr<KvTiers> tiers_;      // null without tiers; subscribed to pool_'s events
+  kv::KvCache cache_;                   // the one door to the KV cache (over backend_'s storage)
+  std::unique_ptr<KvTiers> tiers_;      // null without tiers; subscribed to cache_'s events
   bool tiers_flushed_ = false;
   Scheduler scheduler_;
   ModelRunner runner_;

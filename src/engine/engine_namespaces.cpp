@@ -17,10 +17,10 @@ int32_t Engine::purge_namespaces(std::span<const kv::Digest> roots) {
   std::lock_guard step_lock(step_mu_);
   int32_t n = 0;
   for (const kv::Digest& root : roots) {
-    n += pool_.purge_namespace(root);
+    n += cache_.purge_namespace(root);
     if (tiers_) tiers_->purge_namespace(root);
   }
-  pins_.forget_unregistered(pool_);
+  pins_.forget_unregistered(cache_);
   publish_counters();
   return n;
 }
@@ -28,8 +28,9 @@ int32_t Engine::purge_namespaces(std::span<const kv::Digest> roots) {
 std::vector<kv::Digest> Engine::live_namespaces() const {
   std::lock_guard step_lock(step_mu_);
   std::unordered_set<kv::Digest, kv::DigestHash> live;
-  for (int32_t id = 0; id < pool_.n_blocks(); ++id) {
-    if (pool_.is_registered(id)) live.insert(pool_.key(id).root);
+  const kv::BlockPool& pool = cache_.blocks();
+  for (int32_t id = 0; id < pool.n_blocks(); ++id) {
+    if (pool.is_registered(id)) live.insert(pool.key(id).root);
   }
   return {live.begin(), live.end()};
 }
@@ -38,13 +39,14 @@ std::vector<CachedBlockInfo> Engine::cached_blocks() const {
   std::lock_guard step_lock(step_mu_);
   const auto t = now();
   std::vector<CachedBlockInfo> out;
-  out.reserve(static_cast<size_t>(pool_.n_cached() + pool_.n_in_use()));
-  for (int32_t id = 0; id < pool_.n_blocks(); ++id) {
-    if (!pool_.is_registered(id)) continue;
-    const auto tokens = pool_.block_tokens(id);
-    out.push_back({id, pool_.key(id), std::vector<int32_t>(tokens.begin(), tokens.end()), pool_.hits(id),
-                   pool_.ref_count(id), pool_.pin_count(id),
-                   std::max(0.0, std::chrono::duration<double>(t - pool_.registered_at(id)).count())});
+  const kv::BlockPool& pool = cache_.blocks();
+  out.reserve(static_cast<size_t>(pool.n_cached() + pool.n_in_use()));
+  for (int32_t id = 0; id < pool.n_blocks(); ++id) {
+    if (!pool.is_registered(id)) continue;
+    const auto tokens = pool.block_tokens(id);
+    out.push_back({id, pool.key(id), std::vector<int32_t>(tokens.begin(), tokens.end()), pool.hits(id),
+                   pool.ref_count(id), pool.pin_count(id),
+                   std::max(0.0, std::chrono::duration<double>(t - pool.registered_at(id)).count())});
   }
   return out;
 }
@@ -54,12 +56,12 @@ CacheExplanation Engine::explain_cache(std::span<const int32_t> prompt, const st
   CacheExplanation e;
   e.prefix_cache = config_.prefix_cache;
   e.n_prompt_tokens = static_cast<int32_t>(prompt.size());
-  e.block_size = pool_.block_size();
-  e.n_blocks = pool_.n_blocks();
+  e.block_size = cache_.block_size();
+  e.n_blocks = cache_.n_blocks();
   if (!config_.prefix_cache || prompt.empty()) return e;
   const kv::Digest ns = cache_namespace(salt);
   std::lock_guard step_lock(step_mu_);
-  e.prefix = index_.explain(ns, prompt, e.n_prompt_tokens - 1, siblings);
+  e.prefix = cache_.explain(ns, prompt, e.n_prompt_tokens - 1, siblings);
   if (tiers_ && e.prefix.miss_block >= 0) {
     const auto hashes = kv::block_hashes(ns, prompt.first(static_cast<size_t>(e.prefix.miss_block + 1) * e.block_size),
                                          e.block_size);
@@ -76,8 +78,8 @@ void Engine::expire_namespaces() {
   // the block, so it cannot expire while used and is re-stamped on release. This runs at the start of each step,
   // before scheduling, so no request is admitted onto a block idle for longer than the TTL. Pinned blocks are not
   // idle (PinTable::expire above unpins expired pins first, which starts their idle time). O(expired).
-  pool_.set_now(now());
-  if (config_.cache_ttl.count() > 0) pool_.expire_idle(pool_.now() - config_.cache_ttl);
+  cache_.set_now(now());
+  if (config_.cache_ttl.count() > 0) cache_.expire_idle(cache_.now() - config_.cache_ttl);
 }
 
 }  // namespace preface::engine

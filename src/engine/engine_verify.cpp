@@ -90,9 +90,9 @@ void Engine::verify_start_if_idle() {
   seq->tokens = seq->params.prompt;
   seq->n_prompt = static_cast<int32_t>(seq->tokens.size());
   seq->stats.n_prompt_tokens = seq->n_prompt;
-  seq->max_total_tokens = std::min(backend_->config().ctx_len, pool_.n_blocks() * config_.block_size);
+  seq->max_total_tokens = std::min(backend_->config().ctx_len, cache_.n_blocks() * config_.block_size);
   seq->ns = cache_namespace(seq->params.cache_salt);
-  if (config_.prefix_cache) seq->prompt_hashes = kv::block_hashes(seq->ns, seq->tokens, config_.block_size);
+  if (config_.prefix_cache) seq->block_hashes(config_.block_size);
   scheduler_.add(std::move(seq));
 }
 

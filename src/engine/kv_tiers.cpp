@@ -7,10 +7,9 @@
 
 namespace preface::engine {
 
-KvTiers::KvTiers(const TierConfig& config, Backend& backend, kv::BlockPool& pool)
+KvTiers::KvTiers(const TierConfig& config, const Backend& backend, kv::KvCache& cache)
     : config_(config),
-      backend_(backend),
-      pool_(pool),
+      cache_(cache),
       model_(kv::model_digest(backend.fingerprint())),
       kv_type_(model::kv_type_name(backend.kv_type())) {
   const auto compression = config.compress ? kv::Compression::Zstd : kv::Compression::None;
@@ -44,15 +43,15 @@ kv::RecordMeta KvTiers::meta_of(const kv::Digest& ns, const kv::Digest& hash, co
   m.parent = parent;
   m.model = model_;
   m.kv_type = kv_type_;
-  m.block_size = pool_.block_size();
+  m.block_size = cache_.block_size();
   m.tokens.assign(tokens.begin(), tokens.end());
-  m.payload_bytes = backend_.block_bytes();
+  m.payload_bytes = cache_.storage().block_bytes();
   return m;
 }
 
 std::shared_ptr<const std::vector<uint8_t>> KvTiers::read(int32_t block_id) const {
-  auto payload = std::make_shared<std::vector<uint8_t>>(backend_.block_bytes());
-  backend_.read_block(block_id, *payload);
+  auto payload = std::make_shared<std::vector<uint8_t>>(cache_.storage().block_bytes());
+  cache_.storage().read_block(block_id, *payload);
   return payload;
 }
 
@@ -76,7 +75,7 @@ void KvTiers::on_block_event(const kv::BlockEvent& e) {
 
 int32_t KvTiers::load(const kv::Digest& ns, std::span<const int32_t> tokens, std::span<const kv::Digest> hashes,
                       int32_t first_block, int32_t n_blocks, std::span<const int32_t> held) {
-  const int32_t block_size = pool_.block_size();
+  const int32_t block_size = cache_.block_size();
   std::vector<kv::RecordMeta> expect;  // [n_blocks]
   for (int32_t b = first_block; b < first_block + n_blocks; ++b) {
     expect.push_back(meta_of(ns, hashes[static_cast<size_t>(b)], b == 0 ? ns : hashes[static_cast<size_t>(b) - 1],
@@ -90,16 +89,17 @@ int32_t KvTiers::load(const kv::Digest& ns, std::span<const int32_t> tokens, std
   }
   if (payloads.empty()) return 0;
 
-  pool_.touch(held);  // making room below must not evict the prompt's RAM hits
-  const auto n = std::min<int32_t>(static_cast<int32_t>(payloads.size()), pool_.n_allocatable());
-  std::vector<int32_t> fresh = pool_.allocate(n).value_or(std::vector<int32_t>{});
+  cache_.acquire(held);  // making room below must not evict the prompt's RAM hits
+  const auto n = std::min<int32_t>(static_cast<int32_t>(payloads.size()), cache_.n_allocatable());
+  std::vector<int32_t> fresh = cache_.allocate(n).value_or(std::vector<int32_t>{});
   int32_t n_loaded = 0;
   loading_ = true;
   try {
     for (; n_loaded < static_cast<int32_t>(fresh.size()); ++n_loaded) {
       const kv::RecordMeta& m = expect[static_cast<size_t>(n_loaded)];
-      backend_.write_block(fresh[static_cast<size_t>(n_loaded)], payloads[static_cast<size_t>(n_loaded)]);
-      if (!pool_.register_block(fresh[static_cast<size_t>(n_loaded)], kv::BlockKey{m.hash, m.parent, ns}, m.tokens)) {
+      const int32_t id = fresh[static_cast<size_t>(n_loaded)];
+      cache_.storage().write_block(id, payloads[static_cast<size_t>(n_loaded)]);
+      if (!cache_.register_block(ns, id, m.parent, m.hash, m.tokens)) {
         break;  // the hash is registered meanwhile (cannot happen within one step; a chain stops at a gap anyway)
       }
     }
@@ -108,7 +108,7 @@ int32_t KvTiers::load(const kv::Digest& ns, std::span<const int32_t> tokens, std
   loading_ = false;
   std::vector<int32_t> release(held.begin(), held.end());
   release.insert(release.end(), fresh.begin(), fresh.end());
-  pool_.release(release);
+  cache_.release(release);
   n_loaded_blocks_ += n_loaded;
   return n_loaded;
 }
@@ -119,13 +119,14 @@ void KvTiers::flush_pool() {
     constexpr uint64_t kBatchBytes = 64u << 20;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     uint64_t n_batch_bytes = 0;
-    for (int32_t id = 0; id < pool_.n_blocks() && std::chrono::steady_clock::now() < deadline; ++id) {
-      if (!pool_.is_registered(id)) continue;
-      const kv::BlockKey& k = pool_.key(id);
+    const kv::BlockPool& pool = cache_.blocks();
+    for (int32_t id = 0; id < pool.n_blocks() && std::chrono::steady_clock::now() < deadline; ++id) {
+      if (!pool.is_registered(id)) continue;
+      const kv::BlockKey& k = pool.key(id);
       if (disk_->contains(k.hash)) continue;
-      kv::BlockEvent e{kv::BlockEventKind::Evicted, id, k.hash, k.parent_hash, k.root, pool_.block_tokens(id)};
+      kv::BlockEvent e{kv::BlockEventKind::Evicted, id, k.hash, k.parent_hash, k.root, pool.block_tokens(id)};
       on_block_event(e);
-      if ((n_batch_bytes += backend_.block_bytes()) >= kBatchBytes) {
+      if ((n_batch_bytes += cache_.storage().block_bytes()) >= kBatchBytes) {
         disk_->flush(10000);
         n_batch_bytes = 0;
       }

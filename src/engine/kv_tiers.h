@@ -1,5 +1,5 @@
-// The engine's cache tiers below RAM (kv/tier.h): it subscribes to the block pool's events to feed them, and loads
-// a prompt's blocks back from them before prefill.
+// The engine's cache tiers below RAM (kv/tier.h): it subscribes to kv::KvCache's block events to feed them, and
+// loads a prompt's blocks back from them (through the cache) before prefill.
 //
 // What goes where:
 //   disk   (--cache-dir)  evicted blocks not on disk yet; with write_through also every newly computed block; at
@@ -11,7 +11,7 @@
 //
 // Lookup (load): the chain continues past the RAM hits on disk, then on Redis (one pipelined round trip), and
 // stops at the first block no tier has (or whose record is rejected). The found blocks are written into fresh pool
-// blocks through the Backend and registered, so admission then finds them as ordinary cached blocks. Exactness:
+// blocks through the cache's storage and registered, so admission then finds them as ordinary cached blocks. Exactness:
 // a record is the block's K/V bytes (Backend::read_block), checked against the prompt's namespace, chain hash,
 // parent and tokens before it is written, so the logits equal those of a recomputed prefix bit for bit.
 //
@@ -25,7 +25,7 @@
 
 #include "engine/backend.h"
 #include "kv/block_events.h"
-#include "kv/block_pool.h"
+#include "kv/kv_cache.h"
 #include "kv/tier.h"
 
 namespace preface::engine {
@@ -45,8 +45,9 @@ struct TierConfig {
 class KvTiers final : public kv::BlockEventSink {
  public:
   // Opens the configured tiers (the disk tier scans its directory now). Throws preface::Error on a directory that
-  // cannot be created or a malformed Redis URL. `backend` and `pool` must outlive this object.
-  KvTiers(const TierConfig& config, Backend& backend, kv::BlockPool& pool);
+  // cannot be created or a malformed Redis URL. `backend` and `cache` must outlive this object, which the caller
+  // subscribes to the cache's events (KvCache::add_event_sink).
+  KvTiers(const TierConfig& config, const Backend& backend, kv::KvCache& cache);
   ~KvTiers() override;
 
   void on_block_event(const kv::BlockEvent& event) override;
@@ -72,8 +73,7 @@ class KvTiers final : public kv::BlockEventSink {
   std::shared_ptr<const std::vector<uint8_t>> read(int32_t block_id) const;
 
   TierConfig config_;
-  Backend& backend_;
-  kv::BlockPool& pool_;
+  kv::KvCache& cache_;
   kv::Digest model_;
   std::string kv_type_;
   std::unique_ptr<kv::KvTier> disk_;

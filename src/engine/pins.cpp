@@ -5,19 +5,19 @@
 
 namespace preface::engine {
 
-PinTable::Result PinTable::pin(kv::BlockPool& pool, const kv::Digest& hash, const std::string& group, Duration ttl,
+PinTable::Result PinTable::pin(kv::KvCache& cache, const kv::Digest& hash, const std::string& group, Duration ttl,
                                TimePoint now) {
   if (auto it = pins_.find(hash); it != pins_.end()) {
     it->second.ttl = std::max(it->second.ttl, ttl);
     it->second.expires_at = std::max(it->second.expires_at, now + ttl);
     return Result::Pinned;
   }
-  const int32_t block_id = pool.find(hash);
+  const int32_t block_id = cache.find(hash);
   if (block_id < 0) return Result::NotCached;
   if (n_pinned() >= max_pinned_) return Result::Refused;
   int32_t& held = per_group_[group];
   if (max_per_group_ > 0 && held >= max_per_group_) return Result::Refused;
-  pool.pin(block_id);
+  cache.pin(block_id);
   ++held;
   pins_.emplace(hash, Pin{block_id, ttl, now + ttl, group});
   return Result::Pinned;
@@ -34,22 +34,22 @@ void PinTable::touch(const kv::Digest& hash, TimePoint now) {
   }
 }
 
-int32_t PinTable::expire(kv::BlockPool& pool, TimePoint now) {
+int32_t PinTable::expire(kv::KvCache& cache, TimePoint now) {
   std::vector<kv::Digest> expired;
   for (const auto& [hash, pin] : pins_) {
     if (pin.expires_at <= now) expired.push_back(hash);
   }
   for (const auto& hash : expired) {
     const auto it = pins_.find(hash);
-    pool.unpin(it->second.block_id);
+    cache.unpin(it->second.block_id);
     drop(it);
   }
   return static_cast<int32_t>(expired.size());
 }
 
-void PinTable::forget_unregistered(const kv::BlockPool& pool) {
+void PinTable::forget_unregistered(const kv::KvCache& cache) {
   for (auto it = pins_.begin(); it != pins_.end();) {
-    if (pool.find(it->first) != it->second.block_id) {
+    if (cache.find(it->first) != it->second.block_id) {
       const auto gone = it++;
       drop(gone);
     } else {

@@ -8,7 +8,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "kv/block_pool.h"
+#include "kv/kv_cache.h"
 #include "kv/hash.h"
 
 namespace preface::engine {
@@ -26,13 +26,13 @@ class PinTable {
 
   enum class Result { Pinned, NotCached, Refused };  // Refused: a cap was reached
   // Pins the registered block holding `hash` for `group` until now + ttl, or extends an existing pin.
-  Result pin(kv::BlockPool& pool, const kv::Digest& hash, const std::string& group, Duration ttl, TimePoint now);
+  Result pin(kv::KvCache& cache, const kv::Digest& hash, const std::string& group, Duration ttl, TimePoint now);
   // A hit on `hash`: extends its pin, if any, by its own TTL.
   void touch(const kv::Digest& hash, TimePoint now);
   // Unpins every pin whose expiry is <= now. Returns how many expired.
-  int32_t expire(kv::BlockPool& pool, TimePoint now);
-  // Forgets pins on blocks the pool no longer has registered under their hash (after a purge).
-  void forget_unregistered(const kv::BlockPool& pool);
+  int32_t expire(kv::KvCache& cache, TimePoint now);
+  // Forgets pins on blocks the cache no longer has registered under their hash (after a purge).
+  void forget_unregistered(const kv::KvCache& cache);
 
   int32_t n_pinned() const { return static_cast<int32_t>(pins_.size()); }
   bool is_pinned(const kv::Digest& hash) const { return pins_.count(hash) != 0; }

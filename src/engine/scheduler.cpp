@@ -15,9 +15,8 @@ int32_t blocks_for(int32_t n_positions, int32_t block_size) {
 
 }  // namespace
 
-Scheduler::Scheduler(kv::BlockPool& pool, kv::PrefixIndex& index, Backend& backend, bool prefix_cache,
-                     int32_t max_running)
-    : pool_(pool), index_(index), backend_(backend), prefix_cache_(prefix_cache), max_running_(max_running) {}
+Scheduler::Scheduler(kv::KvCache& cache, bool prefix_cache, int32_t max_running)
+    : cache_(cache), prefix_cache_(prefix_cache), max_running_(max_running) {}
 
 void Scheduler::add(std::unique_ptr<Sequence> seq) {
   seq->last_hash = seq->ns;
@@ -64,55 +63,46 @@ std::vector<ScheduledChunk> Scheduler::schedule(int32_t budget) {
 }
 
 Scheduler::Admit Scheduler::try_admit(Sequence& seq, int32_t budget, std::vector<ScheduledChunk>& plan) {
-  const int32_t block_size = pool_.block_size();
+  const int32_t block_size = cache_.block_size();
   const int32_t max_cached = seq.n_tokens() - 1;  // the last token is always computed, to produce logits
   kv::PrefixMatch match;
   match.last_hash = seq.ns;
   // A prompt_logits or cache_bypass request computes every position.
   if (prefix_cache_ && !seq.params.prompt_logits && !seq.params.cache_bypass) {
-    const kv::PrefixMatch peek = index_.match(seq.ns, seq.tokens, max_cached);
+    const std::span<const kv::Digest> hashes = seq.block_hashes(block_size);  // computed once per block
+    const kv::PrefixMatch peek = cache_.peek(seq.ns, seq.tokens, hashes, max_cached);
     const size_t next_block = peek.block_ids.size();
-    if (next_block < seq.prompt_hashes.size()) {
-      const auto it = pending_.find(seq.prompt_hashes[next_block]);
+    if (next_block < seq.prompt_hashes().size()) {
+      const auto it = pending_.find(seq.prompt_hashes()[next_block]);
       if (it != pending_.end() && it->second > 0) return Admit::Deferred;
     }
     // Once per prompt: continue the chain in the tiers below RAM; what they hold becomes ordinary cached blocks.
-    const auto n_full = std::min<int32_t>(max_cached / block_size, static_cast<int32_t>(seq.prompt_hashes.size()));
+    const auto n_full = std::min<int32_t>(max_cached / block_size, static_cast<int32_t>(seq.prompt_hashes().size()));
     const auto n_ram = static_cast<int32_t>(next_block);
     if (tiers_ != nullptr && !seq.tiers_checked && n_ram < n_full) {
       seq.tiers_checked = true;
-      const int32_t n_loaded = tiers_->load(seq.ns, seq.tokens, seq.prompt_hashes, n_ram, n_full - n_ram,
+      const int32_t n_loaded = tiers_->load(seq.ns, seq.tokens, seq.prompt_hashes(), n_ram, n_full - n_ram,
                                             peek.block_ids);
       if (!seq.admitted_once) seq.stats.n_tier_tokens = n_loaded * block_size;
     }
-    match = index_.match_and_acquire(seq.ns, seq.tokens, max_cached);
+    match = cache_.acquire_prefix(seq.ns, seq.tokens, hashes, max_cached);
   }
   const int32_t n_start = match.n_cached_tokens + match.n_partial_tokens;
   const int32_t n_chunk = std::min(seq.n_tokens() - n_start, budget);
   const int32_t n_need = blocks_for(n_start + n_chunk, block_size) - static_cast<int32_t>(match.block_ids.size());
   std::optional<std::vector<int32_t>> fresh;
-  while (!(fresh = pool_.allocate(n_need))) {
+  while (!(fresh = cache_.allocate(n_need))) {
     Sequence* victim = pick_victim(nullptr);
     if (victim == nullptr) {  // undo the lookup's references and wait for memory
-      std::vector<int32_t> refs = match.block_ids;
-      if (match.partial_src_block >= 0) refs.push_back(match.partial_src_block);
-      pool_.release(refs);
+      cache_.abandon(match);
       return Admit::NoRoom;
     }
     preempt(*victim);
   }
   seq.block_table = match.block_ids;
   seq.block_table.insert(seq.block_table.end(), fresh->begin(), fresh->end());
-  if (match.partial_src_block >= 0) {  // copy-on-write: the shared rows go into our own fresh block
-    const int32_t src = match.partial_src_block;
-    try {
-      backend_.copy_block_rows(src, fresh->front(), match.n_partial_tokens);
-    } catch (...) {  // the lookup's reference on src is ours alone to drop; the table's blocks go with seq
-      pool_.release(std::span<const int32_t>(&src, 1));
-      throw;
-    }
-    pool_.release(std::span<const int32_t>(&src, 1));
-  }
+  // Copy-on-write: the shared rows go into our own fresh block (on a throw, the table's blocks go with seq).
+  if (match.partial_src_block >= 0) cache_.copy_partial(match, fresh->front());
   seq.n_computed = n_start;
   seq.n_hashed_blocks = static_cast<int32_t>(match.block_ids.size());
   seq.n_hit_blocks = seq.n_hashed_blocks;
@@ -132,10 +122,10 @@ Scheduler::Admit Scheduler::try_admit(Sequence& seq, int32_t budget, std::vector
 }
 
 bool Scheduler::ensure_blocks(Sequence& seq, int32_t n_positions) {
-  const int32_t n_need = blocks_for(n_positions, pool_.block_size()) - static_cast<int32_t>(seq.block_table.size());
+  const int32_t n_need = blocks_for(n_positions, cache_.block_size()) - static_cast<int32_t>(seq.block_table.size());
   if (n_need <= 0) return true;
   while (true) {
-    if (auto fresh = pool_.allocate(n_need)) {
+    if (auto fresh = cache_.allocate(n_need)) {
       seq.block_table.insert(seq.block_table.end(), fresh->begin(), fresh->end());
       return true;
     }
@@ -171,19 +161,19 @@ void Scheduler::preempt(Sequence& seq) {
 
 void Scheduler::release_blocks(Sequence& seq) {
   retract_pending(seq);
-  pool_.release(seq.block_table);  // back to front: the deepest block is evicted first
+  cache_.release(seq.block_table);  // back to front: the deepest block is evicted first
   seq.block_table.clear();
 }
 
 void Scheduler::announce_pending(Sequence& seq, int32_t lo) {
   seq.pending_lo = lo;
-  seq.pending_hi = std::max(lo, static_cast<int32_t>(seq.prompt_hashes.size()));
-  for (int32_t b = seq.pending_lo; b < seq.pending_hi; ++b) pending_[seq.prompt_hashes[b]]++;
+  seq.pending_hi = std::max(lo, static_cast<int32_t>(seq.prompt_hashes().size()));
+  for (int32_t b = seq.pending_lo; b < seq.pending_hi; ++b) pending_[seq.prompt_hashes()[b]]++;
 }
 
 void Scheduler::retract_pending(Sequence& seq) {
   for (int32_t b = seq.pending_lo; b < seq.pending_hi; ++b) {
-    auto it = pending_.find(seq.prompt_hashes[b]);
+    auto it = pending_.find(seq.prompt_hashes()[b]);
     if (--it->second == 0) pending_.erase(it);
   }
   seq.pending_lo = seq.pending_hi = 0;
@@ -193,20 +183,20 @@ void Scheduler::on_computed(const ScheduledChunk& chunk) {
   Sequence& seq = *chunk.seq;
   seq.n_computed += chunk.n_tokens;
   if (!prefix_cache_) return;
-  const int32_t block_size = pool_.block_size();
+  const int32_t block_size = cache_.block_size();
   // Register each block as soon as it is full, so concurrent requests with the same prefix can share it.
   while ((seq.n_hashed_blocks + 1) * block_size <= seq.n_computed) {
     const int32_t b = seq.n_hashed_blocks;
     const int32_t block_id = seq.block_table[b];
     const std::span<const int32_t> tokens(seq.tokens.data() + static_cast<size_t>(b) * block_size, block_size);
-    const kv::Digest hash = index_.register_full_block(seq.ns, block_id, seq.last_hash, tokens);
-    const bool ours = pool_.is_registered(block_id) && pool_.key(block_id).hash == hash;
+    const kv::Digest hash = seq.block_hashes(block_size)[static_cast<size_t>(b)];  // chains from seq.last_hash
+    const bool ours = cache_.register_block(seq.ns, block_id, seq.last_hash, hash, tokens);
     if (ours && b >= seq.n_hit_blocks && (b + 1) * block_size <= seq.n_prompt) {
       // Rows copied from a partial hit were read from the cache, not written by this request.
       seq.stats.n_written_tokens += block_size - (b == seq.n_hit_blocks ? seq.n_partial_rows : 0);
     }
     if (b == seq.pending_lo && seq.pending_lo < seq.pending_hi) {
-      auto it = pending_.find(seq.prompt_hashes[b]);
+      auto it = pending_.find(seq.prompt_hashes()[b]);
       if (--it->second == 0) pending_.erase(it);
       seq.pending_lo++;
     }
@@ -236,24 +226,25 @@ std::vector<Sequence*> Scheduler::all() const {
 }
 
 void Scheduler::check_invariants() const {
-  pool_.check_invariants();
-  std::vector<int32_t> refs(static_cast<size_t>(pool_.n_blocks()), 0);
+  cache_.check_invariants();
+  const kv::BlockPool& pool = cache_.blocks();
+  std::vector<int32_t> refs(static_cast<size_t>(pool.n_blocks()), 0);
   for (const auto& seq : owned_) {
     if (!seq->running && !seq->block_table.empty()) {
       throw std::logic_error("scheduler: waiting sequence " + std::to_string(seq->id) + " holds blocks");
     }
     for (int32_t id : seq->block_table) refs[static_cast<size_t>(id)]++;
   }
-  for (int32_t id = 0; id < pool_.n_blocks(); ++id) {
-    if (refs[static_cast<size_t>(id)] != pool_.ref_count(id)) {
+  for (int32_t id = 0; id < pool.n_blocks(); ++id) {
+    if (refs[static_cast<size_t>(id)] != pool.ref_count(id)) {
       throw std::logic_error("scheduler: block " + std::to_string(id) + " has ref count " +
-                             std::to_string(pool_.ref_count(id)) + " but sequences hold it " +
+                             std::to_string(pool.ref_count(id)) + " but sequences hold it " +
                              std::to_string(refs[static_cast<size_t>(id)]) + " times");
     }
   }
   std::unordered_map<kv::Digest, int32_t, kv::DigestHash> expected;
   for (const auto& seq : owned_) {
-    for (int32_t b = seq->pending_lo; b < seq->pending_hi; ++b) expected[seq->prompt_hashes[b]]++;
+    for (int32_t b = seq->pending_lo; b < seq->pending_hi; ++b) expected[seq->prompt_hashes()[b]]++;
   }
   if (expected != pending_) throw std::logic_error("scheduler: pending block counts inconsistent");
   if (running_.size() + waiting_.size() != owned_.size()) {

@@ -1,6 +1,6 @@
 // Decides what runs each step: which sequences, how many tokens each, and which blocks they hold. Owns the
-// sequences; uses the block pool, prefix index and the backend (block row copies, for copy-on-write of partial
-// hits).
+// sequences; reaches the KV cache only through kv::KvCache (lookups with the sequences' precomputed block hashes,
+// allocation, copy-on-write of partial hits, registration, release).
 //
 // Each step, under a token budget:
 //   1. running sequences with one token left (decode), oldest first;
@@ -18,11 +18,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/backend.h"
 #include "engine/kv_tiers.h"
 #include "engine/sequence.h"
-#include "kv/block_pool.h"
-#include "kv/prefix_index.h"
+#include "kv/kv_cache.h"
 
 namespace preface::engine {
 
@@ -33,7 +31,8 @@ struct ScheduledChunk {
 
 class Scheduler {
  public:
-  Scheduler(kv::BlockPool& pool, kv::PrefixIndex& index, Backend& backend, bool prefix_cache, int32_t max_running);
+  // `cache` must outlive the scheduler.
+  Scheduler(kv::KvCache& cache, bool prefix_cache, int32_t max_running);
 
   // Cache tiers below RAM (nullptr: none): a prompt's first admission loads the blocks past its RAM hits from them.
   void set_tiers(KvTiers* tiers) { tiers_ = tiers; }
@@ -52,7 +51,7 @@ class Scheduler {
   int32_t n_waiting() const { return static_cast<int32_t>(waiting_.size()); }
   int64_t n_preemptions() const { return n_preemptions_; }
   bool idle() const { return running_.empty() && waiting_.empty(); }
-  // Pool invariants plus: blocks held by sequences == pool's references, pending counts consistent.
+  // The cache's invariants plus: blocks held by sequences == the cache's references, pending counts consistent.
   void check_invariants() const;
 
  private:
@@ -68,9 +67,7 @@ class Scheduler {
   void announce_pending(Sequence& seq, int32_t lo);
   void retract_pending(Sequence& seq);
 
-  kv::BlockPool& pool_;
-  kv::PrefixIndex& index_;
-  Backend& backend_;
+  kv::KvCache& cache_;
   KvTiers* tiers_ = nullptr;
   bool prefix_cache_;
   int32_t max_running_;

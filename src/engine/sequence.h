@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "engine/request.h"
@@ -32,7 +33,24 @@ struct Sequence {
   Sampler sampler;                      // lives across preemption: the RNG stream continues
   std::optional<grammar::Matcher> matcher;  // params.constraint's state after the generated tokens
   kv::Digest ns;                        // cache namespace h_0
-  std::vector<kv::Digest> prompt_hashes;  // [n_prompt / block_size] chain hashes of the prompt's full blocks
+  // The chain hashes of tokens' full blocks under ns, block 0 first, each computed once (kv::KvCache lookups take
+  // them, so an admission attempt never re-hashes a prompt): the prompt's at submit, a generated block's when
+  // block_hashes() first sees it full. Hashes never change: tokens only grow.
+  std::span<const kv::Digest> block_hashes(int32_t block_size) {
+    if (hashes.empty()) n_prompt_blocks = n_prompt / block_size;
+    for (size_t b = hashes.size(); (b + 1) * static_cast<size_t>(block_size) <= tokens.size(); ++b) {
+      const std::span<const int32_t> block(tokens.data() + b * static_cast<size_t>(block_size),
+                                           static_cast<size_t>(block_size));
+      hashes.push_back(kv::chain_hash(b == 0 ? ns : hashes[b - 1], block));
+    }
+    return hashes;
+  }
+  // [n_prompt / block_size] the prompt's block hashes; empty until block_hashes() ran (never without a prefix cache).
+  std::span<const kv::Digest> prompt_hashes() const {
+    return std::span<const kv::Digest>(hashes).first(static_cast<size_t>(n_prompt_blocks));
+  }
+  std::vector<kv::Digest> hashes;       // [blocks hashed so far] see block_hashes()
+  int32_t n_prompt_blocks = 0;          // n_prompt / block_size once block_hashes() ran, else 0
 
   std::vector<int32_t> tokens;          // [n_prompt + n_generated]
   int32_t n_prompt = 0;
@@ -44,7 +62,7 @@ struct Sequence {
   int32_t n_hit_blocks = 0;             // leading blocks that came from the cache at the latest admission
   int32_t n_partial_rows = 0;           // rows of block n_hit_blocks copied from a cached block at admission
   int32_t n_prompt_logits = 0;          // prompt positions whose logits were recorded (params.prompt_logits)
-  int32_t pending_lo = 0, pending_hi = 0;  // prompt_hashes[lo, hi) are announced as being computed by this seq
+  int32_t pending_lo = 0, pending_hi = 0;  // prompt_hashes()[lo, hi) are announced as being computed by this seq
 
   bool running = false;
   uint64_t planned_step = 0;            // the scheduler step that last planned this sequence

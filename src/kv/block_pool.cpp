@@ -13,12 +13,14 @@ namespace {
 
 }  // namespace
 
-BlockPool::BlockPool(int32_t n_blocks, int32_t block_size) : block_size_(block_size) {
+BlockPool::BlockPool(int32_t n_blocks, int32_t block_size, std::unique_ptr<EvictionPolicy> policy)
+    : block_size_(block_size), policy_(policy ? std::move(policy) : std::make_unique<LruPolicy>()) {
   if (n_blocks < 1 || block_size < 1) {
     throw Error("BlockPool: need n_blocks >= 1 and block_size >= 1, got " + std::to_string(n_blocks) + " and " +
                 std::to_string(block_size));
   }
   blocks_.resize(static_cast<size_t>(n_blocks));
+  policy_->reset(n_blocks);
   tokens_.assign(static_cast<size_t>(n_blocks) * static_cast<size_t>(block_size), 0);
   hash_to_block_.reserve(static_cast<size_t>(n_blocks));
   parent_to_children_.reserve(static_cast<size_t>(n_blocks));
@@ -60,10 +62,12 @@ void BlockPool::queue_push_back(int32_t block_id, List list) {
   if (q.head_id < 0) q.head_id = block_id;
   b.list = list;
   ++q.n;
+  if (list == List::Cached) policy_->add(block_id, ++idle_tick_);
 }
 
 void BlockPool::queue_remove(int32_t block_id) {
   Block& b = blocks_[block_id];
+  if (b.list == List::Cached) policy_->remove(block_id);
   Queue& q = queue_of(b.list);
   if (b.prev_id >= 0) blocks_[b.prev_id].next_id = b.next_id;
   else q.head_id = b.next_id;
@@ -111,7 +115,7 @@ std::optional<std::vector<int32_t>> BlockPool::allocate(int32_t n) {
   std::vector<int32_t> ids;  // [n] in free-queue order
   ids.reserve(static_cast<size_t>(n));
   for (int32_t i = 0; i < n; ++i) {
-    const int32_t id = free_q_.head_id >= 0 ? free_q_.head_id : cached_q_.head_id;
+    const int32_t id = free_q_.head_id >= 0 ? free_q_.head_id : policy_->victim();
     queue_remove(id);
     if (blocks_[id].registered) {
       unregister(id, RemovalReason::Evicted);
@@ -188,9 +192,18 @@ bool BlockPool::register_block(int32_t block_id, const BlockKey& key, std::span<
 }
 
 void BlockPool::emit(BlockEventKind kind, int32_t block_id) {
-  if (sink_ == nullptr) return;
+  if (sinks_.empty()) return;
   const Block& b = blocks_[block_id];
-  sink_->on_block_event(BlockEvent{kind, block_id, b.key.hash, b.key.parent_hash, b.key.root, block_tokens(block_id)});
+  const BlockEvent event{kind, block_id, b.key.hash, b.key.parent_hash, b.key.root, block_tokens(block_id)};
+  for (BlockEventSink* sink : sinks_) sink->on_block_event(event);
+}
+
+void BlockPool::add_event_sink(BlockEventSink* sink) {
+  if (sink != nullptr && std::find(sinks_.begin(), sinks_.end(), sink) == sinks_.end()) sinks_.push_back(sink);
+}
+
+void BlockPool::remove_event_sink(BlockEventSink* sink) {
+  sinks_.erase(std::remove(sinks_.begin(), sinks_.end(), sink), sinks_.end());
 }
 
 const char* block_event_name(BlockEventKind k) {
@@ -270,7 +283,10 @@ BlockPool::TimePoint BlockPool::registered_at(int32_t block_id) const {
 
 void BlockPool::note_hits(std::span<const int32_t> block_ids) {
   for (const int32_t id : block_ids) check_id(id, "note_hits");
-  for (const int32_t id : block_ids) blocks_[id].hits++;
+  for (const int32_t id : block_ids) {
+    blocks_[id].hits++;
+    policy_->note_hit(id);
+  }
 }
 
 int32_t BlockPool::pin_count(int32_t block_id) const {
@@ -294,11 +310,13 @@ std::span<const int32_t> BlockPool::block_tokens(int32_t block_id) const {
 }
 
 std::vector<int32_t> BlockPool::free_queue() const {
-  std::vector<int32_t> ids;  // [n_allocatable] head first: the free list, then the cached list
+  std::vector<int32_t> ids;  // [n_allocatable] head first: the free list, then the policy's candidates
   ids.reserve(static_cast<size_t>(n_allocatable()));
-  for (const Queue* q : {&free_q_, &cached_q_}) {
-    for (int32_t id = q->head_id; id >= 0 && ids.size() <= blocks_.size(); id = blocks_[id].next_id) ids.push_back(id);
+  for (int32_t id = free_q_.head_id; id >= 0 && ids.size() <= blocks_.size(); id = blocks_[id].next_id) {
+    ids.push_back(id);
   }
+  const std::vector<int32_t> cached = policy_->candidates();
+  ids.insert(ids.end(), cached.begin(), cached.end());
   return ids;
 }
 
@@ -357,6 +375,21 @@ void BlockPool::check_invariants() const {
     if (n_child_entries != 1) broken(name + " appears " + std::to_string(n_child_entries) + " times as a child");
   }
   if (n_queued != n_allocatable()) broken("queued flags count " + std::to_string(n_queued) + " blocks");
+  // The policy's candidates are exactly the cached list's blocks.
+  std::vector<int32_t> candidates = policy_->candidates();
+  if (policy_->size() != cached_q_.n || static_cast<int32_t>(candidates.size()) != cached_q_.n) {
+    broken("eviction policy holds " + std::to_string(policy_->size()) + " candidates, cached list " +
+           std::to_string(cached_q_.n));
+  }
+  std::sort(candidates.begin(), candidates.end());
+  for (const int32_t id : candidates) {
+    if (id < 0 || id >= n_blocks() || blocks_[id].list != List::Cached) {
+      broken("eviction policy names block " + std::to_string(id) + ", which is not on the cached list");
+    }
+  }
+  if (std::adjacent_find(candidates.begin(), candidates.end()) != candidates.end()) {
+    broken("eviction policy names a block twice");
+  }
   if (n_free != n_free_ || n_cached != n_cached_ || n_in_use != n_in_use_) {
     broken("state counts free/cached/in-use " + std::to_string(n_free_) + "/" + std::to_string(n_cached_) + "/" +
            std::to_string(n_in_use_) + ", recount " + std::to_string(n_free) + "/" + std::to_string(n_cached) + "/" +

@@ -1,24 +1,29 @@
-// Metadata of the paged KV cache: n_blocks preallocated blocks (ids 0 .. n_blocks-1), their ref counts, an
-// intrusive LRU free queue and the hash map of registered (full, reusable) blocks. No K/V bytes live here
-// (kv_storage owns them, indexed by the same block ids); the prefix index computes hashes and matches prompts.
+// Metadata of the paged KV cache: n_blocks preallocated blocks (ids 0 .. n_blocks-1), their ref counts, the
+// free queue and the hash map of registered (full, reusable) blocks. No K/V bytes live here (the storage behind
+// kv::BlockStorage owns them, indexed by the same block ids). The scheduler never uses this class directly: it
+// talks to kv::KvCache (kv/kv_cache.h), which owns the pool, the prefix index and the copy-on-write.
 //
 // Block states (every block is in exactly one):
-//   in use  ref_count > 0                       held by >= 1 sequence; never in the free queue
+//   in use  ref_count > 0                       held by >= 1 sequence; never queued
 //   cached  ref_count == 0, registered          reusable by a prefix hit until evicted
 //   free    ref_count == 0, not registered      holds nothing reusable
-// Free and cached blocks sit in the free queue (head = evicted/reused first), except pinned ones.
+// Free and cached blocks are allocatable, except pinned ones.
 //
-// Free queue order (LRU). The queue is two intrusive lists: the free list (unregistered blocks) followed by the
-// cached list (registered blocks, in the order they became idle, so their last_use times never decrease from
-// head to tail). free_queue() is their concatenation.
-//   allocate(n)  pops n blocks from the head (free list first); a popped cached block loses its hash (an eviction).
-//   release(ids) walks ids back to front (the deepest block of a sequence first). A block reaching ref 0 goes to
-//                the tail if registered (so a sequence's prefix outlives its tail), to the head if not (nothing to
-//                keep, reuse it first). A registered one is stamped last_use = now().
-//   touch(ids)   refs blocks (a prefix hit); a ref-0 block leaves the queue wherever it is (O(1), intrusive).
-// Pinning (prompt caching with cache_control): pin_count > 0 keeps a registered block out of the free queue while
-// its ref count is 0, so allocation never evicts it; unpin to 0 puts it at the tail (stamped now()). Pin expiry is
-// the caller's clock: it unpins when the pin expires.
+// Allocation order. The free list (unregistered idle blocks) is used first, head first; then cached blocks are
+// evicted in the order the eviction policy names (kv/eviction_policy.h; LRU by default). The pool also keeps the
+// cached idle blocks on a cached list in the order they became idle (last_use never decreases from head to tail),
+// which --cache-ttl expiry walks; with LRU the policy's order equals that list. free_queue() is the free list
+// followed by the policy's candidates.
+//   allocate(n)  takes n blocks: free-list head first, then policy victims; a cached block loses its hash (an
+//                eviction).
+//   release(ids) walks ids back to front (the deepest block of a sequence first). A block reaching ref 0 becomes a
+//                policy candidate if registered (with LRU: the tail, so a sequence's prefix outlives its tail), or
+//                goes to the free-list head if not (nothing to keep, reuse it first). A registered one is stamped
+//                last_use = now().
+//   touch(ids)   refs blocks (a prefix hit); a ref-0 block stops being allocatable (O(1) with LRU).
+// Pinning (prompt caching with cache_control): pin_count > 0 keeps a registered block out of the queues while its
+// ref count is 0, so allocation never evicts it; unpin to 0 makes it a candidate again (stamped now()). Pin
+// expiry is the caller's clock: it unpins when the pin expires.
 // Idle expiry (--cache-ttl): the pool's clock is set by the caller (set_now, monotonic); expire_idle(cutoff) drops
 // the hash of every cached, unreferenced, unpinned block whose last use (release or unpin; a hit refs the block and
 // its release re-stamps it) is <= cutoff, walking the cached list from its head: O(expired).
@@ -26,19 +31,24 @@
 // Registration keeps one block per hash: when a hash is already registered to another block, the new block stays
 // unregistered (block tables are append-only, so its holder keeps using it; on release it is recycled first).
 //
-// Single-threaded; the scheduler owns the pool. Contract violations by the caller (ids out of range, releasing a
+// Events (kv/block_events.h) go to every subscribed sink, in subscription order, synchronously, in the order the
+// pool does things.
+//
+// Single-threaded; kv::KvCache owns the pool. Contract violations by the caller (ids out of range, releasing a
 // free block, wrong block length) throw preface::Error and leave the pool unchanged; check_invariants() throws
 // std::logic_error when internal state is inconsistent (a bug here).
 #pragma once
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
 
 #include "kv/block_events.h"
+#include "kv/eviction_policy.h"
 #include "kv/hash.h"
 #include "kv/removal_log.h"
 
@@ -55,8 +65,8 @@ class BlockPool {
  public:
   using TimePoint = std::chrono::steady_clock::time_point;
 
-  // Throws preface::Error unless n_blocks >= 1 and block_size >= 1.
-  BlockPool(int32_t n_blocks, int32_t block_size);
+  // Throws preface::Error unless n_blocks >= 1 and block_size >= 1. policy: the eviction order (nullptr: LRU).
+  BlockPool(int32_t n_blocks, int32_t block_size, std::unique_ptr<EvictionPolicy> policy = nullptr);
   BlockPool(const BlockPool&) = delete;
   BlockPool& operator=(const BlockPool&) = delete;
   BlockPool(BlockPool&&) = default;
@@ -121,18 +131,22 @@ class BlockPool {
   int64_t n_evictions() const { return n_evictions_; }  // hashes dropped by allocate()
   int64_t n_expired() const { return n_expired_; }      // hashes dropped by expire_idle()
 
-  // Subscribes `sink` (nullptr: none) to registration and removal events (kv/block_events.h); it must outlive its
-  // subscription. One subscriber; a fan-out is the subscriber's business.
-  void set_event_sink(BlockEventSink* sink) { sink_ = sink; }
+  // Subscribes `sink` to registration and removal events (kv/block_events.h), after the sinks already subscribed;
+  // it must outlive its subscription. Subscribing a sink twice delivers each event to it once. Sinks must not call
+  // back into the pool.
+  void add_event_sink(BlockEventSink* sink);
+  void remove_event_sink(BlockEventSink* sink);
+
+  const EvictionPolicy& policy() const { return *policy_; }
 
   // Hashes that left the index (evicted, expired, purged) and when: kv/removal_log.h.
   const RemovalLog& removals() const { return removals_; }
 
-  // The free queue, head (next to be allocated) first.
+  // The allocation order: the free list, then the policy's candidates (next to be allocated first).
   std::vector<int32_t> free_queue() const;
 
   // Throws std::logic_error naming the first violated invariant: queue links and membership (ref 0, unpinned
-  // <=> queued), state counts (free + cached + in use == n_blocks), pins only on registered blocks, and the hash
+  // <=> queued), the policy's candidates == the cached list's blocks, state counts (free + cached + in use == n_blocks), pins only on registered blocks, and the hash
   // and children maps pointing exactly at the registered blocks holding those hashes.
   void check_invariants() const;
 
@@ -181,7 +195,9 @@ class BlockPool {
   int64_t n_evictions_ = 0;
   int64_t n_expired_ = 0;
   RemovalLog removals_;
-  BlockEventSink* sink_ = nullptr;
+  std::unique_ptr<EvictionPolicy> policy_;  // candidates == the blocks on cached_q_
+  uint64_t idle_tick_ = 0;                  // EvictionPolicy::add's tick
+  std::vector<BlockEventSink*> sinks_;      // subscription order
   std::unordered_map<Digest, int32_t, DigestHash> hash_to_block_;          // registered hash -> block id
   std::unordered_multimap<Digest, int32_t, DigestHash> parent_to_children_;  // parent hash -> registered block ids
 };

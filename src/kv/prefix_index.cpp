@@ -8,7 +8,7 @@
 namespace preface::kv {
 
 PrefixMatch PrefixIndex::match_counting(const Digest& ns, std::span<const int32_t> tokens, int32_t max_tokens,
-                                        int64_t* n_collisions) const {
+                                        std::span<const Digest> hashes, int64_t* n_collisions) const {
   if (max_tokens < 0) throw Error("PrefixIndex::match: max_tokens must be >= 0, got " + std::to_string(max_tokens));
   const size_t block_size = static_cast<size_t>(pool_.block_size());
   const size_t limit = std::min(tokens.size(), static_cast<size_t>(max_tokens));
@@ -18,7 +18,7 @@ PrefixMatch PrefixIndex::match_counting(const Digest& ns, std::span<const int32_
   m.last_hash = ns;
   for (size_t i = 0; i < n_full_blocks; ++i) {
     const auto block = tokens.subspan(i * block_size, block_size);  // [block_size] query block i
-    const Digest hash = chain_hash(m.last_hash, block);
+    const Digest hash = i < hashes.size() ? hashes[i] : chain_hash(m.last_hash, block);
     const int32_t id = pool_.find(hash);
     if (id < 0) break;
     const auto stored = pool_.block_tokens(id);
@@ -50,13 +50,15 @@ PrefixMatch PrefixIndex::match_counting(const Digest& ns, std::span<const int32_
   return m;
 }
 
-PrefixMatch PrefixIndex::match(const Digest& ns, std::span<const int32_t> tokens, int32_t max_tokens) const {
+PrefixMatch PrefixIndex::match(const Digest& ns, std::span<const int32_t> tokens, int32_t max_tokens,
+                               std::span<const Digest> hashes) const {
   int64_t n_collisions = 0;
-  return match_counting(ns, tokens, max_tokens, &n_collisions);
+  return match_counting(ns, tokens, max_tokens, hashes, &n_collisions);
 }
 
-PrefixMatch PrefixIndex::match_and_acquire(const Digest& ns, std::span<const int32_t> tokens, int32_t max_tokens) {
-  PrefixMatch m = match_counting(ns, tokens, max_tokens, &stats_.n_collisions);
+PrefixMatch PrefixIndex::match_and_acquire(const Digest& ns, std::span<const int32_t> tokens, int32_t max_tokens,
+                                           std::span<const Digest> hashes) {
+  PrefixMatch m = match_counting(ns, tokens, max_tokens, hashes, &stats_.n_collisions);
   pool_.touch(m.block_ids);
   pool_.note_hits(m.block_ids);
   if (m.partial_src_block >= 0) pool_.touch(std::span<const int32_t>(&m.partial_src_block, 1));
@@ -78,8 +80,17 @@ Digest PrefixIndex::register_full_block(const Digest& ns, int32_t block_id, cons
                 " tokens given, block size is " + std::to_string(pool_.block_size()));
   }
   const Digest hash = chain_hash(parent_hash, block_tokens);
-  pool_.register_block(block_id, BlockKey{hash, parent_hash, ns}, block_tokens);
+  register_full_block(ns, block_id, parent_hash, hash, block_tokens);
   return hash;
+}
+
+bool PrefixIndex::register_full_block(const Digest& ns, int32_t block_id, const Digest& parent_hash,
+                                      const Digest& hash, std::span<const int32_t> block_tokens) {
+  if (block_tokens.size() != static_cast<size_t>(pool_.block_size())) {
+    throw Error("PrefixIndex::register_full_block: " + std::to_string(block_tokens.size()) +
+                " tokens given, block size is " + std::to_string(pool_.block_size()));
+  }
+  return pool_.register_block(block_id, BlockKey{hash, parent_hash, ns}, block_tokens);
 }
 
 }  // namespace preface::kv

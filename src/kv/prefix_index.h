@@ -81,17 +81,24 @@ class PrefixIndex {
   PrefixIndex& operator=(const PrefixIndex&) = delete;
 
   // The longest cached prefix of tokens[0, min(size, max_tokens)) under namespace ns. Changes nothing (no refs,
-  // no counters). Throws preface::Error when max_tokens < 0.
-  PrefixMatch match(const Digest& ns, std::span<const int32_t> tokens, int32_t max_tokens) const;
+  // no counters). Throws preface::Error when max_tokens < 0. `hashes`: the chain hashes of tokens' full blocks
+  // under ns, block 0 first (kv::block_hashes), computed once by the caller; blocks past its end are hashed here.
+  PrefixMatch match(const Digest& ns, std::span<const int32_t> tokens, int32_t max_tokens,
+                    std::span<const Digest> hashes = {}) const;
   // match() plus pool.touch() of the hits and the partial source, and the counters. Releasing those ids undoes
   // the refs (e.g. when the scheduler cannot allocate the rest of the prompt).
-  PrefixMatch match_and_acquire(const Digest& ns, std::span<const int32_t> tokens, int32_t max_tokens);
+  PrefixMatch match_and_acquire(const Digest& ns, std::span<const int32_t> tokens, int32_t max_tokens,
+                                std::span<const Digest> hashes = {});
 
   // Registers an in-use, just-filled block whose parent hash is parent_hash (ns for the first block) and returns
   // its chain hash, the parent_hash of the following block. When an identical hash is already registered to
   // another block, that one stays and this block remains unregistered (the hash is returned all the same).
   Digest register_full_block(const Digest& ns, int32_t block_id, const Digest& parent_hash,
                              std::span<const int32_t> block_tokens);
+  // The same with the block's chain hash already computed (hash == chain_hash(parent_hash, block_tokens), trusted).
+  // Returns true when block_id holds hash afterwards (false: another block holds it).
+  bool register_full_block(const Digest& ns, int32_t block_id, const Digest& parent_hash, const Digest& hash,
+                           std::span<const int32_t> block_tokens);
 
   // A dry run of match() that says why the cached prefix ends where it does (no refs, no counters). `siblings`:
   // other namespace roots the caller may learn about (the same tenant's other salts; never another tenant's, since
@@ -106,7 +113,7 @@ class PrefixIndex {
  private:
   // match(), also counting blocks found under the query's hash whose stored parent or tokens differed.
   PrefixMatch match_counting(const Digest& ns, std::span<const int32_t> tokens, int32_t max_tokens,
-                             int64_t* n_collisions) const;
+                             std::span<const Digest> hashes, int64_t* n_collisions) const;
 
   BlockPool& pool_;
   PrefixStats stats_;

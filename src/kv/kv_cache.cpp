@@ -1,0 +1,41 @@
+#include "kv/kv_cache.h"
+
+namespace preface::kv {
+
+KvCache::KvCache(int32_t n_blocks, int32_t block_size, BlockStorage& storage, std::unique_ptr<EvictionPolicy> policy)
+    : pool_(n_blocks, block_size, std::move(policy)), index_(pool_), storage_(storage) {}
+
+PrefixMatch KvCache::peek(const Digest& ns, std::span<const int32_t> tokens, std::span<const Digest> hashes,
+                          int32_t cap) const {
+  return index_.match(ns, tokens, cap, hashes);
+}
+
+PrefixMatch KvCache::acquire_prefix(const Digest& ns, std::span<const int32_t> tokens,
+                                    std::span<const Digest> hashes, int32_t cap) {
+  return index_.match_and_acquire(ns, tokens, cap, hashes);
+}
+
+void KvCache::abandon(const PrefixMatch& match) {
+  std::vector<int32_t> refs = match.block_ids;  // [k (+1)] prompt order, the partial source last
+  if (match.partial_src_block >= 0) refs.push_back(match.partial_src_block);
+  pool_.release(refs);
+}
+
+void KvCache::copy_partial(const PrefixMatch& match, int32_t dst_block) {
+  const int32_t src = match.partial_src_block;
+  if (src < 0) return;
+  try {
+    storage_.copy_block_rows(src, dst_block, match.n_partial_tokens);
+  } catch (...) {  // the lookup's reference on src is the caller's alone to drop; dst stays with the caller
+    pool_.release(std::span<const int32_t>(&src, 1));
+    throw;
+  }
+  pool_.release(std::span<const int32_t>(&src, 1));
+}
+
+bool KvCache::register_block(const Digest& ns, int32_t block_id, const Digest& parent_hash, const Digest& hash,
+                             std::span<const int32_t> block_tokens) {
+  return index_.register_full_block(ns, block_id, parent_hash, hash, block_tokens);
+}
+
+}  // namespace preface::kv

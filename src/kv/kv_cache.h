@@ -1,0 +1,112 @@
+// The one door to the KV cache: the scheduler, the engine, pins and the tiers below RAM talk to the cache only
+// through KvCache. It owns the block pool (ref counts, free queue, eviction policy) and the prefix index (hash
+// chains, matching), and holds the K/V storage behind kv::BlockStorage (owned by the engine's backend), so that
+// copy-on-write of a partial hit happens here. It emits block events (kv/block_events.h) to every subscribed sink.
+//
+// A request's life through the cache (the scheduler's calls):
+//   peek(ns, tokens, hashes, cap)         how far the cached prefix reaches now (no refs, no counters)
+//   acquire_prefix(ns, tokens, hashes, cap)  the same, with the hit blocks and the partial source ref'd
+//   allocate(n) ... abandon(match)        fresh blocks for the rest; abandon drops the lookup's refs when the
+//                                         rest does not fit
+//   copy_partial(match, fresh block)      copy-on-write of the partial hit's rows; drops the source's ref
+//   register_block(...)                   each block as it fills (so concurrent requests share it)
+//   release(block table)                  at the end or on preemption: full blocks stay cached
+// `hashes` are the chain hashes of the prompt's full blocks (kv::block_hashes), computed once per sequence by
+// the caller; a lookup never re-hashes a block it is given.
+//
+// Invariants (check_invariants): every block is exactly one of free / in use / cached; queued <=> ref 0 and
+// unpinned; the eviction policy's candidates are exactly the cached idle blocks; the hash and children maps
+// point exactly at the registered blocks. Ref counts equal the holders' references (the scheduler checks that
+// against its block tables).
+//
+// Single-threaded: the engine thread, or under the engine's step lock. Events are delivered synchronously, in the
+// order the cache does things, to each sink in subscription order; a sink must not call back into the cache
+// (it may read the block's bytes through storage(): an Evicted event arrives before the block is reused).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "kv/block_events.h"
+#include "kv/block_pool.h"
+#include "kv/block_storage.h"
+#include "kv/eviction_policy.h"
+#include "kv/hash.h"
+#include "kv/prefix_index.h"
+
+namespace preface::kv {
+
+class KvCache {
+ public:
+  using TimePoint = BlockPool::TimePoint;
+
+  // n_blocks blocks of block_size tokens over `storage` (which must outlive the cache and hold at least n_blocks
+  // blocks). policy: the eviction order (nullptr: LRU). Throws preface::Error on non-positive sizes.
+  KvCache(int32_t n_blocks, int32_t block_size, BlockStorage& storage,
+          std::unique_ptr<EvictionPolicy> policy = nullptr);
+  KvCache(const KvCache&) = delete;
+  KvCache& operator=(const KvCache&) = delete;
+
+  int32_t n_blocks() const { return pool_.n_blocks(); }
+  int32_t block_size() const { return pool_.block_size(); }
+  BlockStorage& storage() { return storage_; }
+  const BlockStorage& storage() const { return storage_; }
+
+  // Lookups (kv/prefix_index.h for the match's shape). cap: tokens[0, cap) may be served from the cache.
+  PrefixMatch peek(const Digest& ns, std::span<const int32_t> tokens, std::span<const Digest> hashes,
+                   int32_t cap) const;
+  PrefixMatch acquire_prefix(const Digest& ns, std::span<const int32_t> tokens, std::span<const Digest> hashes,
+                             int32_t cap);
+  // Drops the refs acquire_prefix took (the hits and the partial source).
+  void abandon(const PrefixMatch& match);
+  // Copy-on-write: copies the match's n_partial_tokens rows of partial_src_block into dst_block (a fresh block the
+  // caller holds), then drops the lookup's ref on the source, also when the copy throws. No-op without a partial.
+  void copy_partial(const PrefixMatch& match, int32_t dst_block);
+
+  // Blocks (kv/block_pool.h for the order): n fresh blocks or nullopt; refs; releases, back to front.
+  std::optional<std::vector<int32_t>> allocate(int32_t n) { return pool_.allocate(n); }
+  void acquire(std::span<const int32_t> block_ids) { pool_.touch(block_ids); }
+  void release(std::span<const int32_t> block_ids) { pool_.release(block_ids); }
+  int32_t n_allocatable() const { return pool_.n_allocatable(); }
+
+  // Registers the in-use, just-filled block_id under hash (= chain_hash(parent_hash, tokens), trusted; parent_hash
+  // is ns for block 0). True when block_id holds hash afterwards; false when another block already does (this
+  // one stays unregistered and is recycled first on release).
+  bool register_block(const Digest& ns, int32_t block_id, const Digest& parent_hash, const Digest& hash,
+                      std::span<const int32_t> block_tokens);
+
+  // Pins (engine/pins.h), purges, idle expiry: kv/block_pool.h.
+  int32_t find(const Digest& hash) const { return pool_.find(hash); }
+  void pin(int32_t block_id) { pool_.pin(block_id); }
+  void unpin(int32_t block_id) { pool_.unpin(block_id); }
+  int32_t purge_namespace(const Digest& root) { return pool_.purge_namespace(root); }
+  void set_now(TimePoint t) { pool_.set_now(t); }
+  TimePoint now() const { return pool_.now(); }
+  int32_t expire_idle(TimePoint cutoff) { return pool_.expire_idle(cutoff); }
+
+  // Subscribes `sink` after those already subscribed (tiers, metrics, event publishers); it must outlive its
+  // subscription. Subscribing twice delivers once.
+  void add_event_sink(BlockEventSink* sink) { pool_.add_event_sink(sink); }
+  void remove_event_sink(BlockEventSink* sink) { pool_.remove_event_sink(sink); }
+
+  // Observation: a dry run of the lookup that says why it stops (kv/prefix_index.h), counters, per-block state.
+  PrefixExplanation explain(const Digest& ns, std::span<const int32_t> tokens, int32_t cap,
+                            std::span<const Digest> siblings = {}) const {
+    return index_.explain(ns, tokens, cap, siblings);
+  }
+  const PrefixStats& stats() const { return index_.stats(); }
+  const BlockPool& blocks() const { return pool_; }
+  const EvictionPolicy& policy() const { return pool_.policy(); }
+
+  // Throws std::logic_error naming the first violated invariant (see above).
+  void check_invariants() const { pool_.check_invariants(); }
+
+ private:
+  BlockPool pool_;
+  PrefixIndex index_;  // over pool_
+  BlockStorage& storage_;
+};
+
+}  // namespace preface::kv
