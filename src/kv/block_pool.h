@@ -146,8 +146,9 @@ class BlockPool {
   std::vector<int32_t> free_queue() const;
 
   // Throws std::logic_error naming the first violated invariant: queue links and membership (ref 0, unpinned
-  // <=> queued), the policy's candidates == the cached list's blocks, state counts (free + cached + in use == n_blocks), pins only on registered blocks, and the hash
-  // and children maps pointing exactly at the registered blocks holding those hashes.
+  // <=> queued), the policy's candidates == the cached list's blocks, state counts (free + cached + in use ==
+  // n_blocks), pins only on registered blocks, and the hash and children maps pointing exactly at the registered
+  // blocks holding those hashes.
   void check_invariants() const;
 
  private:
