@@ -15,7 +15,6 @@
 
 #include "kernels/gemm.h"
 #include "kernels/quant.h"
-#include "util/fp16.h"
 
 namespace preface::kernels::avx2 {
 
@@ -37,7 +36,7 @@ inline __m256i reduce8(const __m256i* v) {
 struct RowPrep {
   alignas(32) int16_t sc[16];
   __m256i bsum_weights;
-  float d, dmin;
+  uint16_t d, dmin;  // f16 bits; converted 8 at a time (F16C: exact, as f16_to_f32 for every finite value)
 };
 
 template <typename K>
@@ -64,8 +63,8 @@ void prep_k4(const Block& b, RowPrep& p) {
   // Each min twice: the activations' bsums are per 16 values, two per group.
   const __m128i mins = _mm_set_epi32(0, 0, static_cast<int>(mn[1]), static_cast<int>(mn[0]));
   p.bsum_weights = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mins, mins));
-  p.d = f16_to_f32(b.d);
-  p.dmin = f16_to_f32(b.dmin);
+  p.d = b.d;
+  p.dmin = b.dmin;
 }
 
 struct Q4K {
@@ -102,8 +101,8 @@ struct Q6K {
   static void prep(const Block& b, RowPrep& p) {
     p.bsum_weights = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
     _mm256_store_si256(reinterpret_cast<__m256i*>(p.sc), p.bsum_weights);
-    p.d = f16_to_f32(b.d);
-    p.dmin = 0.0f;
+    p.d = b.d;
+    p.dmin = 0;
   }
   static __m256i levels(const Block& b, int s) {
     const int h = s / 4, k = s % 4;
@@ -127,8 +126,8 @@ struct IQ4XS {
       p.sc[s] = static_cast<int16_t>(ls - 32);
     }
     p.bsum_weights = _mm256_setzero_si256();
-    p.d = f16_to_f32(b.d);
-    p.dmin = 0.0f;
+    p.d = b.d;
+    p.dmin = 0;
   }
   static __m256i levels(const Block& b, int s) {
     const __m128i m4 = _mm_set1_epi8(0xF);
@@ -144,6 +143,8 @@ struct IQ4XS {
   }
 };
 
+constexpr size_t kPrefetchTiles = 2;
+
 // Outputs y[t0 + t][r0 + r] for r < R, t < T: w points at row r0, x at token t0's activations.
 template <typename K, int R, int T>
 void tile(const GemmArgs& a, int64_t r0, int64_t t0) {
@@ -158,39 +159,48 @@ void tile(const GemmArgs& a, int64_t r0, int64_t t0) {
   }
   __m256 acc = _mm256_setzero_ps();
   for (size_t b = 0; b < a.n_cols / kQK; ++b) {
-    RowPrep prep[R];
-    for (int r = 0; r < R; ++r) K::prep(w[r][b], prep[r]);
     __m256i sum[8], bias[8];
-    for (int i = 0; i < 8; ++i) sum[i] = bias[i] = _mm256_setzero_si256();
-    for (int s = 0; s < 8; ++s) {
-      for (int r = 0; r < R; ++r) {
+    for (int i = R * T; i < 8; ++i) sum[i] = bias[i] = _mm256_setzero_si256();
+    alignas(16) uint16_t d[8] = {}, dmin[8] = {};
+    alignas(32) float xd[8] = {};
+    // One row at a time: its T sums stay in registers over the 8 steps.
+    for (int r = 0; r < R; ++r) {
+      // Decode streams the weights from memory once: fetch the same super-block kPrefetchTiles tiles ahead
+      // (rows past the matrix's end are only prefetched, never read).
+      const uintptr_t ahead = reinterpret_cast<uintptr_t>(w[r] + b) + kPrefetchTiles * R * a.w_row_bytes;
+      for (size_t off = 0; off < sizeof(Block); off += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + off), _MM_HINT_T0);
+      }
+      RowPrep prep;
+      K::prep(w[r][b], prep);
+      for (int t = 0; t < T; ++t) sum[r * T + t] = _mm256_setzero_si256();
+      for (int s = 0; s < 8; ++s) {
         const __m256i u = K::levels(w[r][b], s);
-        const __m256i scale = step_scale<K>(prep[r], s);
+        const __m256i scale = step_scale<K>(prep, s);
         for (int t = 0; t < T; ++t) {
           const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t][b].qs + 32 * s));
           sum[r * T + t] = _mm256_add_epi32(sum[r * T + t], _mm256_madd_epi16(K::mul(u, xv), scale));
         }
       }
-    }
-    alignas(32) float d[8] = {}, dmin[8] = {}, xd[8] = {};
-    for (int r = 0; r < R; ++r) {
       for (int t = 0; t < T; ++t) {
         if constexpr (K::kMin || K::kBias) {
           const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t][b].bsums));
-          bias[r * T + t] = _mm256_madd_epi16(prep[r].bsum_weights, bs);
+          bias[r * T + t] = _mm256_madd_epi16(prep.bsum_weights, bs);
         }
-        d[r * T + t] = prep[r].d;
-        dmin[r * T + t] = prep[r].dmin;
+        d[r * T + t] = prep.d;
+        dmin[r * T + t] = prep.dmin;
         xd[r * T + t] = x[t][b].d;
       }
     }
     __m256i isum = reduce8(sum);
     if constexpr (K::kBias) isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(reduce8(bias), 5));
     const __m256 vxd = _mm256_load_ps(xd);
-    acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_mul_ps(_mm256_load_ps(d), vxd), _mm256_cvtepi32_ps(isum)));
+    const __m256 vd = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(d)));
+    acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_mul_ps(vd, vxd), _mm256_cvtepi32_ps(isum)));
     if constexpr (K::kMin) {
       const __m256 imin = _mm256_cvtepi32_ps(reduce8(bias));
-      acc = _mm256_sub_ps(acc, _mm256_mul_ps(_mm256_mul_ps(_mm256_load_ps(dmin), vxd), imin));
+      const __m256 vdmin = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dmin)));
+      acc = _mm256_sub_ps(acc, _mm256_mul_ps(_mm256_mul_ps(vdmin, vxd), imin));
     }
   }
   alignas(32) float out[8];
