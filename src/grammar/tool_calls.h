@@ -7,7 +7,7 @@
 // Mistral's [TOOL_CALLS] is a control token, which grammars never produce and decoding drops: the grammar covers
 // the JSON array after it, and the parser accepts the array with or without the marker text.
 //
-// Status: building blocks with unit tests; the APIs do not parse `tools` yet (issue 25 items 2-3).
+// Used by both APIs (server/api/tool_calls_api.h); grammar/tool_call_stream.h parses the same formats as a stream.
 #pragma once
 #include <optional>
 #include <string>
