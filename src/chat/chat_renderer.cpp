@@ -36,7 +36,7 @@ ChatRenderer::ChatRenderer(ChatTemplate family, std::optional<std::string> bos, 
 
 ChatRenderer::ChatRenderer(std::string_view jinja_source, std::optional<std::string> bos,
                            std::optional<std::string> eos)
-    : bos_(bos), eos_(eos) {
+    : source_(jinja_source), bos_(bos), eos_(eos) {
   try {
     jinja_ = std::make_shared<const JinjaChatTemplate>(jinja_source, std::move(bos), std::move(eos));
   } catch (const jinja::JinjaError& e) {

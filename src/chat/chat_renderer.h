@@ -33,6 +33,8 @@ class ChatRenderer {
   ChatTemplate family() const { return family_; }
   // "jinja" or the family's name (for /v1/models and the start-up line).
   std::string name() const;
+  // The Jinja template's source ("" for a built-in family): what tool-call formats are detected from.
+  const std::string& source() const { return source_; }
 
   // Plain-text messages (what today's API layers build). kwargs: chat_template_kwargs (Jinja only).
   RenderedChat render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
@@ -47,6 +49,7 @@ class ChatRenderer {
  private:
   ChatTemplate family_ = ChatTemplate::ChatML;
   std::shared_ptr<const JinjaChatTemplate> jinja_;
+  std::string source_;
   std::optional<std::string> bos_, eos_;
 };
 

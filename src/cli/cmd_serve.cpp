@@ -20,6 +20,8 @@
 #include <string>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "engine/engine.h"
@@ -159,13 +161,22 @@ void configure_keys(ServeOptions& opts) {
   if (!opts.server.api_keys.emplace(opts.api_key, "default").second) throw Error("--api-key is also listed in --api-keys");
 }
 
-// Reads a Jinja template file whole (a template over 1 MiB is refused: no real one comes close).
+// Reads a Jinja template file whole (a template over 1 MiB is refused: no real one comes close). A JSON object
+// file with a "chat_template" or "template" string (a tokenizer_config.json, or the template corpus's .json
+// form) gives that string.
 std::string read_template_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot read chat template file '" + path + "'");
   std::ostringstream text;
   text << in.rdbuf();
   if (text.str().size() > (1u << 20)) throw Error("chat template file '" + path + "' is larger than 1 MiB");
+  const size_t first = text.str().find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && text.str()[first] == '{') {
+    const nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
+    for (const char* key : {"chat_template", "template"}) {
+      if (j.is_object() && j.contains(key) && j[key].is_string()) return j[key].get<std::string>();
+    }
+  }
   return text.str();
 }
 
@@ -296,7 +307,8 @@ void register_serve(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-prefix-cache", opts->no_prefix_cache, "Disable prefix caching (every prompt is computed)");
   cmd->add_option("--chat-template", opts->chat_template,
-                  "Chat template overriding the model's: a Jinja file, or a built-in family (" +
+                  "Chat template overriding the model's: a Jinja file (or a JSON file with a \"chat_template\" or "
+                  "\"template\" string), or a built-in family (" +
                       chat::chat_template_names() + ")");
   cmd->add_option("--chat-template-file", opts->chat_template_file, "Jinja chat template file overriding the model's");
   cmd->add_option("--alias", opts->aliases,

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <set>
 
 #include "server/api/api_error.h"
 #include "server/api/structured_output.h"
+#include "server/api/tool_calls_api.h"
 
 namespace preface::server {
 namespace {
@@ -14,8 +16,12 @@ using nlohmann::json;
 constexpr size_t kMaxBreakpoints = 4;
 
 struct Block {
-  std::string text;
+  std::string text;   // text; tool_result: its content as text
   int32_t ttl_s = 0;  // > 0: cache_control breakpoint after this block
+  enum class Kind { Text, ToolUse, ToolResult } kind = Kind::Text;
+  std::string id;     // tool_use: its id; tool_result: the tool_use_id it answers
+  std::string name;   // tool_use: the tool
+  nlohmann::ordered_json input;  // tool_use: the arguments object
 };
 
 struct Turn {
@@ -23,13 +29,59 @@ struct Turn {
   std::vector<Block> blocks;
 };
 
+// The text blocks among the first n, joined with "\n".
 std::string join(const std::vector<Block>& blocks, size_t n) {
   std::string out;
+  bool first = true;
   for (size_t i = 0; i < n; ++i) {
-    if (i > 0) out += '\n';
+    if (blocks[i].kind != Block::Kind::Text) continue;
+    if (!first) out += '\n';
     out += blocks[i].text;
+    first = false;
   }
   return out;
+}
+
+// A tool_result's content: a string or text blocks (joined with "\n").
+std::string tool_result_text(const json& content, const std::string& path) {
+  if (content.is_null()) return {};
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) throw ApiError(400, "'" + path + "' must be a string or an array of text blocks", path);
+  std::string out;
+  for (const json& b : content) {
+    if (!b.is_object() || b.value("type", "") != "text" || !b.contains("text") || !b["text"].is_string()) {
+      throw ApiError(400, "'" + path + "' may hold only text blocks", path);
+    }
+    if (!out.empty()) out.push_back('\n');
+    out.append(b["text"].get_ref<const std::string&>());
+  }
+  return out;
+}
+
+// A tool_use or tool_result block (type already read).
+Block tool_block(const json& b, const JsonFields& f, const std::string& type) {
+  Block block;
+  if (type == "tool_use") {
+    block.kind = Block::Kind::ToolUse;
+    const auto id = f.string("id"), name = f.string("name");
+    if (!id || id->empty()) f.fail("id", "is required");
+    if (!name) f.fail("name", "is required");
+    const auto in = b.find("input");
+    const auto args = in == b.end() || in->is_null() ? std::optional(nlohmann::ordered_json::object()) : arguments_object(*in);
+    if (!args) f.fail("input", "must be an object");
+    block.id = *id;
+    block.name = *name;
+    block.input = *args;
+  } else {
+    block.kind = Block::Kind::ToolResult;
+    const auto id = f.string("tool_use_id");
+    if (!id) f.fail("tool_use_id", "is required");
+    (void)f.boolean("is_error");
+    block.id = *id;
+    const auto c = b.find("content");
+    block.text = tool_result_text(c == b.end() ? json() : *c, f.path("content"));
+  }
+  return block;
 }
 
 int32_t parse_cache_control(const json& cc, const std::string& path) {
@@ -44,7 +96,11 @@ int32_t parse_cache_control(const json& cc, const std::string& path) {
 
 // A string, or an array of text blocks (other block types are rejected).
 std::vector<Block> parse_content(const json& content, const std::string& path) {
-  if (content.is_string()) return {{content.get<std::string>(), 0}};
+  if (content.is_string()) {
+    Block block;
+    block.text = content.get<std::string>();
+    return {block};
+  }
   if (!content.is_array()) throw ApiError(400, "'" + path + "' must be a string or an array of content blocks", path);
   std::vector<Block> out;
   for (size_t i = 0; i < content.size(); ++i) {
@@ -53,10 +109,16 @@ std::vector<Block> parse_content(const json& content, const std::string& path) {
     if (!b.is_object()) throw ApiError(400, "'" + bpath + "' must be an object", bpath);
     const JsonFields f(b, bpath + ".");
     const std::string type = f.string("type").value_or("");
-    if (type != "text") f.fail("type", "must be 'text' (only text blocks are supported), got '" + type + "'");
-    const auto text = f.string("text");
-    if (!text) f.fail("text", "is required");
-    Block block{*text, 0};
+    Block block;
+    if (type == "tool_use" || type == "tool_result") {
+      block = tool_block(b, f, type);
+    } else if (type != "text") {
+      f.fail("type", "must be 'text', 'tool_use' or 'tool_result' (images are not supported), got '" + type + "'");
+    } else {
+      const auto text = f.string("text");
+      if (!text) f.fail("text", "is required");
+      block.text = *text;
+    }
     if (const auto it = b.find("cache_control"); it != b.end() && !it->is_null()) {
       block.ttl_s = parse_cache_control(*it, bpath + ".cache_control");
     }
@@ -96,21 +158,82 @@ std::vector<Turn> parse_turns(const JsonFields& f, const json& body, int32_t max
   return turns;
 }
 
-std::vector<ChatMessage> to_messages(const std::vector<Turn>& turns, size_t n_turns) {
-  std::vector<ChatMessage> out;
-  for (size_t i = 0; i < n_turns; ++i) out.push_back({turns[i].role, join(turns[i].blocks, turns[i].blocks.size())});
-  return out;
+// The conversation as the template receives it. Plain text turns render as they always have; with tools or tool
+// blocks, as template JSON: assistant tool_use blocks become tool_calls, user tool_result blocks tool messages
+// (before the turn's text, in block order).
+struct Conversation {
+  const std::vector<Turn>& turns;
+  const nlohmann::ordered_json& tools;  // null when the request has none
+  bool json_path;
+
+  // The first n_turns turns, the last one cut to its first n_last blocks.
+  chat::RenderedChat render(ServerContext& ctx, size_t n_turns, size_t n_last, bool add_generation_prompt) const {
+    if (!json_path) {
+      std::vector<ChatMessage> out;
+      for (size_t i = 0; i < n_turns; ++i) {
+        const size_t n = i + 1 == n_turns ? n_last : turns[i].blocks.size();
+        out.push_back({turns[i].role, join(turns[i].blocks, n)});
+      }
+      return ctx.render_chat(out, add_generation_prompt);
+    }
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < n_turns; ++i) {
+      const Turn& t = turns[i];
+      const size_t n = i + 1 == n_turns ? n_last : t.blocks.size();
+      nlohmann::ordered_json calls = nlohmann::ordered_json::array();
+      for (size_t k = 0; k < n; ++k) {
+        const Block& b = t.blocks[k];
+        if (b.kind == Block::Kind::ToolResult) {
+          out.push_back({{"role", "tool"}, {"content", b.text}, {"tool_call_id", b.id}});
+        } else if (b.kind == Block::Kind::ToolUse) {
+          calls.push_back({{"id", b.id}, {"type", "function"}, {"function", {{"name", b.name}, {"arguments", b.input}}}});
+        }
+      }
+      const std::string text = join(t.blocks, n);
+      if (t.role == "user" && text.empty() && !out.empty() && out.back()["role"] == "tool") continue;
+      nlohmann::ordered_json msg = {{"role", t.role}, {"content", text}};
+      if (!calls.empty()) msg["tool_calls"] = std::move(calls);
+      out.push_back(std::move(msg));
+    }
+    return ctx.render_chat_json(out, tools, add_generation_prompt);
+  }
+};
+
+// tool_use blocks only in assistant turns, tool_result blocks only in user turns answering an earlier tool_use.
+bool check_tool_blocks(const std::vector<Turn>& turns) {
+  std::set<std::string> ids;
+  bool any = false;
+  for (const Turn& t : turns) {
+    for (const Block& b : t.blocks) {
+      if (b.kind == Block::Kind::Text) continue;
+      any = true;
+      if (b.kind == Block::Kind::ToolUse) {
+        if (t.role != "assistant") throw ApiError(400, "tool_use blocks belong in assistant messages", "messages");
+        ids.insert(b.id);
+      } else if (t.role != "user") {
+        throw ApiError(400, "tool_result blocks belong in user messages", "messages");
+      } else if (!ids.count(b.id)) {
+        throw ApiError(400, "a tool_result's tool_use_id '" + b.id + "' matches no earlier tool_use block",
+                       "messages");
+      }
+    }
+  }
+  return any;
 }
 
 // The prompt: the conversation with a generation prompt; a final assistant turn is a prefill appended after it.
-std::vector<int32_t> render_prompt(ServerContext& ctx, const std::vector<Turn>& turns) {
-  if (turns.back().role != "assistant") return ctx.chat_prompt(to_messages(turns, turns.size()), true);
+std::vector<int32_t> render_prompt(ServerContext& ctx, const Conversation& c) {
+  const std::vector<Turn>& turns = c.turns;
+  if (turns.back().role != "assistant") {
+    return encode_chat_prompt(ctx.tokenizer, c.render(ctx, turns.size(), turns.back().blocks.size(), true));
+  }
   const std::string prefill = join(turns.back().blocks, turns.back().blocks.size());
   if (!prefill.empty() && std::isspace(static_cast<unsigned char>(prefill.back()))) {
     throw ApiError(400, "final assistant content cannot end with trailing whitespace", "messages");
   }
   try {
-    chat::RenderedChat rendered = ctx.render_chat(to_messages(turns, turns.size() - 1), true);
+    const size_t n = turns.size() - 1;
+    chat::RenderedChat rendered = c.render(ctx, n, n > 0 ? turns[n - 1].blocks.size() : 0, true);
     rendered.add_content(prefill);  // the prefill is caller text too
     return encode_chat_prompt(ctx.tokenizer, rendered);
   } catch (const ApiError&) {
@@ -120,8 +243,9 @@ std::vector<int32_t> render_prompt(ServerContext& ctx, const std::vector<Turn>& 
   }
 }
 
-std::vector<engine::CachePin> resolve_breakpoints(ServerContext& ctx, const std::vector<Turn>& turns,
+std::vector<engine::CachePin> resolve_breakpoints(ServerContext& ctx, const Conversation& c,
                                                  const std::vector<int32_t>& prompt) {
+  const std::vector<Turn>& turns = c.turns;
   std::vector<engine::CachePin> out;
   for (size_t t = 0; t < turns.size(); ++t) {
     for (size_t b = 0; b < turns[t].blocks.size(); ++b) {
@@ -134,11 +258,9 @@ std::vector<engine::CachePin> resolve_breakpoints(ServerContext& ctx, const std:
       if (!out.empty() && std::chrono::seconds(ttl_s) > out.back().ttl) {
         throw ApiError(400, "a cache_control breakpoint with ttl '1h' cannot follow one with ttl '5m'");
       }
-      std::vector<ChatMessage> partial = to_messages(turns, t);
-      partial.push_back({turns[t].role, join(turns[t].blocks, b + 1)});
       std::vector<int32_t> tokens;
       try {
-        tokens = ctx.chat_prompt(partial, false);
+        tokens = encode_chat_prompt(ctx.tokenizer, c.render(ctx, t + 1, b + 1, false));
       } catch (const ApiError&) {
         // A template that rejects this cut (e.g. a lone system message): the breakpoint covers what it can.
       }
@@ -154,7 +276,7 @@ std::vector<engine::CachePin> resolve_breakpoints(ServerContext& ctx, const std:
 AnthropicRequest parse_messages_request(const json& body, ServerContext& ctx, bool count_only) {
   const JsonFields f(body);
   ctx.check_model(f.string("model"));
-  if (const json* tools = f.array("tools"); tools != nullptr && !tools->empty()) f.fail("tools", "are not supported");
+  const ToolsRequest tools = parse_anthropic_tools(f);
   if (const json* thinking = f.object("thinking")) {
     if (JsonFields(*thinking, "thinking.").string("type").value_or("disabled") != "disabled") {
       f.fail("thinking", "is not supported");
@@ -178,9 +300,13 @@ AnthropicRequest parse_messages_request(const json& body, ServerContext& ctx, bo
   (void)f.object("metadata");
   r.stream = f.boolean("stream").value_or(false);
   const std::vector<Turn> turns = parse_turns(f, body, ctx.limits.max_messages);
-  g.prompt = render_prompt(ctx, turns);
-  if (!count_only) g.cache_pins = resolve_breakpoints(ctx, turns, g.prompt);
-  if (!count_only) apply_anthropic_structured_output(f, ctx, r.generation);
+  const bool tool_blocks = check_tool_blocks(turns);
+  const Conversation conversation{turns, tools.tools, tool_blocks || !tools.specs.empty()};
+  g.prompt = render_prompt(ctx, conversation);
+  if (count_only) return r;
+  g.cache_pins = resolve_breakpoints(ctx, conversation, g.prompt);
+  apply_anthropic_structured_output(f, ctx, r.generation);
+  r.tool_output = apply_tools(tools, ctx, r.generation, "input_schema");
   return r;
 }
 

@@ -2,11 +2,13 @@
 // the generation.
 //
 // Request: model (optional here; must name the served model), max_tokens (required, >= 1), messages (roles
-// user/assistant; content a string or an array of {"type": "text"} blocks; consecutive messages of one role are
-// merged with "\n"; a final assistant message is a prefill that the reply continues), system (a string or text
-// blocks), stop_sequences, temperature [0, 1], top_p (0, 1], top_k, stream, metadata (accepted, not used),
-// cache_salt (preface extension, as in the OpenAI API). Text blocks of one message are joined with "\n".
-// Rejected with 400: other block types (images, tools), non-empty tools, thinking.
+// user/assistant; content a string or an array of text, tool_use (assistant) and tool_result (user) blocks;
+// consecutive messages of one role are merged with "\n"; a final assistant message is a prefill that the reply
+// continues), system (a string or text blocks), stop_sequences, temperature [0, 1], top_p (0, 1], top_k, stream,
+// metadata (accepted, not used), cache_salt (preface extension, as in the OpenAI API), tools and tool_choice
+// (server/api/tool_calls_api.h; the reply's calls are tool_use blocks, streamed as content_block_start +
+// input_json_delta events, with stop_reason "tool_use"). Text blocks of one message are joined with "\n".
+// Rejected with 400: other block types (images), server tools, thinking.
 //
 // cache_control {"type": "ephemeral", "ttl": "5m" | "1h"} on a system or message block marks a breakpoint (at
 // most 4; a "1h" breakpoint may not follow a "5m" one). Each is resolved to the number of prompt tokens up to and
@@ -27,12 +29,14 @@
 #include <nlohmann/json.hpp>
 
 #include "server/api/context.h"
+#include "server/api/tool_calls_api.h"
 
 namespace preface::server {
 
 struct AnthropicRequest {
   GenerationRequest generation;  // generation.pins: the cache_control breakpoints
   bool stream = false;
+  std::optional<ToolOutput> tool_output;  // with tools: how the output is read back as tool_use blocks
 };
 
 // Throws ApiError (400). count_only: for /v1/messages/count_tokens (max_tokens not required, no breakpoints).

@@ -1,5 +1,6 @@
 // Anthropic Messages response bodies and the streaming event sequence: message_start, content_block_start, ping,
 // content_block_delta..., content_block_stop, message_delta, message_stop (or an error event).
+#include "grammar/tool_call_stream.h"
 #include "server/api/anthropic_api.h"
 #include "server/api/api_error.h"
 
@@ -10,8 +11,10 @@ using nlohmann::json;
 
 class MessagesFormat : public ResponseFormat {
  public:
-  MessagesFormat(ServerContext& ctx, std::vector<engine::CachePin> pins)
-      : ctx_(ctx), id_(ctx.new_id("msg_")), pins_(std::move(pins)) {}
+  MessagesFormat(ServerContext& ctx, std::vector<engine::CachePin> pins, std::optional<ToolOutput> tool_output)
+      : ctx_(ctx), id_(ctx.new_id("msg_")), pins_(std::move(pins)), tool_output_(tool_output) {
+    if (tool_output_) calls_ = std::make_unique<grammar::ToolCallStream>(tool_output_->format, tool_output_->constrained);
+  }
 
   std::string stream_start(int32_t n_prompt_tokens) override {
     json message = envelope();
@@ -25,17 +28,15 @@ class MessagesFormat : public ResponseFormat {
                         {"cache_read_input_tokens", 0},
                         {"cache_creation", {{"ephemeral_5m_input_tokens", 0}, {"ephemeral_1h_input_tokens", 0}}},
                         {"output_tokens", 0}};
-    return sse_event("message_start", {{"type", "message_start"}, {"message", message}}) +
-           sse_event("content_block_start",
-                     {{"type", "content_block_start"}, {"index", 0}, {"content_block", {{"type", "text"}, {"text", ""}}}}) +
-           sse_event("ping", {{"type", "ping"}});
+    std::string out = sse_event("message_start", {{"type", "message_start"}, {"message", message}});
+    if (!calls_) out += open_block({{"type", "text"}, {"text", ""}}, false);  // with tools: opened as needed
+    return out + sse_event("ping", {{"type", "ping"}});
   }
 
   std::string stream_delta(const GenerationDelta& d) override {
     if (d.text.empty()) return {};
-    return sse_event("content_block_delta", {{"type", "content_block_delta"},
-                                             {"index", 0},
-                                             {"delta", {{"type", "text_delta"}, {"text", d.text}}}});
+    if (calls_) return call_events(calls_->push(d.text));
+    return text_delta(d.text);
   }
 
   std::string stream_end(const GenerationSummary& s) override {
@@ -45,9 +46,14 @@ class MessagesFormat : public ResponseFormat {
                                            shutdown ? "the request was cancelled: the server is shutting down"
                                                     : s.error));
     }
-    return sse_event("content_block_stop", {{"type", "content_block_stop"}, {"index", 0}}) +
+    std::string out;
+    if (calls_) out = call_events(calls_->finish());
+    if (n_blocks_ == 0) out += open_block({{"type", "text"}, {"text", ""}}, false);
+    out += sse_event("content_block_stop", {{"type", "content_block_stop"}, {"index", n_blocks_ - 1}});
+    const bool called = calls_ && calls_->n_calls() > 0;
+    return out +
            sse_event("message_delta", {{"type", "message_delta"},
-                                       {"delta", {{"stop_reason", anthropic_stop_reason(s.kind)},
+                                       {"delta", {{"stop_reason", called ? "tool_use" : anthropic_stop_reason(s.kind)},
                                                   {"stop_sequence", stop_sequence(s)}}},
                                        {"usage", anthropic_usage(s, pins_)}}) +
            sse_event("message_stop", {{"type", "message_stop"}});
@@ -55,8 +61,18 @@ class MessagesFormat : public ResponseFormat {
 
   json full_response(const std::string& text, const std::vector<TokenLogprob>&, const GenerationSummary& s) override {
     json out = envelope();
-    out["content"] = json::array({{{"type", "text"}, {"text", text}}});
-    out["stop_reason"] = anthropic_stop_reason(s.kind);
+    const auto parsed = tool_output_ ? grammar::parse_tool_calls(tool_output_->format, text) : std::nullopt;
+    if (parsed && !parsed->calls.empty()) {
+      out["content"] = json::array();
+      if (!parsed->content.empty()) out["content"].push_back({{"type", "text"}, {"text", parsed->content}});
+      for (const grammar::ParsedToolCall& c : parsed->calls) {
+        out["content"].push_back({{"type", "tool_use"}, {"id", ctx_.new_id("toolu_")}, {"name", c.name}, {"input", c.arguments}});
+      }
+      out["stop_reason"] = "tool_use";
+    } else {
+      out["content"] = json::array({{{"type", "text"}, {"text", text}}});
+      out["stop_reason"] = anthropic_stop_reason(s.kind);
+    }
     out["stop_sequence"] = stop_sequence(s);
     out["usage"] = anthropic_usage(s, pins_);
     merge_extra_fields(out);
@@ -71,15 +87,56 @@ class MessagesFormat : public ResponseFormat {
     return s.kind == StopKind::StopString ? json(s.stop_string) : json(nullptr);
   }
 
+  // content_block_start of a new block at the next index (the open one, if any, stopped first).
+  std::string open_block(const json& block, bool is_tool) {
+    std::string out;
+    if (n_blocks_ > 0) out = sse_event("content_block_stop", {{"type", "content_block_stop"}, {"index", n_blocks_ - 1}});
+    out += sse_event("content_block_start", {{"type", "content_block_start"}, {"index", n_blocks_}, {"content_block", block}});
+    ++n_blocks_;
+    open_is_tool_ = is_tool;
+    return out;
+  }
+
+  std::string text_delta(const std::string& text) {
+    std::string out;
+    if (n_blocks_ == 0 || open_is_tool_) out = open_block({{"type", "text"}, {"text", ""}}, false);
+    return out + sse_event("content_block_delta", {{"type", "content_block_delta"},
+                                                   {"index", n_blocks_ - 1},
+                                                   {"delta", {{"type", "text_delta"}, {"text", text}}}});
+  }
+
+  // Text as text blocks, each call as a tool_use block (input {} at the start, as Anthropic streams it) whose
+  // arguments arrive as input_json_delta events.
+  std::string call_events(const std::vector<grammar::ToolCallEvent>& events) {
+    std::string out;
+    for (const grammar::ToolCallEvent& e : events) {
+      if (e.kind == grammar::ToolCallEvent::Kind::Text) {
+        out += text_delta(e.text);
+      } else if (e.kind == grammar::ToolCallEvent::Kind::CallStart) {
+        out += open_block({{"type", "tool_use"}, {"id", ctx_.new_id("toolu_")}, {"name", e.text}, {"input", json::object()}},
+                          true);
+      } else {
+        out += sse_event("content_block_delta", {{"type", "content_block_delta"},
+                                                 {"index", n_blocks_ - 1},
+                                                 {"delta", {{"type", "input_json_delta"}, {"partial_json", e.text}}}});
+      }
+    }
+    return out;
+  }
+
   ServerContext& ctx_;
   std::string id_;
   std::vector<engine::CachePin> pins_;  // the request's cache_control breakpoints (the usage's cache_creation split)
+  std::optional<ToolOutput> tool_output_;
+  std::unique_ptr<grammar::ToolCallStream> calls_;  // streams with tools: the calls parsed so far
+  int32_t n_blocks_ = 0;       // content blocks started
+  bool open_is_tool_ = false;  // the last started block is a tool_use
 };
 
 }  // namespace
 
 std::unique_ptr<ResponseFormat> make_messages_format(ServerContext& ctx, const AnthropicRequest& r) {
-  return std::make_unique<MessagesFormat>(ctx, r.generation.params.cache_pins);
+  return std::make_unique<MessagesFormat>(ctx, r.generation.params.cache_pins, r.tool_output);
 }
 
 }  // namespace preface::server

@@ -84,6 +84,28 @@ chat::RenderedChat ServerContext::render_chat(const std::vector<ChatMessage>& me
   }
 }
 
+std::vector<int32_t> ServerContext::chat_prompt_json(const nlohmann::ordered_json& messages,
+                                                     const nlohmann::ordered_json& tools, bool add_generation_prompt,
+                                                     const nlohmann::ordered_json& kwargs) const {
+  return encode_chat_prompt(tokenizer, render_chat_json(messages, tools, add_generation_prompt, kwargs));
+}
+
+chat::RenderedChat ServerContext::render_chat_json(const nlohmann::ordered_json& messages,
+                                                   const nlohmann::ordered_json& tools, bool add_generation_prompt,
+                                                   const nlohmann::ordered_json& kwargs) const {
+  if (!chat_renderer->is_jinja() && tools.is_array() && !tools.empty()) {
+    throw ApiError(400, "tools need a Jinja chat template that renders them (the model's, or --chat-template FILE); "
+                        "this server renders the built-in '" + chat_renderer->name() + "' template", "tools");
+  }
+  try {
+    return chat_renderer->render_json(messages, tools, add_generation_prompt, kwargs);
+  } catch (const ApiError&) {
+    throw;
+  } catch (const Error& e) {
+    throw ApiError(400, e.what(), "messages");
+  }
+}
+
 std::string sse_data(const nlohmann::json& j) { return "data: " + dump_json(j) + "\n\n"; }
 
 nlohmann::json cache_savings_json(const engine::RequestStats& stats) {

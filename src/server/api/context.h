@@ -89,6 +89,12 @@ class ServerContext {
   // becomes ApiError 400 (a Jinja template's raise_exception message verbatim). kwargs: chat_template_kwargs.
   std::vector<int32_t> chat_prompt(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                                    const nlohmann::ordered_json& kwargs = nullptr) const;
+  // Request JSON (messages with tool calls and tool messages, tools: chat::ChatRenderer::render_json) tokenized
+  // for generation, errors as chat_prompt's.
+  std::vector<int32_t> chat_prompt_json(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                                        bool add_generation_prompt, const nlohmann::ordered_json& kwargs = nullptr) const;
+  chat::RenderedChat render_chat_json(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                                      bool add_generation_prompt, const nlohmann::ordered_json& kwargs = nullptr) const;
   // The render itself (text + content spans), errors as chat_prompt's.
   chat::RenderedChat render_chat(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                                  const nlohmann::ordered_json& kwargs = nullptr) const;

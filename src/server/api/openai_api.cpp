@@ -13,21 +13,24 @@ using nlohmann::json;
 
 constexpr int64_t kMaxTokensLimit = 1 << 30;
 
-void reject_unsupported(const JsonFields& f, const json& body) {
+void reject_unsupported(const JsonFields& f, const json& body, bool chat) {
   if (auto n = f.integer("n", 1, 1024); n && *n != 1) f.fail("n", "must be 1 (one choice per request)");
   if (auto n = f.integer("best_of", 1, 1024); n && *n != 1) f.fail("best_of", "must be 1");
   if (f.boolean("echo").value_or(false)) f.fail("echo", "is not supported");
   if (auto s = f.string("suffix"); s && !s->empty()) f.fail("suffix", "is not supported");
-  for (const char* name : {"logit_bias", "tools", "functions"}) {
+  for (const char* name : {"logit_bias", "functions", "tools", "tool_choice"}) {
     const auto it = body.find(name);
-    if (it != body.end() && !it->is_null() && !it->empty()) f.fail(name, "is not supported");
+    const bool tool_field = std::string_view(name) == "tools" || std::string_view(name) == "tool_choice";
+    if (it != body.end() && !it->is_null() && !(chat && tool_field) && !it->empty()) {
+      f.fail(name, tool_field ? "is supported on /v1/chat/completions only" : "is not supported");
+    }
   }
 }
 
 // The fields common to both endpoints.
-OpenAIRequest parse_common(const JsonFields& f, const json& body, ServerContext& ctx) {
+OpenAIRequest parse_common(const JsonFields& f, const json& body, ServerContext& ctx, bool chat) {
   ctx.check_model(f.string("model"));
-  reject_unsupported(f, body);
+  reject_unsupported(f, body, chat);
   OpenAIRequest r;
   engine::RequestParams& g = r.generation.params;
   const int64_t max_output = ctx.limits.max_output_tokens;
@@ -139,7 +142,7 @@ std::vector<ChatMessage> chat_messages(const JsonFields& f, int32_t max_messages
 
 OpenAIRequest parse_completion_request(const json& body, ServerContext& ctx) {
   const JsonFields f(body);
-  OpenAIRequest r = parse_common(f, body, ctx);
+  OpenAIRequest r = parse_common(f, body, ctx, false);
   if (auto n = f.integer("logprobs", 0, ctx.limits.max_top_logprobs)) {
     r.logprobs = true;
     r.generation.params.n_logprobs = static_cast<int32_t>(*n);
@@ -153,18 +156,29 @@ OpenAIRequest parse_completion_request(const json& body, ServerContext& ctx) {
 
 OpenAIRequest parse_chat_request(const json& body, ServerContext& ctx) {
   const JsonFields f(body);
-  OpenAIRequest r = parse_common(f, body, ctx);
+  OpenAIRequest r = parse_common(f, body, ctx, true);
   r.logprobs = f.boolean("logprobs").value_or(false);
   const auto top = f.integer("top_logprobs", 0, ctx.limits.max_top_logprobs);
   if (top && !r.logprobs) f.fail("top_logprobs", "requires logprobs to be true");
   if (r.logprobs) r.generation.params.n_logprobs = static_cast<int32_t>(top.value_or(0));
-  const std::vector<ChatMessage> messages = chat_messages(f, ctx.limits.max_messages);
+  const ToolsRequest tools = parse_openai_tools(f, body);
   const nlohmann::ordered_json kwargs = chat_template_kwargs(f, body);
-  r.generation.params.prompt = ctx.chat_prompt(messages, true, kwargs);
-  r.generation.params.cache_pins =
-      openai_chat_pins(ctx, body, messages, r.generation.params.prompt, parse_openai_cache_policy(f), kwargs);
+  const OpenAICachePolicy cache_policy = parse_openai_cache_policy(f);
+  if (openai_uses_tools(body)) {  // the template's JSON path: tools, tool calls, tool messages
+    r.generation.params.prompt = ctx.chat_prompt_json(openai_template_messages(f, ctx.limits.max_messages),
+                                                      tools.tools, true, kwargs);
+    // Content parts' breakpoints are checked but pin nothing here (they resolve over plain-text renders); the
+    // implicit whole-prompt pin applies.
+    r.generation.params.cache_pins = openai_chat_pins(ctx, body, {}, r.generation.params.prompt, cache_policy, kwargs);
+  } else {
+    const std::vector<ChatMessage> messages = chat_messages(f, ctx.limits.max_messages);
+    r.generation.params.prompt = ctx.chat_prompt(messages, true, kwargs);
+    r.generation.params.cache_pins =
+        openai_chat_pins(ctx, body, messages, r.generation.params.prompt, cache_policy, kwargs);
+  }
   r.generation.text_start = true;
   apply_openai_structured_output(f, body, ctx, r.generation);
+  r.tool_output = apply_tools(tools, ctx, r.generation, "function.parameters");
   return r;
 }
 

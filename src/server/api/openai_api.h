@@ -11,9 +11,11 @@
 // (isolates the cache: only requests with the same salt share cached blocks), prompt_cache_key (accepted; in
 // OpenAI it only steers routing between machines, never isolation, so with one engine it changes nothing),
 // prompt_cache_retention, prompt_cache_options and content parts' prompt_cache_breakpoint (openai_cache.h: they
-// pin prompt prefixes for a TTL, as Anthropic's cache_control).
-// Rejected with 400: n or best_of other than 1, echo, suffix, logit_bias, tools, functions, and response_format
-// other than text.
+// pin prompt prefixes for a TTL, as Anthropic's cache_control; in a chat with tools only the whole-prompt pin).
+// Chat only: tools, tool_choice, parallel_tool_calls, assistant tool_calls and tool messages
+// (server/api/tool_calls_api.h); the reply's calls are message.tool_calls / streamed delta.tool_calls with
+// finish_reason "tool_calls". Rejected with 400: n or best_of other than 1, echo, suffix, logit_bias, functions,
+// tools on /v1/completions.
 //
 // Usage: prompt_tokens, completion_tokens, total_tokens, and prompt_tokens_details {cached_tokens: prompt tokens
 // whose K/V came from the prefix cache, cache_write_tokens: prompt tokens newly written into cached blocks}.
@@ -25,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/api/context.h"
+#include "server/api/tool_calls_api.h"
 
 namespace preface::server {
 
@@ -33,6 +36,7 @@ struct OpenAIRequest {
   bool stream = false;
   bool include_usage = false;      // stream_options.include_usage: a final chunk carries the usage
   bool logprobs = false;
+  std::optional<ToolOutput> tool_output;  // chat with tools: how the output is read back as calls
 };
 
 // Both throw ApiError (400) naming the offending parameter.

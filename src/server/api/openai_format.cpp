@@ -1,5 +1,6 @@
 // OpenAI response bodies and stream chunks for /v1/completions ("text_completion") and /v1/chat/completions
 // ("chat.completion" / "chat.completion.chunk").
+#include "grammar/tool_call_stream.h"
 #include "server/api/api_error.h"
 #include "server/api/openai_api.h"
 
@@ -54,7 +55,10 @@ class OpenAIFormat : public ResponseFormat {
         include_usage_(r.include_usage),
         pins_(r.generation.params.cache_pins),
         id_(ctx.new_id(chat ? "chatcmpl-" : "cmpl-")),
-        created_(ServerContext::unix_now()) {}
+        created_(ServerContext::unix_now()),
+        tool_output_(chat ? r.tool_output : std::nullopt) {
+    if (tool_output_) calls_ = std::make_unique<grammar::ToolCallStream>(tool_output_->format, tool_output_->constrained);
+  }
 
   std::string stream_start(int32_t) override {
     if (!chat_) return {};
@@ -68,6 +72,7 @@ class OpenAIFormat : public ResponseFormat {
       lp = chat_ ? json{{"content", chat_logprob_entries(ctx_.tokenizer, d.logprobs)}, {"refusal", nullptr}}
                  : completion_logprobs(ctx_.tokenizer, d.logprobs, text_offset_);
     }
+    if (calls_) return call_chunks(calls_->push(d.text), lp);
     return sse_data(chunk(chat_ ? json{{"content", d.text}} : json(d.text), lp, json(nullptr)));
   }
 
@@ -76,9 +81,11 @@ class OpenAIFormat : public ResponseFormat {
     if (s.kind == StopKind::Error || s.kind == StopKind::Cancelled) {
       out = error_event(s);
     } else {
-      json last = chunk(chat_ ? json::object() : json(""), json(nullptr), openai_finish_reason(s.kind));
+      if (calls_) out = call_chunks(calls_->finish(), json(nullptr));
+      const char* finish = calls_ && calls_->n_calls() > 0 ? "tool_calls" : openai_finish_reason(s.kind);
+      json last = chunk(chat_ ? json::object() : json(""), json(nullptr), finish);
       merge_extra_fields(last);
-      out = sse_data(last);
+      out += sse_data(last);
       if (include_usage_) {
         json last = envelope(chat_ ? "chat.completion.chunk" : "text_completion");
         last["choices"] = json::array();
@@ -98,13 +105,23 @@ class OpenAIFormat : public ResponseFormat {
       lp = chat_ ? json{{"content", chat_logprob_entries(ctx_.tokenizer, lps)}, {"refusal", nullptr}}
                  : completion_logprobs(ctx_.tokenizer, lps, offset);
     }
-    if (chat_) {
+    const auto parsed = tool_output_ ? grammar::parse_tool_calls(tool_output_->format, text) : std::nullopt;
+    if (parsed && !parsed->calls.empty()) {
+      json calls = json::array();
+      for (const grammar::ParsedToolCall& c : parsed->calls) {
+        calls.push_back({{"id", ctx_.new_id("call_")},
+                         {"type", "function"},
+                         {"function", {{"name", c.name}, {"arguments", c.arguments.dump()}}}});
+      }
+      const json content = parsed->content.empty() ? json(nullptr) : json(parsed->content);
+      choice["message"] = {{"role", "assistant"}, {"content", content}, {"refusal", nullptr}, {"tool_calls", calls}};
+    } else if (chat_) {
       choice["message"] = {{"role", "assistant"}, {"content", text}, {"refusal", nullptr}};
     } else {
       choice["text"] = text;
     }
     choice["logprobs"] = lp;
-    choice["finish_reason"] = openai_finish_reason(s.kind);
+    choice["finish_reason"] = parsed && !parsed->calls.empty() ? "tool_calls" : openai_finish_reason(s.kind);
     json out = envelope(chat_ ? "chat.completion" : "text_completion");
     out["choices"] = json::array({choice});
     out["usage"] = openai_usage(s, pins_, ctx_.model.block_size);
@@ -132,6 +149,30 @@ class OpenAIFormat : public ResponseFormat {
     return out;
   }
 
+  // Tool-call events as chunks: text as delta.content, a call's start as delta.tool_calls [{index, id, type,
+  // function: {name, arguments: ""}}], argument fragments as [{index, function: {arguments}}]. `lp` rides on the
+  // first chunk (or an empty-content one when the events are held back).
+  std::string call_chunks(const std::vector<grammar::ToolCallEvent>& events, json lp) {
+    std::string out;
+    for (const grammar::ToolCallEvent& e : events) {
+      json delta;
+      if (e.kind == grammar::ToolCallEvent::Kind::Text) {
+        delta = {{"content", e.text}};
+      } else if (e.kind == grammar::ToolCallEvent::Kind::CallStart) {
+        delta = {{"tool_calls", json::array({{{"index", e.index},
+                                              {"id", ctx_.new_id("call_")},
+                                              {"type", "function"},
+                                              {"function", {{"name", e.text}, {"arguments", ""}}}}})}};
+      } else {
+        delta = {{"tool_calls", json::array({{{"index", e.index}, {"function", {{"arguments", e.text}}}}})}};
+      }
+      out += sse_data(chunk(delta, lp, json(nullptr)));
+      lp = json(nullptr);
+    }
+    if (out.empty() && !lp.is_null()) out = sse_data(chunk(json{{"content", ""}}, lp, json(nullptr)));
+    return out;
+  }
+
   ServerContext& ctx_;
   bool chat_;
   bool logprobs_;
@@ -140,6 +181,8 @@ class OpenAIFormat : public ResponseFormat {
   std::string id_;
   int64_t created_;
   size_t text_offset_ = 0;  // bytes of completion text streamed so far (legacy logprobs text_offset)
+  std::optional<ToolOutput> tool_output_;            // chat with tools
+  std::unique_ptr<grammar::ToolCallStream> calls_;  // streams: the calls parsed so far
 };
 
 }  // namespace
