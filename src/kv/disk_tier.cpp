@@ -280,6 +280,7 @@ void DiskTier::write(const TierWrite& w) {
 }
 
 void DiskTier::purge_namespace(const Digest& ns) {
+  queue_.drop_namespace(ns);  // first: a queued write of ns would otherwise land after the purge
   std::lock_guard lock(mu_);
   std::vector<Digest> doomed;
   for (const auto& [hash, e] : index_) {

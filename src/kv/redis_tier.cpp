@@ -175,6 +175,7 @@ void RedisTier::offer(const RecordMeta& meta, std::shared_ptr<const std::vector<
 }
 
 void RedisTier::purge_namespace(const Digest& ns) {
+  queue_.drop_namespace(ns);  // no point writing what the queued purge deletes
   if (!queue_.push(TierWrite{{}, nullptr, ns})) count(&TierStats::n_dropped_writes);
 }
 

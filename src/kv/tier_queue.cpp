@@ -41,6 +41,25 @@ bool TierQueue::contains(const Digest& hash) const {
   return pending_.contains(hash);
 }
 
+size_t TierQueue::drop_namespace(const Digest& ns) {
+  std::unique_lock lock(mu_);
+  size_t n_dropped = 0;
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    const TierWrite& w = **it;
+    if (!w.payload || w.meta.ns != ns) {
+      ++it;
+      continue;
+    }
+    if (const auto p = pending_.find(w.meta.hash); p != pending_.end() && p->second == *it) pending_.erase(p);
+    queued_bytes_ -= bytes_of(w);
+    it = queue_.erase(it);
+    ++n_dropped;
+  }
+  if (queue_.empty() && !busy_) idle_cv_.notify_all();
+  done_cv_.wait(lock, [&] { return stopping_ || !current_ || !current_->payload || current_->meta.ns != ns; });
+  return n_dropped;
+}
+
 bool TierQueue::flush(int timeout_ms) {
   std::unique_lock lock(mu_);
   return idle_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
@@ -55,6 +74,7 @@ void TierQueue::stop() {
   }
   cv_.notify_all();
   idle_cv_.notify_all();
+  done_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -74,11 +94,13 @@ void TierQueue::run() {
       item = std::move(queue_.front());
       queue_.pop_front();
       busy_ = true;
+      current_ = item;
     }
     write_(*item);
     {
       std::lock_guard lock(mu_);
       busy_ = false;
+      current_.reset();
       queued_bytes_ -= bytes_of(*item);
       if (item->payload) {
         const auto it = pending_.find(item->meta.hash);
@@ -86,6 +108,7 @@ void TierQueue::run() {
       }
       if (queue_.empty()) idle_cv_.notify_all();
     }
+    done_cv_.notify_all();
   }
 }
 

@@ -37,6 +37,10 @@ class TierQueue {
   // The payload queued (or being written) under hash, with its meta; null when none.
   std::shared_ptr<const std::vector<uint8_t>> pending(const Digest& hash, RecordMeta* meta) const;
   bool contains(const Digest& hash) const;
+  // Drops every queued record of namespace ns (a purge: what was offered before it must not land after it) and
+  // waits for a record of ns being written right now to land, so the caller's purge then sees it. Returns how
+  // many queued records it dropped.
+  size_t drop_namespace(const Digest& ns);
   // Waits until the queue is empty and idle, at most timeout_ms. True when it is.
   bool flush(int timeout_ms);
   // Writes nothing more: drops what is queued, waits for the item being written, joins the thread.
@@ -50,10 +54,12 @@ class TierQueue {
   mutable std::mutex mu_;
   std::condition_variable cv_;       // work arrived or stopping
   std::condition_variable idle_cv_;  // queue drained
+  std::condition_variable done_cv_;  // an item finished
   std::deque<std::shared_ptr<TierWrite>> queue_;
   std::unordered_map<Digest, std::shared_ptr<TierWrite>, DigestHash> pending_;  // queued or in progress, by hash
   size_t queued_bytes_ = 0;
   bool busy_ = false;
+  std::shared_ptr<TierWrite> current_;  // the item being written (busy_), else null
   bool stopping_ = false;
   std::thread thread_;  // last: starts once the members above exist
 };

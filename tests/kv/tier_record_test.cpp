@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <mutex>
 #include <random>
 
 #include "kv/disk_tier.h"
@@ -154,6 +155,32 @@ TEST(TierQueue, RefusesWhenFullAndServesPendingRecords) {
   EXPECT_FALSE(q.contains(a.meta.hash));
 }
 
+// A purge drops what is queued for its namespace (and only that), so no write of it lands after the purge.
+TEST(TierQueue, DropNamespaceRemovesOnlyThatNamespacesQueuedRecords) {
+  std::mutex gate;
+  gate.lock();  // the writer blocks on the first item until released
+  std::vector<Digest> written;
+  TierQueue q(1 << 20, [&](const TierWrite& w) {
+    std::lock_guard g(gate);
+    written.push_back(w.meta.hash);
+  });
+  const Sample a = sample(0), b = sample(1), c = sample(2);
+  Sample b2 = sample(1);  // a second block of b's namespace
+  b2.meta.tokens[1] = 9;
+  b2.meta.hash = chain_hash(b2.meta.parent, b2.meta.tokens);
+  for (const Sample* x : {&a, &b, &c, static_cast<const Sample*>(&b2)}) {
+    ASSERT_TRUE(q.push({x->meta, std::make_shared<std::vector<uint8_t>>(x->payload), std::nullopt}));
+  }
+  EXPECT_EQ(q.drop_namespace(b.meta.ns), 2u);  // a is being written (another namespace): no wait
+  EXPECT_FALSE(q.contains(b.meta.hash));
+  EXPECT_FALSE(q.contains(b2.meta.hash));
+  EXPECT_TRUE(q.contains(c.meta.hash));
+  EXPECT_EQ(q.drop_namespace(b.meta.ns), 0u);
+  gate.unlock();
+  ASSERT_TRUE(q.flush(5000));
+  EXPECT_EQ(written, (std::vector<Digest>{a.meta.hash, c.meta.hash}));
+}
+
 class DiskTierTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -212,6 +239,28 @@ TEST_F(DiskTierTest, KeepsTheMostRecentlyUsedWithinItsSize) {
   EXPECT_TRUE(t.contains(s[2].meta.hash));
   EXPECT_TRUE(t.contains(d.meta.hash));
   EXPECT_EQ(t.stats().n_stored_bytes, static_cast<int64_t>(3 * record));
+}
+
+TEST_F(DiskTierTest, APurgeLeavesNoRecordOfItsNamespaceBehind) {
+  DiskTier t(options());
+  const Sample other = sample(7);
+  std::vector<Sample> mine;
+  for (int i = 0; i < 40; ++i) {  // one namespace, 40 blocks offered just before the purge: most still queued
+    Sample x = sample(3);
+    x.meta.tokens[1] = 100 + i;
+    x.meta.hash = chain_hash(x.meta.parent, x.meta.tokens);
+    mine.push_back(x);
+  }
+  t.offer(other.meta, std::make_shared<std::vector<uint8_t>>(other.payload));
+  for (const Sample& x : mine) t.offer(x.meta, std::make_shared<std::vector<uint8_t>>(x.payload));
+  t.purge_namespace(mine[0].meta.ns);
+  t.flush(5000);
+  for (const Sample& x : mine) {
+    EXPECT_FALSE(t.contains(x.meta.hash));
+    EXPECT_FALSE(fs::exists(t.path_of(x.meta.hash)));
+  }
+  EXPECT_TRUE(t.contains(other.meta.hash));
+  EXPECT_EQ(t.stats().n_records, 1);
 }
 
 TEST_F(DiskTierTest, AChainStopsAtItsFirstGap) {
