@@ -54,7 +54,8 @@ std::vector<engine::CachePin> openai_prompt_pins(const OpenAICachePolicy& policy
 
 // The pins of a chat request: each content part's prompt_cache_breakpoint resolved to a token prefix of `prompt`
 // (messages[i] of `body` is `messages[i]`, as parse_chat_request builds them; parts are joined without a
-// separator), then the implicit pin, at most kMaxOpenAIBreakpoints in all. Throws ApiError (400).
+// separator), then the implicit pin, at most kMaxOpenAIBreakpoints in all. `messages` empty (a request rendered
+// through the template's JSON path, with tools): breakpoints are validated but pin nothing. Throws ApiError (400).
 std::vector<engine::CachePin> openai_chat_pins(const ServerContext& ctx, const nlohmann::json& body,
                                                const std::vector<ChatMessage>& messages,
                                                const std::vector<int32_t>& prompt, const OpenAICachePolicy& policy,
