@@ -24,6 +24,7 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "cli/serve_kv_events.h"
 #include "engine/engine.h"
 #include "kv/capacity.h"
 #include "model/fingerprint.h"
@@ -59,6 +60,7 @@ struct ServeOptions {
   engine::TierConfig tiers;          // --cache-dir, --cache-redis (engine/kv_tiers.h)
   std::string cache_disk_size = "0";   // parse_bytes syntax; > 0 turns the disk tier on, in <cache dir>/kv
   std::string cache_redis_max_record = "4MiB";
+  KvEventOptions kv_events;          // --kv-events-* (cli/serve_kv_events.h)
 };
 
 sigset_t shutdown_signals() {
@@ -234,7 +236,10 @@ void serve(ServeOptions& opts) {
   opts.server.log_requests = !opts.quiet;
   configure_keys(opts);
 
-  // Declared before the server so that the server (destroyed first) stops before the engine.
+  // Declared before the server so that the server (destroyed first) stops before the engine, and the event
+  // publisher before the engine, which calls it until it is destroyed.
+  std::unique_ptr<engine::KvEventPublisher> kv_events = open_kv_event_publisher(opts.kv_events, config.block_size);
+  if (kv_events) kv_events->all_blocks_cleared();  // a (re)started replica holds nothing
   std::unique_ptr<model::Model> model;
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<engine::Engine> engine;
@@ -250,6 +255,7 @@ void serve(ServeOptions& opts) {
   tokenizer = Tokenizer::from_gguf(model->file());
   for (const std::string& w : tokenizer->load_warnings()) std::fprintf(stderr, "preface: warning: %s\n", w.c_str());
   engine = std::make_unique<engine::Engine>(*model, engine::with_eog(config, *tokenizer));
+  if (kv_events) engine->add_event_sink(kv_events.get());
   engine->start();
   const engine::EngineDescription kv = engine->describe();
   const auto n_tokens = static_cast<uint64_t>(kv.n_kv_blocks) * static_cast<uint64_t>(kv.block_size);
@@ -283,6 +289,7 @@ void serve(ServeOptions& opts) {
   engine->stop();
   std::fprintf(stderr, "preface: stopped (%d requests cancelled after the drain; KV blocks in use: %d)\n",
                n_cancelled, engine->counters().n_blocks_in_use);
+  if (kv_events) report_kv_events(*kv_events);
 }
 
 }  // namespace
@@ -426,6 +433,7 @@ void register_serve(CLI::App& app) {
                   "Connect and reply timeout for Redis; a slow or unreachable Redis turns into cache misses")
       ->check(CLI::Range(1, 60000))
       ->capture_default_str();
+  add_kv_event_options(*cmd, opts->kv_events);
   cmd->add_flag("--quiet", opts->quiet, "No per-request log lines");
   cmd->add_flag("--no-mmap", opts->no_mmap,
                 "Read the model into memory instead of mapping it: costs its size in RAM, and the file may then be "

@@ -1,6 +1,7 @@
 // `preface bench serve --url URL`: a load generator for any OpenAI-compatible server, so one run can measure
 // preface and a peer on identical traffic. Prompts come from loadgen_workload.h (deterministic text from
-// --seed); each request streams from /v1/completions and is timed by loadgen_client.cpp. Prints TTFT,
+// --seed); each request streams from /v1/completions and is timed by loadgen_client.cpp. Prints TTFT (also split
+// into requests the server reported a cache hit for, usage cached_tokens > 0, and the rest),
 // inter-token latency and end-to-end latency percentiles, throughput, and the share of prompt tokens the server
 // reports as served from its prefix cache.
 #include <unistd.h>
@@ -40,6 +41,7 @@ struct ServeBenchOptions {
   int32_t concurrency = 4;
   double timeout_s = 600;
   bool json = false;
+  bool session_ids = false;  // --session-ids: X-Session-Id per conversation
 };
 
 // Progress on stderr: a redrawn bar on a terminal, otherwise a line at every 10%.
@@ -78,6 +80,11 @@ class Progress {
   int64_t last_decile_ = 0;
 };
 
+// The X-Session-Id of conversation i: distinct per conversation and per --seed, the same across runs.
+std::string session_id(const ServeBenchOptions& opts, size_t i) {
+  return "bench-" + std::to_string(opts.spec.seed) + "-" + std::to_string(i);
+}
+
 // Runs every conversation of `work` with at most opts.concurrency in flight; turns of one conversation run in
 // order on one worker (turn t+1's prompt holds turn t's reply). Returns the results in completion order.
 std::vector<loadgen::RequestResult> run_workload(const ServeBenchOptions& opts, const loadgen::Target& target,
@@ -93,7 +100,7 @@ std::vector<loadgen::RequestResult> run_workload(const ServeBenchOptions& opts, 
       std::vector<std::string> replies;  // [turns done]
       for (size_t t = 0; t < c.questions.size(); ++t) {
         loadgen::RequestParams p{model, loadgen::render_prompt(c, replies), opts.max_tokens, opts.temperature,
-                                 opts.ignore_eos};
+                                 opts.ignore_eos, opts.session_ids ? session_id(opts, i) : std::string()};
         loadgen::RequestResult r = loadgen::run_request(target, p, opts.timeout_s);
         const bool ok = r.ok;
         replies.push_back(r.text);
@@ -143,7 +150,10 @@ json report(const ServeBenchOptions& opts, const std::string& model, const std::
           {"completion_tokens", t.n_completion_tokens},
           {"mean_prompt_tokens", n_ok > 0 ? static_cast<double>(t.n_prompt_tokens) / static_cast<double>(n_ok) : 0.0},
           {"cached_ratio", loadgen::cached_ratio(t)},
+          {"session_ids", opts.session_ids},
           {"ttft_ms", distribution_ms(t.ttft_s)},
+          {"ttft_hit_ms", distribution_ms(t.ttft_hit_s)},
+          {"ttft_miss_ms", distribution_ms(t.ttft_miss_s)},
           {"itl_ms", distribution_ms(t.itl_s)},
           {"tpot_ms", distribution_ms(t.tpot_s)},
           {"e2e_ms", distribution_ms(t.e2e_s)}};
@@ -161,7 +171,7 @@ void print_table(const json& r) {
               r["mean_prompt_tokens"].get<double>(), r["cached_tokens"].get<long long>(),
               r["cached_ratio"].get<double>());
   std::printf("%-14s %10s %10s %10s %10s\n", "latency (ms)", "mean", "p50", "p90", "p99");
-  for (const char* k : {"ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"}) {
+  for (const char* k : {"ttft_ms", "ttft_hit_ms", "ttft_miss_ms", "itl_ms", "tpot_ms", "e2e_ms"}) {
     const json& d = r[k];
     std::printf("%-14s %10.1f %10.1f %10.1f %10.1f\n", k, d["mean"].get<double>(), d["p50"].get<double>(),
                 d["p90"].get<double>(), d["p99"].get<double>());
@@ -220,6 +230,8 @@ void register_bench_serve(CLI::App* bench) {
   cmd->add_option("--concurrency,-c", opts->concurrency, "Requests in flight at most")->capture_default_str();
   cmd->add_option("--timeout", opts->timeout_s, "Per-request timeout in seconds")->capture_default_str();
   cmd->add_flag("--json", opts->json, "Print results as JSON on stdout");
+  cmd->add_flag("--session-ids", opts->session_ids,
+                "Send X-Session-Id (one per conversation) so a proxy can keep each session on one replica");
   cmd->callback([opts] { bench_serve(*opts); });
 }
 

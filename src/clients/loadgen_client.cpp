@@ -146,6 +146,7 @@ RequestResult run_request(const Target& target, const RequestParams& p, double t
                   {"stream_options", {{"include_usage", true}}}}
                  .dump();
   req.set_header("Content-Type", "application/json");
+  if (!p.session_id.empty()) req.set_header("X-Session-Id", p.session_id);
   SseReader sse(r);
   std::string error_body;  // [<= 4096 bytes] the body of a non-2xx answer
   int status = 0;

@@ -24,6 +24,7 @@ struct RequestParams {
   int32_t max_tokens = 16;
   double temperature = 0.0;
   bool ignore_eos = true;  // fixed output lengths, so servers are compared on equal work
+  std::string session_id;  // sent as X-Session-Id when not empty (a proxy's session-affinity key)
 };
 
 // What one request measured. Times are seconds from just before the request was sent.

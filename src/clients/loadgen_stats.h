@@ -44,6 +44,9 @@ struct Totals {
   int64_t n_ok = 0, n_failed = 0, n_without_usage = 0;
   int64_t n_prompt_tokens = 0, n_cached_tokens = 0, n_completion_tokens = 0;
   std::vector<double> ttft_s, e2e_s;  // [n_ok]
+  // ttft_s split by whether the server reported any cached prompt token (usage cached_tokens > 0): hits and
+  // misses of its prefix cache ([n_ok] together).
+  std::vector<double> ttft_hit_s, ttft_miss_s;
   std::vector<double> itl_s;          // [sum over requests of n_text_chunks - 1]
   std::vector<double> tpot_s;         // [requests with > 1 completion token] (e2e - ttft) / (tokens - 1)
   std::vector<std::string> errors;    // [<= 5] the first failures
@@ -59,6 +62,7 @@ inline Totals aggregate(const std::vector<RequestResult>& results) {
     }
     ++t.n_ok;
     t.ttft_s.push_back(r.ttft_s);
+    (r.n_cached_tokens > 0 ? t.ttft_hit_s : t.ttft_miss_s).push_back(r.ttft_s);
     t.e2e_s.push_back(r.e2e_s);
     t.itl_s.insert(t.itl_s.end(), r.itl_s.begin(), r.itl_s.end());
     if (r.n_completion_tokens > 1)

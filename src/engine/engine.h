@@ -170,6 +170,11 @@ class Engine {
   void start();
   void stop();
 
+  // Subscribes `sink` to the KV cache's block events (kv/block_events.h) after the cache tiers, e.g. a KV event
+  // publisher. Call before start() or the first step; `sink` must outlive the engine. Events arrive on the engine
+  // thread, inside a step or a purge.
+  void add_event_sink(kv::BlockEventSink* sink) { cache_.add_event_sink(sink); }
+
   EngineCounters counters() const;
   // Throws std::logic_error when the pool's or scheduler's invariants fail. Takes the step lock, so it is safe
   // beside the background loop (e.g. from a /metrics scrape); never call it from inside a step.

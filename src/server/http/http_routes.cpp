@@ -6,6 +6,7 @@
 #include "server/api/openai_api.h"
 #include "server/http/auth.h"
 #include "server/http/http_internal.h"
+#include "server/http/metrics_gateway.h"
 
 namespace preface::server {
 namespace {
@@ -109,6 +110,10 @@ void metrics(HttpState& state, const httplib::Request& req, httplib::Response& r
   }
   std::string out = state.metrics.render(ctx != nullptr ? &counters : nullptr, state.in_flight.size(), invariants_ok);
   if (ctx != nullptr) state.metrics.render_vllm(out, counters, ctx->model_id);
+  if (ctx != nullptr) {
+    render_gateway_gauges(out, counters, ctx->model, ctx->engine.config().prefix_cache, ctx->model_id,
+                          static_cast<double>(ServerContext::unix_now()));
+  }
   const bool with_tenants = may_read_tenant_metrics(state.options, presented_key(req));
   state.cache_stats.render_prometheus(ctx != nullptr ? &counters : nullptr, out, with_tenants,
                                      ctx != nullptr ? ctx->model_id : std::string());

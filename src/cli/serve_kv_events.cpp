@@ -1,0 +1,52 @@
+#include "cli/serve_kv_events.h"
+
+#include <cstdio>
+
+#include "util/error.h"
+
+namespace preface::cli {
+
+void add_kv_event_options(CLI::App& cmd, KvEventOptions& opts) {
+  cmd.add_option("--kv-events-endpoint", opts.endpoint,
+                 "Publish KV cache events (vLLM's BlockStored/BlockRemoved/AllBlocksCleared, msgpack over a ZeroMQ "
+                 "PUB socket) for cache-aware routers: tcp://*:5557 binds, tcp://HOST:PORT connects to a collector "
+                 "(default: none)");
+  cmd.add_option("--kv-events-topic", opts.topic, "Topic frame of every KV event message")->capture_default_str();
+  cmd.add_option("--kv-events-hash-format", opts.hash_format,
+                 "Block hashes in KV events: int (the SHA-256 digest's low 64 bits, as vLLM's "
+                 "VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES) or bytes (the 32-byte digest)")
+      ->check(CLI::IsMember({"int", "bytes"}))
+      ->capture_default_str();
+  cmd.add_option("--kv-events-medium", opts.medium,
+                 "The `medium` of KV events (vLLM's name for the tier a request computes in is GPU)")
+      ->capture_default_str();
+  cmd.add_option("--kv-events-queue", opts.max_queued,
+                 "KV event records waiting for the publisher thread at most; more are dropped and counted")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 24))
+      ->capture_default_str();
+}
+
+std::unique_ptr<engine::KvEventPublisher> open_kv_event_publisher(const KvEventOptions& opts, int32_t block_size) {
+  if (opts.endpoint.empty()) return nullptr;
+  engine::KvEventPublisherConfig config;
+  config.endpoint = opts.endpoint;
+  config.topic = opts.topic;
+  config.max_queued_records = opts.max_queued;
+  config.wire.block_size = block_size;
+  config.wire.medium = opts.medium;
+  config.wire.hash_format =
+      opts.hash_format == "bytes" ? engine::KvEventHashFormat::Bytes : engine::KvEventHashFormat::Int;
+  auto publisher = std::make_unique<engine::KvEventPublisher>(config);
+  std::fprintf(stderr, "preface: KV events on %s (topic '%s', %s block hashes)\n", publisher->endpoint().c_str(),
+               opts.topic.c_str(), opts.hash_format.c_str());
+  return publisher;
+}
+
+void report_kv_events(const engine::KvEventPublisher& publisher) {
+  const auto st = publisher.stats();
+  std::fprintf(stderr, "preface: KV events: %llu records in %llu messages, %llu dropped, %llu send failures\n",
+               static_cast<unsigned long long>(st.n_records), static_cast<unsigned long long>(st.n_batches),
+               static_cast<unsigned long long>(st.n_dropped), static_cast<unsigned long long>(st.n_send_failures));
+}
+
+}  // namespace preface::cli

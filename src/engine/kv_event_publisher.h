@@ -1,0 +1,85 @@
+// Publishes the block pool's events (kv/block_events.h) over ZeroMQ in vLLM's shape (engine/kv_event_wire.h), so
+// cache-aware routers built for vLLM (Dynamo's KV router, SGLang's gateway, llm-d's indexer) can route to preface:
+// `serve --kv-events-endpoint tcp://*:5557`.
+//
+// Wire: a PUB socket; each message is the multipart [topic, seq, payload], seq the batch number (0, 1, ...) as
+// 8 bytes big-endian, payload one KVEventBatch. As in vLLM, the endpoint is bound when it holds '*' or "::" or is
+// ipc:// or inproc://, and connected to otherwise (so a `tcp://HOST:PORT` names a collector's SUB/XSUB socket).
+//
+// Mapping: Registered -> BlockStored; Evicted, Expired, Purged -> BlockRemoved; all_blocks_cleared() (the server
+// calls it at start-up: a restarted replica holds nothing) -> AllBlocksCleared. A purge (DELETE /v1/cache) that
+// leaves no block registered is followed by an AllBlocksCleared too: a consumer may take it as a point where its
+// view of this replica is exactly empty. (The pool emits exactly one removal per registration, so the count of
+// registered blocks is known here, provided the publisher was subscribed before the first registration.)
+//
+// The engine never waits on the network: on_block_event copies the event into a bounded queue under a mutex
+// (O(block_size)) and returns; a publisher thread, the only one that touches the socket, takes everything queued,
+// encodes it as one batch and sends it (a PUB socket drops at its high-water mark rather than block). Records that
+// find the queue full are dropped and counted (stats().n_dropped): a consumer then misses them, as it misses
+// messages a PUB socket drops, and should resynchronise as it would after a restart. Batches of one wake-up follow
+// the pool's order; the sequence number has no gaps of its own making.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/kv_event_wire.h"
+#include "kv/block_events.h"
+
+namespace preface::engine {
+
+struct KvEventPublisherConfig {
+  std::string endpoint;                // e.g. "tcp://*:5557" (bind) or "tcp://collector:5557" (connect)
+  std::string topic;                   // the first frame of every message ("" as vLLM's default)
+  KvEventWireConfig wire;
+  size_t max_queued_records = 100000;  // the queue's bound: past it records are dropped
+  size_t max_batch_records = 8192;     // one message holds at most this many records
+  int send_hwm = 100000;               // ZMQ_SNDHWM of the PUB socket, in messages
+};
+
+class KvEventPublisher final : public kv::BlockEventSink {
+ public:
+  // Opens the socket (on the publisher thread) and binds or connects it. Throws preface::Error when ZeroMQ refuses
+  // the endpoint (malformed, port taken).
+  explicit KvEventPublisher(KvEventPublisherConfig config);
+  // Sends what is still queued, then closes the socket, giving queued messages up to a second to leave.
+  ~KvEventPublisher() override;
+  KvEventPublisher(const KvEventPublisher&) = delete;
+  KvEventPublisher& operator=(const KvEventPublisher&) = delete;
+
+  void on_block_event(const kv::BlockEvent& event) override;  // never blocks on I/O
+  void all_blocks_cleared();                                  // queues one AllBlocksCleared
+
+  // The bound endpoint with a wildcard port resolved (ZMQ_LAST_ENDPOINT, e.g. "tcp://0.0.0.0:40123"), or the
+  // configured one when connecting.
+  const std::string& endpoint() const { return endpoint_; }
+
+  struct Stats {
+    uint64_t n_records = 0;        // records queued
+    uint64_t n_dropped = 0;        // records dropped (queue full)
+    uint64_t n_batches = 0;        // messages sent
+    uint64_t n_send_failures = 0;  // messages ZeroMQ refused
+  };
+  Stats stats() const;
+
+ private:
+  void push(KvEventRecord record);
+  void run();  // the publisher thread
+
+  KvEventPublisherConfig config_;
+  int64_t n_live_ = 0;                // registered blocks (registrations - removals), on the engine thread
+  std::string endpoint_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<KvEventRecord> queue_;  // under mu_
+  bool stopping_ = false;             // under mu_
+  Stats stats_;                       // under mu_
+  std::string open_error_;            // set by the thread before ready_
+  bool ready_ = false;                // under mu_: the socket is open (or failed: open_error_)
+  std::thread thread_;
+};
+
+}  // namespace preface::engine

@@ -1,0 +1,169 @@
+// Replicas behind nginx (scripts/cluster, deploy/nginx/preface.conf) on loopback: the requests of one session
+// (X-Session-Id) all reach one replica, whose RAM cache serves the session's later turns; a prefix computed on one
+// replica is loaded from the shared Redis tier by another, with the output of the one that computed it.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "cli_harness.h"
+
+namespace preface::test {
+namespace {
+
+using nlohmann::json;
+constexpr int kBlock = 16;
+constexpr int kPromptTokens = 12 * kBlock + 5;
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+bool have(const char* program) { return std::system(("command -v " + std::string(program) + " >/dev/null 2>&1").c_str()) == 0; }
+
+// `scripts/cluster start` in a temp dir; `scripts/cluster stop` on destruction.
+class Cluster {
+ public:
+  Cluster(int replicas, const std::vector<std::string>& serve_args) : dir_(temp_dir("serve-cluster") / "c") {
+    std::filesystem::remove_all(dir_);
+    port_ = free_port();
+    const int redis_port = free_port();
+    std::vector<std::string> args = {"start", "--dir", dir_.string(), "--replicas", std::to_string(replicas), "--port",
+                                     std::to_string(port_), "--redis-port", std::to_string(redis_port), "--binary",
+                                     PREFACE_BINARY, "--"};
+    args.insert(args.end(), serve_args.begin(), serve_args.end());
+    start_ = run_binary(std::string(PREFACE_SOURCE_DIR) + "/scripts/cluster", args);
+  }
+  ~Cluster() { run_binary(std::string(PREFACE_SOURCE_DIR) + "/scripts/cluster", {"stop", "--dir", dir_.string()}); }
+  bool ok() const { return start_.exit_code == 0; }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::string diagnose() const {
+    std::string out = start_.all();
+    for (const char* f : {"logs/nginx-error.log", "logs/replica-1.log", "logs/replica-2.log", "logs/replica-3.log"}) {
+      out += "\n--- " + std::string(f) + "\n" + slurp((dir_ / f).string());
+    }
+    return out;
+  }
+
+ private:
+  std::filesystem::path dir_;
+  int port_ = 0;
+  CliResult start_;
+};
+
+std::vector<int> prompt_of(int variant, int n = kPromptTokens) {
+  std::vector<int> p;
+  for (int i = 0; i < n; ++i) p.push_back(3 + (i * 7 + variant * 31 + i * i * variant) % 480);
+  return p;
+}
+
+struct Reply {
+  int status = -1;
+  std::string upstream;  // X-Preface-Upstream: the replica that answered
+  json body;
+  int cached() const { return body["usage"]["prompt_tokens_details"].value("cached_tokens", -1); }
+  int tier() const { return body["usage"]["prompt_tokens_details"].value("cache_tier_tokens", 0); }
+  std::string output() const { return body["choices"][0]["text"].dump() + body["choices"][0]["logprobs"].dump(); }
+};
+
+Reply complete(const std::string& url, const std::string& session, const std::vector<int>& prompt) {
+  httplib::Client c(url);
+  c.set_read_timeout(60, 0);
+  const json body = {{"prompt", prompt}, {"max_tokens", 4}, {"temperature", 0}, {"logprobs", 2}};
+  Reply r;
+  if (auto res = c.Post("/v1/completions", {{"X-Session-Id", session}}, body.dump(), "application/json")) {
+    r.status = res->status;
+    r.upstream = res->get_header_value("X-Preface-Upstream");
+    r.body = json::parse(res->body, nullptr, false);
+  }
+  return r;
+}
+
+// The replica a session's requests go to (a cheap GET through the proxy).
+std::string replica_of(const std::string& url, const std::string& session) {
+  httplib::Client c(url);
+  const auto res = c.Get("/health", {{"X-Session-Id", session}});
+  return res ? res->get_header_value("X-Preface-Upstream") : "";
+}
+
+double metric(const std::string& replica, const std::string& sample) {
+  httplib::Client c("http://" + replica);
+  const auto res = c.Get("/metrics");
+  if (!res) return -1;
+  const size_t at = res->body.find("\n" + sample + " ");
+  return at == std::string::npos ? -1 : std::stod(res->body.substr(at + sample.size() + 2));
+}
+
+TEST(ServeCluster, SessionsStayOnOneReplicaAndPrefixesTravelThroughRedis) {
+  const std::string model = shared_file("models/stories260K.gguf").string();
+  if (model.empty()) GTEST_SKIP() << "stories260K.gguf not available";
+  if (!have("nginx")) GTEST_SKIP() << "nginx is not installed (Debian nginx-light; scripts/setup installs it)";
+  if (!have("redis-server")) GTEST_SKIP() << "redis-server is not installed (scripts/setup installs it)";
+  Cluster cluster(3, {"-m", model, "--threads", "1", "--kv-cache-mem", "8MiB", "--quiet",
+                      "--cache-redis-timeout-ms", "5000"});
+  ASSERT_TRUE(cluster.ok()) << cluster.diagnose();
+
+  // Sessions are spread over the replicas and each keeps its replica turn after turn; the second and third turns
+  // (each prompt extends the previous one) hit in that replica's RAM.
+  std::map<std::string, std::string> replica_of_session;
+  for (int s = 0; s < 6; ++s) {
+    const std::string session = "session-" + std::to_string(s);
+    for (int turn = 0; turn < 3; ++turn) {
+      const Reply r = complete(cluster.url(), session, prompt_of(50 + s, kPromptTokens + turn * 2 * kBlock));
+      ASSERT_EQ(r.status, 200) << cluster.diagnose();
+      ASSERT_FALSE(r.upstream.empty());
+      if (turn == 0) {
+        replica_of_session[session] = r.upstream;
+      } else {
+        EXPECT_EQ(r.upstream, replica_of_session[session]) << session << " turn " << turn;
+        EXPECT_GE(r.cached(), (12 + (turn - 1) * 2) * kBlock) << session << " turn " << turn;
+        EXPECT_EQ(r.tier(), 0) << "a later turn is a RAM hit";
+      }
+    }
+  }
+  std::set<std::string> used;
+  for (const auto& [s, replica] : replica_of_session) used.insert(replica);
+  EXPECT_GE(used.size(), 2u) << "six sessions all hashed to one replica";
+
+  // A prefix computed on one replica is a Redis hit on another, with the same output.
+  const std::string a = "redis-a";
+  const std::string replica_a = replica_of(cluster.url(), a);
+  std::string b;
+  for (int i = 0; i < 200 && b.empty(); ++i) {
+    const std::string candidate = "redis-b-" + std::to_string(i);
+    if (replica_of(cluster.url(), candidate) != replica_a) b = candidate;
+  }
+  ASSERT_FALSE(b.empty()) << "no session key reached another replica";
+  const std::vector<int> prompt = prompt_of(7);
+  const Reply first = complete(cluster.url(), a, prompt);
+  ASSERT_EQ(first.status, 200);
+  EXPECT_EQ(first.upstream, replica_a);
+  EXPECT_EQ(first.cached(), 0);
+  const std::string written = "preface_kv_tier_written_records_total{tier=\"redis\"}";
+  for (int i = 0; i < 500 && metric(replica_a, written) < 12; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const Reply second = complete(cluster.url(), b, prompt);
+  ASSERT_EQ(second.status, 200);
+  EXPECT_NE(second.upstream, replica_a);
+  EXPECT_EQ(second.tier(), 12 * kBlock) << "loaded from Redis, not recomputed";
+  EXPECT_EQ(second.cached(), 12 * kBlock);
+  EXPECT_EQ(second.output(), first.output());
+}
+
+}  // namespace
+}  // namespace preface::test
