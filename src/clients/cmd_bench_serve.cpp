@@ -1,7 +1,7 @@
 // `preface bench serve --url URL`: a load generator for any OpenAI-compatible server, so one run can measure
 // preface and a peer on identical traffic. Prompts come from loadgen_workload.h (deterministic text from
 // --seed); each request streams from /v1/completions and is timed by loadgen_client.cpp. Prints TTFT (also split
-// into requests the server reported a cache hit for, usage cached_tokens > 0, and the rest),
+// into cache hits, requests whose usage reports at least half the prompt cached, and the rest),
 // inter-token latency and end-to-end latency percentiles, throughput, and the share of prompt tokens the server
 // reports as served from its prefix cache.
 #include <unistd.h>

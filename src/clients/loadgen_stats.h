@@ -39,13 +39,19 @@ inline Distribution summarize(std::vector<double> samples) {
   return d;
 }
 
+inline constexpr double kHitShare = 0.5;
+inline bool is_hit(const RequestResult& r) {
+  return r.n_prompt_tokens > 0 && static_cast<double>(r.n_cached_tokens) >= kHitShare * static_cast<double>(r.n_prompt_tokens);
+}
+
 // Totals over the requests of one run. Latency samples are in seconds and cover successful requests only.
 struct Totals {
   int64_t n_ok = 0, n_failed = 0, n_without_usage = 0;
   int64_t n_prompt_tokens = 0, n_cached_tokens = 0, n_completion_tokens = 0;
   std::vector<double> ttft_s, e2e_s;  // [n_ok]
-  // ttft_s split by whether the server reported any cached prompt token (usage cached_tokens > 0): hits and
-  // misses of its prefix cache ([n_ok] together).
+  // ttft_s split into cache hits, requests whose usage reports at least kHitShare of the prompt as cached, and
+  // the rest ([n_ok] together). A share, not "any cached token": prompts that merely start alike share a few
+  // tokens (a partial block), which is no hit of a cached prefix.
   std::vector<double> ttft_hit_s, ttft_miss_s;
   std::vector<double> itl_s;          // [sum over requests of n_text_chunks - 1]
   std::vector<double> tpot_s;         // [requests with > 1 completion token] (e2e - ttft) / (tokens - 1)
@@ -62,7 +68,7 @@ inline Totals aggregate(const std::vector<RequestResult>& results) {
     }
     ++t.n_ok;
     t.ttft_s.push_back(r.ttft_s);
-    (r.n_cached_tokens > 0 ? t.ttft_hit_s : t.ttft_miss_s).push_back(r.ttft_s);
+    (is_hit(r) ? t.ttft_hit_s : t.ttft_miss_s).push_back(r.ttft_s);
     t.e2e_s.push_back(r.e2e_s);
     t.itl_s.insert(t.itl_s.end(), r.itl_s.begin(), r.itl_s.end());
     if (r.n_completion_tokens > 1)

@@ -95,8 +95,11 @@ TEST(LoadgenStats, AggregateSkipsFailuresAndSumsUsage) {
   ASSERT_EQ(t.errors.size(), 1u);
   EXPECT_EQ(t.errors[0], "HTTP 500: boom");
   EXPECT_EQ(t.ttft_s.size(), 2u);
-  EXPECT_EQ(t.ttft_hit_s, std::vector<double>{0.1});   // a reported 50 cached tokens
-  EXPECT_EQ(t.ttft_miss_s, std::vector<double>{0.2});  // b none
+  EXPECT_EQ(t.ttft_hit_s, std::vector<double>{0.1});   // a: 50 of 100 prompt tokens cached
+  EXPECT_EQ(t.ttft_miss_s, std::vector<double>{0.2});  // b: none
+  cli::loadgen::RequestResult c = a;
+  c.n_cached_tokens = 49;                                // under half: a partial match, not a hit
+  EXPECT_EQ(cli::loadgen::aggregate({c}).ttft_miss_s.size(), 1u);
   EXPECT_EQ(t.itl_s.size(), 2u);
   ASSERT_EQ(t.tpot_s.size(), 1u);  // b generated one token: no inter-token time
   EXPECT_DOUBLE_EQ(t.tpot_s[0], 0.1);
@@ -142,7 +145,8 @@ TEST(LoadgenServe, SharedPrefixAgainstPrefaceServe) {
     for (const char* f : {"mean", "p50", "p90", "p99"}) EXPECT_TRUE(j[k].contains(f)) << k << "." << f;
   }
   EXPECT_EQ(j["ttft_ms"]["n"], 6);
-  // Each group's first prompt misses (concurrency 2 runs both groups' first prompts first); the rest hit.
+  // Each group's first prompt misses (concurrency 2 runs both groups' first prompts first); the rest hit (their
+  // 40-word system prompt is most of each prompt).
   EXPECT_EQ(j["ttft_hit_ms"]["n"].get<int>() + j["ttft_miss_ms"]["n"].get<int>(), 6) << j.dump(2);
   EXPECT_GE(j["ttft_miss_ms"]["n"].get<int>(), 2) << j.dump(2);
   EXPECT_GE(j["ttft_hit_ms"]["n"].get<int>(), 2) << j.dump(2);
