@@ -149,14 +149,16 @@ TEST(ServeCluster, SessionsStayOnOneReplicaAndPrefixesTravelThroughRedis) {
   }
   ASSERT_FALSE(b.empty()) << "no session key reached another replica";
   const std::vector<int> prompt = prompt_of(7);
+  const std::string written = "preface_kv_tier_written_records_total{tier=\"redis\"}";
+  const double written_before = metric(replica_a, written);  // the sessions above wrote some too
   const Reply first = complete(cluster.url(), a, prompt);
   ASSERT_EQ(first.status, 200);
   EXPECT_EQ(first.upstream, replica_a);
   EXPECT_EQ(first.cached(), 0);
-  const std::string written = "preface_kv_tier_written_records_total{tier=\"redis\"}";
-  for (int i = 0; i < 500 && metric(replica_a, written) < 12; ++i) {
+  for (int i = 0; i < 500 && metric(replica_a, written) < written_before + 12; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  ASSERT_GE(metric(replica_a, written), written_before + 12) << "A never published the prefix to Redis";
   const Reply second = complete(cluster.url(), b, prompt);
   ASSERT_EQ(second.status, 200);
   EXPECT_NE(second.upstream, replica_a);
