@@ -117,27 +117,34 @@ TEST(ServeCluster, SessionsStayOnOneReplicaAndPrefixesTravelThroughRedis) {
                       "--cache-redis-timeout-ms", "5000"});
   ASSERT_TRUE(cluster.ok()) << cluster.diagnose();
 
-  // Sessions are spread over the replicas and each keeps its replica turn after turn; the second and third turns
-  // (each prompt extends the previous one) hit in that replica's RAM.
-  std::map<std::string, std::string> replica_of_session;
-  for (int s = 0; s < 6; ++s) {
-    const std::string session = "session-" + std::to_string(s);
-    for (int turn = 0; turn < 3; ++turn) {
-      const Reply r = complete(cluster.url(), session, prompt_of(50 + s, kPromptTokens + turn * 2 * kBlock));
-      ASSERT_EQ(r.status, 200) << cluster.diagnose();
-      ASSERT_FALSE(r.upstream.empty());
-      if (turn == 0) {
-        replica_of_session[session] = r.upstream;
-      } else {
-        EXPECT_EQ(r.upstream, replica_of_session[session]) << session << " turn " << turn;
-        EXPECT_GE(r.cached(), (12 + (turn - 1) * 2) * kBlock) << session << " turn " << turn;
-        EXPECT_EQ(r.tier(), 0) << "a later turn is a RAM hit";
+  // Session keys spread over the replicas (the ring depends on the replicas' ports: probe keys until two
+  // replicas appear, then take up to two sessions on each).
+  std::map<std::string, std::vector<std::string>> sessions_of_replica;
+  for (int i = 0; i < 200; ++i) {
+    const std::string session = "session-" + std::to_string(i);
+    auto& list = sessions_of_replica[replica_of(cluster.url(), session)];
+    if (list.size() < 2) list.push_back(session);
+  }
+  sessions_of_replica.erase("");
+  ASSERT_GE(sessions_of_replica.size(), 2u) << "200 session keys all hashed to one replica";
+
+  // Each session keeps its replica turn after turn; the second and third turns (each prompt extends the
+  // previous one) hit in that replica's RAM.
+  int variant = 50;
+  for (const auto& [replica, sessions] : sessions_of_replica) {
+    for (const std::string& session : sessions) {
+      ++variant;
+      for (int turn = 0; turn < 3; ++turn) {
+        const Reply r = complete(cluster.url(), session, prompt_of(variant, kPromptTokens + turn * 2 * kBlock));
+        ASSERT_EQ(r.status, 200) << cluster.diagnose();
+        EXPECT_EQ(r.upstream, replica) << session << " turn " << turn;
+        if (turn > 0) {
+          EXPECT_GE(r.cached(), (12 + (turn - 1) * 2) * kBlock) << session << " turn " << turn;
+          EXPECT_EQ(r.tier(), 0) << "a later turn is a RAM hit";
+        }
       }
     }
   }
-  std::set<std::string> used;
-  for (const auto& [s, replica] : replica_of_session) used.insert(replica);
-  EXPECT_GE(used.size(), 2u) << "six sessions all hashed to one replica";
 
   // A prefix computed on one replica is a Redis hit on another, with the same output.
   const std::string a = "redis-a";
