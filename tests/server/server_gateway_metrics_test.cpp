@@ -4,6 +4,7 @@
 #include <chrono>
 #include <regex>
 #include <string>
+#include <thread>
 
 #include "server_harness.h"
 
@@ -24,12 +25,19 @@ TEST(ServerGatewayMetrics, EndpointPickerGaugesDescribeThePool) {
   if (!server.ok()) GTEST_FAIL() << "needs ../shared/models/stories260K.gguf";
   auto c = server.client();
   ASSERT_EQ(post(*c, "/v1/completions", json{{"prompt", "Once upon a time"}, {"max_tokens", 2}}).status, 200);
-  const auto t0 = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  const auto res = c->Get("/metrics");
-  ASSERT_TRUE(res);
-  ASSERT_EQ(res->status, 200);
-  const std::string& m = res->body;
   const std::string model = R"(model_name="stories260K\.gguf")";
+  // The engine publishes its counters after the step that finished the request, which may end after the reply.
+  double t0 = 0;
+  std::string m;
+  for (int i = 0; i < 500; ++i) {
+    t0 = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    const auto res = c->Get("/metrics");
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200);
+    m = res->body;
+    if (sample_matching(m, "vllm:num_requests_running\\{" + model + "\\}") == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   EXPECT_EQ(sample_matching(m, "vllm:gpu_cache_usage_perc\\{" + model + "\\}"), 0) << m;
   EXPECT_EQ(sample_matching(m, "vllm:kv_cache_usage_perc\\{" + model + "\\}"), 0);
   EXPECT_EQ(sample_matching(m, "vllm:num_requests_waiting\\{" + model + "\\}"), 0);
