@@ -146,20 +146,16 @@ class ConnectionStream final : public httplib::Stream {
   size_t pos_ = 0, len_ = 0;  // unread bytes: buf_[pos_, len_)
 };
 
-// Writes a complete response with Connection: close and closes gracefully: unread request bytes are drained
-// around the write so that the close sends a FIN, not a reset that could destroy the answer in flight.
-void answer_and_close(int fd, int status, const char* phrase, const std::string& message, int32_t retry_after_s) {
-  const auto drain = [fd](int budget_ms) {
-    const auto until = Clock::now() + std::chrono::milliseconds(budget_ms);
-    char sink[4096];
-    for (size_t total = 0; total < (1u << 20);) {
-      if (wait_for(fd, POLLIN, budget_ms > 0 ? ms_until(until) : 0) <= 0) return;
-      const ssize_t n = ::recv(fd, sink, sizeof sink, MSG_DONTWAIT);
-      if (n <= 0) return;
-      total += static_cast<size_t>(n);
-    }
-  };
-  drain(0);
+// Writes a complete response with Connection: close and shuts down the sending side; the caller hands the socket
+// to the Lingerer, which closes it gracefully (see lingerer.h). Request bytes already received are discarded
+// first, so that the answer is not followed by a reset for unread input.
+void answer(int fd, int status, const char* phrase, const std::string& message, int32_t retry_after_s) {
+  char sink[4096];
+  for (size_t total = 0; total < (1u << 20);) {
+    const ssize_t n = ::recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+    if (n <= 0) break;
+    total += static_cast<size_t>(n);
+  }
   const std::string body = error_body(ApiFlavor::OpenAI, status, message).dump();
   std::string head = "HTTP/1.1 " + std::to_string(status) + " " + phrase +
                      "\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: " +
@@ -168,7 +164,6 @@ void answer_and_close(int fd, int status, const char* phrase, const std::string&
   const std::string response = head + "\r\n" + body;
   if (wait_for(fd, POLLOUT, 1000) > 0) (void)::send(fd, response.data(), response.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   ::shutdown(fd, SHUT_WR);
-  drain(100);
 }
 
 }  // namespace
@@ -202,8 +197,10 @@ bool HttpListener::process_and_close_socket(socket_t sock) {
   const std::string client = strm.remote_ip();
   const auto t0 = Clock::now();
   bool ret = false;
+  bool answered = false;  // answered here: the socket goes to the lingerer
   if (!enter(client)) {
-    answer_and_close(sock, 429, "Too Many Requests",
+    answered = true;
+    answer(sock, 429, "Too Many Requests",
                      "too many connections from " + client + " (limit " + std::to_string(config_.max_per_client) +
                          "); retry later",
                      config_.retry_after_s);
@@ -228,7 +225,8 @@ bool HttpListener::process_and_close_socket(socket_t sock) {
       const bool close_after = count == 1 || draining_.load() || svr_sock_ == INVALID_SOCKET;
       ret = process_request(strm, close_after, connection_closed, nullptr);
       if (strm.expired()) {
-        answer_and_close(sock, 408, "Request Timeout",
+        answered = true;
+        answer(sock, 408, "Request Timeout",
                          "the request did not arrive within " + std::to_string(strm.timeout_s()) +
                              " s (--header-timeout)",
                          0);
@@ -243,8 +241,12 @@ bool HttpListener::process_and_close_socket(socket_t sock) {
     }
   }
   leave(client);
-  ::shutdown(sock, SHUT_RDWR);
-  ::close(sock);
+  if (answered) {
+    lingerer_.adopt(sock);
+  } else {
+    ::shutdown(sock, SHUT_RDWR);
+    ::close(sock);
+  }
   return ret;
 }
 

@@ -7,7 +7,7 @@
 //
 //   per client    at most max_per_client connections of one remote address are processed at once; a connection
 //                 beyond that is answered 429 + Retry-After + Connection: close at once, before reading its
-//                 request (so a slow sender cannot hold the thread), and closed.
+//                 request (so a slow sender cannot hold the thread), and handed to a Lingerer to be closed.
 //   deadline      each request (request line, headers and body) must arrive within header_timeout_s from its
 //                 first byte, extended by 1 s per kMinRateBytesPerSecond bytes received (a large body on a
 //                 slow link still arrives; a trickle of header lines does not). Past it: 408 + Connection:
@@ -29,6 +29,8 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+
+#include "server/http/lingerer.h"
 
 namespace preface::server {
 
@@ -52,8 +54,10 @@ struct RefusedConnection {
 class HttpListener : public httplib::Server {
  public:
   static constexpr size_t kMinRateBytesPerSecond = 64 * 1024;
+  // How long a refused (429) or timed-out (408) connection stays open after its answer (see lingerer.h).
+  static constexpr std::chrono::milliseconds kLinger{100};
 
-  explicit HttpListener(ListenerConfig config) : config_(config) {}
+  explicit HttpListener(ListenerConfig config) : config_(config), lingerer_(kLinger) {}
 
   // Linux lets listen() be called again to enlarge the backlog (httplib 0.11 listens with 5).
   bool widen_backlog(int n_backlog);
@@ -84,6 +88,7 @@ class HttpListener : public httplib::Server {
   std::atomic<bool> draining_{false};
   mutable std::mutex mu_;
   std::unordered_map<std::string, int32_t> per_client_;  // remote address -> connections being processed
+  Lingerer lingerer_;  // closes the sockets of answered refusals
 };
 
 }  // namespace preface::server
