@@ -147,15 +147,8 @@ class ConnectionStream final : public httplib::Stream {
 };
 
 // Writes a complete response with Connection: close and shuts down the sending side; the caller hands the socket
-// to the Lingerer, which closes it gracefully (see lingerer.h). Request bytes already received are discarded
-// first, so that the answer is not followed by a reset for unread input.
+// to the Lingerer, which reads what the client still sends and then closes it (see lingerer.h).
 void answer(int fd, int status, const char* phrase, const std::string& message, int32_t retry_after_s) {
-  char sink[4096];
-  for (size_t total = 0; total < (1u << 20);) {
-    const ssize_t n = ::recv(fd, sink, sizeof sink, MSG_DONTWAIT);
-    if (n <= 0) break;
-    total += static_cast<size_t>(n);
-  }
   const std::string body = error_body(ApiFlavor::OpenAI, status, message).dump();
   std::string head = "HTTP/1.1 " + std::to_string(status) + " " + phrase +
                      "\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: " +
@@ -201,9 +194,9 @@ bool HttpListener::process_and_close_socket(socket_t sock) {
   if (!enter(client)) {
     answered = true;
     answer(sock, 429, "Too Many Requests",
-                     "too many connections from " + client + " (limit " + std::to_string(config_.max_per_client) +
-                         "); retry later",
-                     config_.retry_after_s);
+           "too many connections from " + client + " (limit " + std::to_string(config_.max_per_client) +
+               "); retry later",
+           config_.retry_after_s);
     if (on_refused) {
       on_refused({429, client, "per-client connection limit",
                   std::chrono::duration<double, std::milli>(Clock::now() - t0).count()});
@@ -227,9 +220,7 @@ bool HttpListener::process_and_close_socket(socket_t sock) {
       if (strm.expired()) {
         answered = true;
         answer(sock, 408, "Request Timeout",
-                         "the request did not arrive within " + std::to_string(strm.timeout_s()) +
-                             " s (--header-timeout)",
-                         0);
+               "the request did not arrive within " + std::to_string(strm.timeout_s()) + " s (--header-timeout)", 0);
         if (on_refused) {
           on_refused({408, client, "request not received within --header-timeout",
                       std::chrono::duration<double, std::milli>(Clock::now() - strm.start()).count()});
