@@ -4,6 +4,7 @@
 // gets the answer; /health and /metrics answer on connections over the connection cap.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -99,6 +100,23 @@ class Slowloris {
     for (const int fd : fds_) ::close(fd);
   }
   size_t size() const { return fds_.size(); }
+  // Connections the server has answered (refused) so far: a reply or the end of the stream is waiting.
+  size_t n_answered() const {
+    std::vector<pollfd> p;
+    for (const int fd : fds_) p.push_back({fd, POLLIN, 0});
+    (void)::poll(p.data(), p.size(), 0);
+    size_t n = 0;
+    for (const pollfd& q : p) n += (q.revents & (POLLIN | POLLHUP)) != 0 ? 1 : 0;
+    return n;
+  }
+  // Waits (at most 20 s) until the server has refused all but `n_held` of the connections: a loaded or sanitized
+  // server may still be accepting the attack well after the connections were made.
+  void wait_refused(size_t n_held) const {
+    const auto until = Clock::now() + std::chrono::seconds(20);
+    while (n_answered() + n_held < fds_.size() && Clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
 
  private:
   std::vector<int> fds_;
@@ -111,7 +129,8 @@ TEST(ServerSlowClients, SlowlorisFromOneAddressLeavesOthersServed) {
   if (!server.ok()) GTEST_FAIL() << "needs ../shared/models/stories260K.gguf";
   Slowloris attack(server.port(), 200, std::chrono::milliseconds(300));
   ASSERT_EQ(attack.size(), 200u);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the attack is queued, served or refused
+  attack.wait_refused(36);  // the attack is served (36, the per-address limit) or refused
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
   const std::string body = json{{"prompt", "Once upon a time"}, {"max_tokens", 4}, {"temperature", 0}}.dump();
   for (int round = 0; round < 3; ++round) {
     const auto t0 = Clock::now();
