@@ -25,8 +25,8 @@ namespace {
 
 using preface::ThreadPool;
 using preface::model::ForwardBatch;
-using preface::model::KvType;
-using preface::model::KvView;
+using preface::kernels::KvType;
+using preface::kernels::KvView;
 using preface::model::Model;
 
 double cpu_ms() {

@@ -44,7 +44,7 @@ struct F16Pages {
   // KV head `head` of these rows, block b at table[b].
   KvPages pages(const std::vector<int32_t>& table, size_t head) const {
     KvPages p;
-    p.elem = KvElem::F16;
+    p.type = KvType::F16;
     p.k_base = reinterpret_cast<const uint8_t*>(k.data());
     p.v_base = reinterpret_cast<const uint8_t*>(v.data());
     p.block_table = table.data();

@@ -14,7 +14,8 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "engine/engine.h"
-#include "kv/capacity.h"
+#include "model/capacity.h"
+#include "util/bytes.h"
 #include "tokenizer/tokenizer.h"
 
 namespace preface::cli {
@@ -84,9 +85,9 @@ void bench_engine(const BenchOptions& opts) {
   auto model = model::Model::load(path, opts.max_batch_tokens);
   const auto tokenizer = Tokenizer::from_gguf(model->file());
   engine::EngineConfig cfg;
-  cfg.kv_type = parse_kv_type(opts.model.kv_type);
+  cfg.kv_type = kernels::parse_kv_type(opts.model.kv_type);
   cfg.block_size = opts.model.block_size;
-  cfg.kv_cache_bytes = kv::parse_bytes(opts.kv_cache_mem);
+  cfg.kv_cache_bytes = parse_bytes(opts.kv_cache_mem);
   cfg.max_batch_tokens = opts.max_batch_tokens;
   cfg.n_threads = resolve_threads(opts.model.threads);
   Bench b{*model, *tokenizer, cfg};

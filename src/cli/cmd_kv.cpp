@@ -19,7 +19,8 @@
 #include "cli/local_engine.h"
 #include "cli/options.h"
 #include "gguf/reader.h"
-#include "kv/capacity.h"
+#include "model/capacity.h"
+#include "util/bytes.h"
 #include "util/error.h"
 
 namespace preface::cli {
@@ -69,10 +70,10 @@ std::string short_sci(double v, int n_decimals) {
 
 // Everything printed, computed before printing so that an error leaves no partial report.
 struct Report {
-  kv::KvShape shape;
-  kv::KvDtype dtype = kv::KvDtype::F16;
-  std::vector<kv::KvBudget> budgets;  // [1] with --mem, else one per kDefaultBudgets
-  std::optional<kv::PrefixCost> prefix;
+  model::KvShape shape;
+  kernels::KvType dtype = kernels::KvType::F16;
+  std::vector<model::KvBudget> budgets;  // [1] with --mem, else one per kDefaultBudgets
+  std::optional<model::PrefixCost> prefix;
   double prefill_rate = 0;        // tokens/s; 0: unknown
   std::string rate_source;        // "given" | "measured over N tokens on T threads"
 };
@@ -111,39 +112,39 @@ uint64_t parse_token_count(const std::string& text) {
   return std::stoull(text);
 }
 
-kv::KvShape load_shape(const KvOptions& o) {
+model::KvShape load_shape(const KvOptions& o) {
   if (!o.shape.empty()) {
-    if (auto s = kv::builtin_shape(o.shape)) return *s;
+    if (auto s = model::builtin_shape(o.shape)) return *s;
     std::string names;
-    for (const std::string& n : kv::builtin_shape_names()) names += (names.empty() ? "" : ", ") + n;
+    for (const std::string& n : model::builtin_shape_names()) names += (names.empty() ? "" : ", ") + n;
     throw Error("unknown shape '" + o.shape + "' (built in: " + names + ")");
   }
   const gguf::File file = gguf::File::open(resolve_model_path(o.model.model_path));
-  return kv::shape_from_gguf(file);
+  return model::shape_from_gguf(file);
 }
 
-nlohmann::json budget_json(const kv::KvBudget& b) {
+nlohmann::json budget_json(const model::KvBudget& b) {
   return {{"budget_bytes", b.budget_bytes}, {"block_bytes", b.block_bytes}, {"n_blocks", b.n_blocks},
           {"n_tokens", b.n_tokens}};
 }
 
 void print_json(const KvOptions& o, const Report& r) {
-  const kv::KvShape& s = r.shape;
+  const model::KvShape& s = r.shape;
   nlohmann::json j;
   j["shape"] = {{"name", s.name},           {"arch", s.arch},         {"n_layers", s.n_layers},
                 {"n_heads", s.n_heads},     {"n_kv_heads", s.n_kv_heads}, {"head_dim", s.head_dim},
                 {"dim", s.dim},             {"ffn_dim", s.ffn_dim},   {"n_vocab", s.n_vocab},
                 {"tied_embeddings", s.tied_embeddings}, {"qkv_bias", s.qkv_bias}, {"n_params", s.n_params},
-                {"params_source", std::string(kv::param_source_text(s.params_source))}};
+                {"params_source", std::string(model::param_source_text(s.params_source))}};
   nlohmann::json per_token = nlohmann::json::object();
-  for (kv::KvDtype d : kv::kAllKvDtypes) per_token[std::string(kv::kv_dtype_name(d))] = kv::kv_bytes_per_token(s, d);
+  for (kernels::KvType d : kernels::kAllKvTypes) per_token[std::string(kernels::kv_type_name(d))] = model::kv_bytes_per_token(s, d);
   j["bytes_per_token"] = per_token;
-  j["kv_type"] = std::string(kv::kv_dtype_name(r.dtype));
+  j["kv_type"] = std::string(kernels::kv_type_name(r.dtype));
   j["block_size"] = o.block_size;
   j["budgets"] = nlohmann::json::array();
-  for (const kv::KvBudget& b : r.budgets) j["budgets"].push_back(budget_json(b));
+  for (const model::KvBudget& b : r.budgets) j["budgets"].push_back(budget_json(b));
   if (r.prefix) {
-    const kv::PrefixCost& c = *r.prefix;
+    const model::PrefixCost& c = *r.prefix;
     j["prefix"] = {{"n_tokens", c.n_tokens},       {"exact_bytes", c.exact_bytes}, {"n_blocks", c.n_blocks},
                    {"block_bytes", c.block_bytes}, {"prefill_flops", c.prefill_flops}};
     if (r.prefill_rate > 0) {
@@ -156,39 +157,39 @@ void print_json(const KvOptions& o, const Report& r) {
 }
 
 void print_text(const KvOptions& o, const Report& r) {
-  const kv::KvShape& s = r.shape;
-  const kv::KvDtype t = r.dtype;
-  const std::string dtype(kv::kv_dtype_name(t));
+  const model::KvShape& s = r.shape;
+  const kernels::KvType t = r.dtype;
+  const std::string dtype(kernels::kv_type_name(t));
   std::printf("shape       %s (%s): %d layers, %d heads, %d KV heads, head dim %d, dim %d, ffn %d, vocab %d%s%s\n",
               s.name.c_str(), s.arch.c_str(), s.n_layers, s.n_heads, s.n_kv_heads, s.head_dim, s.dim, s.ffn_dim,
               s.n_vocab, s.tied_embeddings ? ", tied embeddings" : "", s.qkv_bias ? ", QKV bias" : "");
   std::printf("parameters  %s (%s, %s)\n", group_digits(s.n_params).c_str(), short_sci(double(s.n_params), 2).c_str(),
-              std::string(kv::param_source_text(s.params_source)).c_str());
+              std::string(model::param_source_text(s.params_source)).c_str());
   std::printf("KV per token = 2 x %d layers x %d KV heads x %d head dim x bytes per value:\n", s.n_layers,
               s.n_kv_heads, s.head_dim);
-  for (kv::KvDtype d : kv::kAllKvDtypes) {
-    const uint64_t n = kv::kv_bytes_per_token(s, d);
-    std::printf("  %-5s %-11s %14s bytes%s\n", std::string(kv::kv_dtype_name(d)).c_str(),
-                kv::format_bytes(n).c_str(), group_digits(n).c_str(), d == t ? "   <- --kv-type" : "");
+  for (kernels::KvType d : kernels::kAllKvTypes) {
+    const uint64_t n = model::kv_bytes_per_token(s, d);
+    std::printf("  %-5s %-11s %14s bytes%s\n", std::string(kernels::kv_type_name(d)).c_str(),
+                format_bytes(n).c_str(), group_digits(n).c_str(), d == t ? "   <- --kv-type" : "");
   }
   if (s.head_dim % 32 != 0) {
     std::printf("  (q8_0 row shown padded to whole 32-value blocks; the engine refuses q8_0 for head dim %d)\n",
                 s.head_dim);
   }
-  std::printf("block       %d tokens = %s in %s\n", o.block_size, kv::format_bytes(r.budgets.at(0).block_bytes).c_str(),
+  std::printf("block       %d tokens = %s in %s\n", o.block_size, format_bytes(r.budgets.at(0).block_bytes).c_str(),
               dtype.c_str());
   if (o.mem.empty()) std::printf("budgets     (common sizes; --mem sets one)\n");
-  for (const kv::KvBudget& b : r.budgets) {
-    std::printf("budget      %s (%s bytes) holds %s blocks = %s tokens\n", kv::format_bytes(b.budget_bytes).c_str(),
+  for (const model::KvBudget& b : r.budgets) {
+    std::printf("budget      %s (%s bytes) holds %s blocks = %s tokens\n", format_bytes(b.budget_bytes).c_str(),
                 group_digits(b.budget_bytes).c_str(), group_digits(b.n_blocks).c_str(),
                 group_digits(b.n_tokens).c_str());
   }
   if (r.prefix) {
-    const kv::PrefixCost& c = *r.prefix;
+    const model::PrefixCost& c = *r.prefix;
     std::printf("prefix      %s tokens take %s (%s bytes) exactly; %s blocks = %s (%s bytes) in the pool\n",
-                group_digits(c.n_tokens).c_str(), kv::format_bytes(c.exact_bytes).c_str(),
+                group_digits(c.n_tokens).c_str(), format_bytes(c.exact_bytes).c_str(),
                 group_digits(c.exact_bytes).c_str(), group_digits(c.n_blocks).c_str(),
-                kv::format_bytes(c.block_bytes).c_str(), group_digits(c.block_bytes).c_str());
+                format_bytes(c.block_bytes).c_str(), group_digits(c.block_bytes).c_str());
     std::printf("            a hit saves ~%s prefill FLOPs (2 x %s params x %s tokens)\n",
                 short_sci(c.prefill_flops, 1).c_str(), short_sci(double(s.n_params), 2).c_str(),
                 group_digits(c.n_tokens).c_str());
@@ -201,25 +202,25 @@ void print_text(const KvOptions& o, const Report& r) {
 
 void run_kv(const KvOptions& o) {
   if (o.list_shapes) {
-    for (const std::string& name : kv::builtin_shape_names()) {
-      const kv::KvShape s = *kv::builtin_shape(name);
+    for (const std::string& name : model::builtin_shape_names()) {
+      const model::KvShape s = *model::builtin_shape(name);
       std::printf("%-15s %3d layers %3d heads %2d KV heads head dim %3d  %s params\n", name.c_str(), s.n_layers,
                   s.n_heads, s.n_kv_heads, s.head_dim, short_sci(double(s.n_params), 2).c_str());
     }
     return;
   }
   Report r;
-  r.dtype = kv::parse_kv_dtype(o.kv_type);
+  r.dtype = kernels::parse_kv_type(o.kv_type);
   r.shape = load_shape(o);
   if (!o.mem.empty()) {
-    const uint64_t budget_bytes = kv::parse_bytes(o.mem);
+    const uint64_t budget_bytes = parse_bytes(o.mem);
     if (budget_bytes == 0) throw Error("--mem must be more than 0 bytes");
-    r.budgets.push_back(kv::fit_budget(r.shape, r.dtype, o.block_size, budget_bytes));
+    r.budgets.push_back(model::fit_budget(r.shape, r.dtype, o.block_size, budget_bytes));
   } else {
-    for (uint64_t b : kDefaultBudgets) r.budgets.push_back(kv::fit_budget(r.shape, r.dtype, o.block_size, b));
+    for (uint64_t b : kDefaultBudgets) r.budgets.push_back(model::fit_budget(r.shape, r.dtype, o.block_size, b));
   }
   if (!o.prefix.empty()) {
-    r.prefix = kv::prefix_cost(r.shape, r.dtype, o.block_size, parse_token_count(o.prefix));
+    r.prefix = model::prefix_cost(r.shape, r.dtype, o.block_size, parse_token_count(o.prefix));
     if (o.prefill_rate > 0) {
       r.prefill_rate = o.prefill_rate;
       r.rate_source = "given";

@@ -26,7 +26,8 @@
 #include "cli/options.h"
 #include "cli/serve_kv_events.h"
 #include "engine/engine.h"
-#include "kv/capacity.h"
+#include "model/capacity.h"
+#include "util/bytes.h"
 #include "model/fingerprint.h"
 #include "model/model.h"
 #include "server/http/auth.h"
@@ -211,21 +212,21 @@ void serve(ServeOptions& opts) {
   identity.aliases = opts.aliases;
   resolve_chat_template(opts, identity);
   engine::EngineConfig config;
-  config.kv_type = parse_kv_type(opts.model.kv_type);
+  config.kv_type = kernels::parse_kv_type(opts.model.kv_type);
   config.block_size = opts.model.block_size;
-  config.kv_cache_bytes = opts.kv_cache_mem.empty() ? 0 : kv::parse_bytes(opts.kv_cache_mem);
+  config.kv_cache_bytes = opts.kv_cache_mem.empty() ? 0 : parse_bytes(opts.kv_cache_mem);
   config.max_batch_tokens = opts.max_batch_tokens;
   config.max_running = opts.max_running;
   config.n_threads = resolve_threads(opts.model.threads);
   config.prefix_cache = !opts.no_prefix_cache;
-  opts.server.limits.max_body_bytes = kv::parse_bytes(opts.max_body);
+  opts.server.limits.max_body_bytes = parse_bytes(opts.max_body);
   config.cache_ttl = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double>(opts.cache_ttl_s));
   config.max_pinned_blocks_per_group = opts.pin_budget_per_tenant;
   config.verify_fraction = opts.verify_fraction;
   config.tiers = opts.tiers;
-  config.tiers.disk_bytes = kv::parse_bytes(opts.cache_disk_size);
-  config.tiers.redis_max_record_bytes = kv::parse_bytes(opts.cache_redis_max_record);
+  config.tiers.disk_bytes = parse_bytes(opts.cache_disk_size);
+  config.tiers.redis_max_record_bytes = parse_bytes(opts.cache_redis_max_record);
   if (config.tiers.disk_bytes > 0) {  // preface's cache directory (--cache-dir) holds the disk tier in kv/
     if (model::cache_dir().empty()) throw Error("--cache-disk-size: no cache directory can be named; give --cache-dir");
     config.tiers.disk_dir = model::cache_dir() + "/kv";
@@ -263,12 +264,12 @@ void serve(ServeOptions& opts) {
                "preface: KV cache (%s): %zu bytes per token, %d blocks of %d tokens = %llu tokens (%s allocated%s); "
                "prefix cache %s; %d threads\n",
                opts.model.kv_type.c_str(), kv.kv_bytes / std::max<uint64_t>(n_tokens, 1), kv.n_kv_blocks,
-               kv.block_size, static_cast<unsigned long long>(n_tokens), kv::format_bytes(kv.kv_bytes).c_str(),
+               kv.block_size, static_cast<unsigned long long>(n_tokens), format_bytes(kv.kv_bytes).c_str(),
                config.kv_cache_bytes ? "" : ", sized from the context and --max-running",
                config.prefix_cache ? "on" : "off", config.n_threads);
   if (!config.tiers.disk_dir.empty()) {
     std::fprintf(stderr, "preface: disk KV cache tier in %s (%s%s)\n", config.tiers.disk_dir.c_str(),
-                 kv::format_bytes(config.tiers.disk_bytes).c_str(), config.tiers.write_through ? ", write-through" : "");
+                 format_bytes(config.tiers.disk_bytes).c_str(), config.tiers.write_through ? ", write-through" : "");
   }
   if (!config.tiers.redis_url.empty()) {
     std::fprintf(stderr, "preface: Redis KV cache tier at %s (TTL %d s)\n", config.tiers.redis_url.c_str(),

@@ -10,7 +10,7 @@ namespace preface::cli {
 std::unique_ptr<engine::Engine> local_engine(model::Model& model, const Tokenizer& tokenizer,
                                              const ModelOptions& opts, int32_t n_tokens) {
   engine::EngineConfig c;
-  c.kv_type = parse_kv_type(opts.kv_type);
+  c.kv_type = kernels::parse_kv_type(opts.kv_type);
   c.block_size = opts.block_size;
   c.n_threads = resolve_threads(opts.threads);
   c.max_running = 1;

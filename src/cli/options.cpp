@@ -76,14 +76,6 @@ std::string resolve_model_path(const std::string& flag) {
       "../shared/models/stories260K.gguf");
 }
 
-model::KvType parse_kv_type(const std::string& name) {
-  if (name == "f32") return model::KvType::F32;
-  if (name == "f16") return model::KvType::F16;
-  if (name == "bf16") return model::KvType::BF16;
-  if (name == "q8_0") return model::KvType::Q8_0;
-  throw Error("unknown KV type '" + name + "' (expected f32, f16, bf16 or q8_0)");
-}
-
 int resolve_threads(int threads) { return threads > 0 ? threads : ThreadPool::hardware_threads(); }
 
 }  // namespace preface::cli

@@ -5,8 +5,6 @@
 #include <cstdint>
 #include <string>
 
-#include "model/kv_view.h"
-
 namespace preface::cli {
 
 struct ModelOptions {
@@ -26,7 +24,6 @@ void add_model_options(CLI::App& cmd, ModelOptions& opts);
 // directory, then from the executable's repository). Throws preface::Error listing what was tried.
 std::string resolve_model_path(const std::string& flag);
 
-model::KvType parse_kv_type(const std::string& name);  // "f32" | "f16" | "bf16" | "q8_0"
 int resolve_threads(int threads);                      // 0 -> hardware threads
 
 }  // namespace preface::cli

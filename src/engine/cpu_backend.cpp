@@ -7,12 +7,12 @@
 
 namespace preface::engine {
 
-uint64_t kv_bytes_per_token(const model::Config& cfg, model::KvType type) {
-  model::check_kv_type_fits(type, cfg.head_dim);  // before sizing: a refused type's row size means nothing
-  return 2ull * cfg.n_layers * model::kv_row_bytes(type, static_cast<size_t>(cfg.kv_row_values()));
+uint64_t kv_bytes_per_token(const model::Config& cfg, kernels::KvType type) {
+  kernels::check_kv_type_fits(type, cfg.head_dim);  // before sizing: a refused type's row size means nothing
+  return 2ull * cfg.n_layers * kernels::kv_row_bytes(type, static_cast<size_t>(cfg.kv_row_values()));
 }
 
-int32_t kv_blocks_for_budget(const model::Config& cfg, model::KvType type, int32_t block_size, uint64_t budget) {
+int32_t kv_blocks_for_budget(const model::Config& cfg, kernels::KvType type, int32_t block_size, uint64_t budget) {
   const uint64_t per_block = kv_bytes_per_token(cfg, type) * static_cast<uint64_t>(block_size);
   const uint64_t n = budget / per_block;
   if (n < 1) {
@@ -22,11 +22,12 @@ int32_t kv_blocks_for_budget(const model::Config& cfg, model::KvType type, int32
   return static_cast<int32_t>(std::min<uint64_t>(n, 1u << 24));
 }
 
-CpuBackend::CpuBackend(model::Model& model, model::KvType kv_type, int32_t block_size, int32_t n_blocks,
+CpuBackend::CpuBackend(model::Model& model, kernels::KvType kv_type, int32_t block_size, int32_t n_blocks,
                        int32_t n_threads)
     : model_(model),
       threads_(n_threads > 0 ? n_threads : ThreadPool::hardware_threads()),
-      storage_(model.config(), kv_type, block_size, n_blocks) {}
+      storage_(kv::KvDims{model.config().n_layers, model.config().n_kv_heads, model.config().head_dim}, kv_type,
+               block_size, n_blocks) {}
 
 void CpuBackend::forward(const model::ForwardBatch& batch, float* logits) {
   model_.forward(batch, storage_.view(), threads_, logits);

@@ -14,12 +14,12 @@ class CpuBackend final : public Backend {
  public:
   // The model must outlive the backend. Allocates n_blocks KV blocks of block_size tokens now; throws
   // preface::Error when the type cannot store the model's heads or the allocation fails. n_threads <= 0: hardware.
-  CpuBackend(model::Model& model, model::KvType kv_type, int32_t block_size, int32_t n_blocks, int32_t n_threads);
+  CpuBackend(model::Model& model, kernels::KvType kv_type, int32_t block_size, int32_t n_blocks, int32_t n_threads);
 
   const model::Config& config() const override { return model_.config(); }
   const std::string& fingerprint() const override { return model_.fingerprint(); }
   int32_t max_batch_tokens() const override { return model_.max_batch_tokens(); }
-  model::KvType kv_type() const override { return storage_.type(); }
+  kernels::KvType kv_type() const override { return storage_.type(); }
   int32_t block_size() const override { return storage_.block_size(); }
   int32_t n_kv_blocks() const override { return storage_.n_blocks(); }
   size_t kv_bytes() const override { return storage_.size_bytes(); }
@@ -37,11 +37,11 @@ class CpuBackend final : public Backend {
 };
 
 // K and V bytes of one token over all layers. Throws preface::Error when the type cannot store the model's heads.
-uint64_t kv_bytes_per_token(const model::Config& config, model::KvType type);
+uint64_t kv_bytes_per_token(const model::Config& config, kernels::KvType type);
 
 // KV blocks of block_size tokens that fit in budget_bytes for this model and type. Throws preface::Error when the
 // type cannot store the model's heads or not even one block fits.
-int32_t kv_blocks_for_budget(const model::Config& config, model::KvType type, int32_t block_size,
+int32_t kv_blocks_for_budget(const model::Config& config, kernels::KvType type, int32_t block_size,
                              uint64_t budget_bytes);
 
 }  // namespace preface::engine

@@ -5,7 +5,8 @@
 #include <sstream>
 
 #include "engine/cpu_backend.h"
-#include "kv/capacity.h"
+#include "model/capacity.h"
+#include "util/bytes.h"
 #include "util/error.h"
 
 namespace preface::engine {
@@ -23,10 +24,10 @@ std::unique_ptr<Backend> cpu_backend(model::Model& model, const EngineConfig& c)
                                       c.n_threads);
 }
 
-// kv::shape_param_count of the model's shape (a Llama-family count: fused or extra tensors of other architectures
+// model::shape_param_count of the model's shape (a Llama-family count: fused or extra tensors of other architectures
 // are not seen); 0 when the shape is not one it can count.
 uint64_t model_param_count(const model::Config& c) {
-  kv::KvShape s;
+  model::KvShape s;
   s.n_layers = c.n_layers;
   s.n_heads = c.n_heads;
   s.n_kv_heads = c.n_kv_heads;
@@ -37,7 +38,7 @@ uint64_t model_param_count(const model::Config& c) {
   s.tied_embeddings = c.tied_embeddings;
   s.qkv_bias = c.qkv_bias;
   try {
-    return kv::shape_param_count(s);
+    return model::shape_param_count(s);
   } catch (const Error&) {
     return 0;
   }
@@ -46,21 +47,14 @@ uint64_t model_param_count(const model::Config& c) {
 }  // namespace
 
 uint64_t default_kv_cache_bytes() {
-  const uint64_t quarter = kv::mem_available_bytes() / 4;
+  const uint64_t quarter = mem_available_bytes() / 4;
   return std::clamp<uint64_t>(quarter, 64ull << 20, 8ull << 30);
 }
 
-uint64_t default_kv_cache_bytes(const model::Config& cfg, model::KvType type, int32_t max_running) {
+uint64_t default_kv_cache_bytes(const model::Config& cfg, kernels::KvType type, int32_t max_running) {
   const uint64_t wanted = kv_bytes_per_token(cfg, type) * static_cast<uint64_t>(std::max(cfg.ctx_len, 1)) *
                           static_cast<uint64_t>(std::max(max_running, 1));
   return std::min(wanted, default_kv_cache_bytes());
-}
-
-std::optional<model::KvType> kv_type_from_name(std::string_view name) {
-  for (model::KvType t : {model::KvType::F32, model::KvType::F16, model::KvType::BF16, model::KvType::Q8_0}) {
-    if (name == model::kv_type_name(t)) return t;
-  }
-  return std::nullopt;
 }
 
 Engine::Engine(model::Model& model, const EngineConfig& config) : Engine(cpu_backend(model, config), config) {}
@@ -100,7 +94,7 @@ EngineDescription Engine::describe() const {
 Engine::~Engine() { stop(); }
 
 kv::Digest Engine::cache_namespace(const std::string& salt) const {
-  return kv::namespace_digest(fingerprint_, model::kv_type_name(config_.kv_type), config_.block_size, rope_desc_,
+  return kv::namespace_digest(fingerprint_, kernels::kv_type_name(config_.kv_type), config_.block_size, rope_desc_,
                               salt);
 }
 

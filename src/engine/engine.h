@@ -37,7 +37,7 @@
 namespace preface::engine {
 
 struct EngineConfig {
-  model::KvType kv_type = model::KvType::F16;
+  kernels::KvType kv_type = kernels::KvType::F16;
   int32_t block_size = 16;              // tokens per KV block
   uint64_t kv_cache_bytes = 0;          // KV pool budget; 0 = default_kv_cache_bytes()
   int32_t max_batch_tokens = 512;       // tokens per step (<= the model's max_batch_tokens)
@@ -72,8 +72,7 @@ struct EngineConfig {
 uint64_t default_kv_cache_bytes();
 // The KV budget when none is configured: the memory for max_running sequences of the model's whole context
 // (never more than default_kv_cache_bytes()).
-uint64_t default_kv_cache_bytes(const model::Config& config, model::KvType type, int32_t max_running);
-std::optional<model::KvType> kv_type_from_name(std::string_view name);
+uint64_t default_kv_cache_bytes(const model::Config& config, kernels::KvType type, int32_t max_running);
 
 // Snapshot of the engine's counters (for metrics and logs).
 struct EngineCounters {
@@ -90,7 +89,7 @@ struct EngineCounters {
   int64_t n_failed_steps = 0;  // steps that threw; their requests finished with FinishReason::Error
   int64_t n_verify_match = 0, n_verify_mismatch = 0;  // shadow verifications done (EngineConfig::verify_fraction)
   int64_t n_verify_pending = 0, n_verify_dropped = 0; // waiting for an idle engine; dropped (queue full, failed)
-  uint64_t n_params = 0;       // the model's parameters (kv::shape_param_count of its shape), for FLOP estimates
+  uint64_t n_params = 0;       // the model's parameters (model::shape_param_count of its shape), for FLOP estimates
   // Measured prefill rate, tokens per second: an exponential moving average (weight kPrefillRateAlpha) over steps
   // that computed at least kPrefillRateMinTokens prompt tokens, of (all tokens of the step) / (the step's forward
   // time). 0 until such a step ran. What RequestStats::saved_seconds divides by.
@@ -128,7 +127,7 @@ struct EngineDescription {
   int32_t block_size = 0;
   int32_t n_kv_blocks = 0;
   size_t kv_bytes = 0;                  // the KV storage allocated
-  model::KvType kv_type = model::KvType::F16;
+  kernels::KvType kv_type = kernels::KvType::F16;
 };
 
 // Why a prompt would hit the cache as far as it would, now (Engine::explain_cache).

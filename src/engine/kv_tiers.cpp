@@ -11,7 +11,7 @@ KvTiers::KvTiers(const TierConfig& config, const Backend& backend, kv::KvCache& 
     : config_(config),
       cache_(cache),
       model_(kv::model_digest(backend.fingerprint())),
-      kv_type_(model::kv_type_name(backend.kv_type())) {
+      kv_type_(kernels::kv_type_name(backend.kv_type())) {
   const auto compression = config.compress ? kv::Compression::Zstd : kv::Compression::None;
   if (!config.disk_dir.empty()) {
     kv::DiskTierOptions o;

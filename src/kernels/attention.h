@@ -26,19 +26,17 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace preface::kernels {
+#include "kernels/kv_type.h"
 
-// Element type of stored K/V rows. Q8_0: GGUF blocks of 32 values ({f16 d; int8 q[32]}, 34 bytes), which
-// requires head_dim % 32 == 0 (a head row is head_dim / 32 whole blocks).
-enum class KvElem : uint8_t { F32, F16, BF16, Q8_0 };
+namespace preface::kernels {
 
 inline constexpr int32_t kAttnChunk = 32;  // positions per online-softmax step
 
 // Where the K and V rows of one KV head live: position p is at block block_table[p / block_size], slot
 // p % block_size, i.e. bytes base + (block * block_size + slot) * row_bytes + head_offset_bytes, holding
-// head_dim values of `elem` (Q8_0: head_dim / 32 blocks).
+// head_dim values of `type` (Q8_0: head_dim / 32 blocks).
 struct KvPages {
-  KvElem elem = KvElem::F16;
+  KvType type = KvType::F16;
   const uint8_t* k_base = nullptr;  // [n_blocks][block_size][row_bytes]
   const uint8_t* v_base = nullptr;  // same layout as k_base
   const int32_t* block_table = nullptr;  // covers positions 0..max n_pos - 1

@@ -50,11 +50,11 @@ constexpr int kVRegs = 4;         // 16-value registers of a head accumulated pe
 
 // Stored values of one element type as f32 (exact widening). pair(a, b, s): segment s (values 8s..8s+7) of rows a
 // and b as [a | b]; load16(row, i): values i..i+15 (i % 16 == 0).
-template <KvElem kElem>
+template <KvType kElem>
 struct Rows;
 
 template <>
-struct Rows<KvElem::F16> {
+struct Rows<KvType::F16> {
   static __m512 pair(const uint8_t* a, const uint8_t* b, size_t s) {
     const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 16 * s));
     const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 16 * s));
@@ -66,7 +66,7 @@ struct Rows<KvElem::F16> {
 };
 
 template <>
-struct Rows<KvElem::BF16> {
+struct Rows<KvType::BF16> {
   static __m512 widen(__m256i bits) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16)); }
   static __m512 pair(const uint8_t* a, const uint8_t* b, size_t s) {
     const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 16 * s));
@@ -79,7 +79,7 @@ struct Rows<KvElem::BF16> {
 };
 
 template <>
-struct Rows<KvElem::F32> {
+struct Rows<KvType::F32> {
   static __m512 pair(const uint8_t* a, const uint8_t* b, size_t s) {
     return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(reinterpret_cast<const float*>(a) + 8 * s)),
                               _mm256_loadu_ps(reinterpret_cast<const float*>(b) + 8 * s), 1);
@@ -92,7 +92,7 @@ struct Rows<KvElem::F32> {
 // Q8_0 rows: blocks of 32 values {f16 d; int8 q[32]}; a value is f32(d) * f32(q), exact (an 11-bit by 8-bit
 // significand product), as widen_q8_0 gives it.
 template <>
-struct Rows<KvElem::Q8_0> {
+struct Rows<KvType::Q8_0> {
   static constexpr size_t kBlockBytes = 34;
   static float scale(const uint8_t* block) {
     uint16_t bits;
@@ -115,7 +115,7 @@ struct Rows<KvElem::Q8_0> {
 
 // Scores of rows 8g..8g+7 (row pointers rows[8g..8g+7]) for NQ queries q[j * hp ...]: p[j * kAttnChunk + 8g + r]
 // = (q_j . k_r) * scale, -inf for rows >= n_valid. Per row: ZmmOps::dots8's 8-lane accumulator, hsum_8x8.
-template <KvElem kElem, int NQ>
+template <KvType kElem, int NQ>
 void score_group(const uint8_t* const* rows, const float* q, size_t hp, int g, int32_t n_valid, float scale,
                  float* p) {
   __m512 acc[NQ][4];
@@ -147,7 +147,7 @@ void score_group(const uint8_t* const* rows, const float* q, size_t hp, int g, i
 
 // For NQ queries: acc_j[d0 .. d0 + 16 NZ) = acc_j * a_j + sum_i p_j[i] * V_i[d0 ..], i < n_valid in order.
 // acc: [NQ][hp], a: [NQ], p: [NQ][kAttnChunk].
-template <KvElem kElem, int NQ, int NZ>
+template <KvType kElem, int NQ, int NZ>
 void accumulate(float* acc, const float* a, const float* p, const uint8_t* const* rows, size_t hp, size_t d0,
                 int32_t n_valid) {
   __m512 r[NQ][NZ];
@@ -168,7 +168,7 @@ void accumulate(float* acc, const float* a, const float* p, const uint8_t* const
   }
 }
 
-template <KvElem kElem, int NQ>
+template <KvType kElem, int NQ>
 void accumulate_queries(float* acc, const float* a, const float* p, const uint8_t* const* rows, size_t hp,
                         int32_t n_valid) {
   for (size_t d0 = 0; d0 < hp; d0 += 16 * kVRegs) {
@@ -182,7 +182,7 @@ void accumulate_queries(float* acc, const float* a, const float* p, const uint8_
 }
 
 // One tile's state between chunks; tiles over the same positions run chunk by chunk together (shared_tiles).
-template <KvElem kElem>
+template <KvType kElem>
 class SharedTile {
  public:
   // Rounds the queries and clears the running sums in scratch (attention_scratch_floats(head_dim, n_queries)).
@@ -196,7 +196,7 @@ class SharedTile {
     zero_row_ = reinterpret_cast<uint8_t*>(scratch + lay_.k);  // the widened copy's space, unused here
     std::memset(zero_row_, 0, avx2::head_row_bytes<kElem>(hd));  // Q8_0: d = 0 and q = 0, values 0
     for (size_t j = 0; j < tile.n_queries; ++j) {
-      round_query(tile.kv.elem, tile.queries[j].q, hd, hp, scratch + lay_.q + j * hp);
+      round_query(tile.kv.type, tile.queries[j].q, hd, hp, scratch + lay_.q + j * hp);
       std::memset(scratch + lay_.acc + j * hp, 0, hp * sizeof(float));
       scratch[lay_.m + j] = -__builtin_inff();
       scratch[lay_.l + j] = 0.0f;
@@ -283,7 +283,7 @@ class SharedTile {
 constexpr size_t kTogether = 8;  // tiles run chunk by chunk together at most
 
 // Tiles [0, n) in batches of kTogether, each batch chunk by chunk over its longest n_pos.
-template <KvElem kElem>
+template <KvType kElem>
 void shared_tiles(const AttnTile* tiles, size_t n_tiles, float* scratch, size_t scratch_stride) {
   for (size_t t0 = 0; t0 < n_tiles; t0 += kTogether) {
     const size_t n = n_tiles - t0 < kTogether ? n_tiles - t0 : kTogether;
@@ -306,11 +306,11 @@ void shared_tiles(const AttnTile* tiles, size_t n_tiles, float* scratch, size_t 
 
 bool attention_tiles_shared(const AttnTile* tiles, size_t n_tiles, float* scratch, size_t scratch_stride) {
   if (n_tiles == 0) return true;
-  const KvElem elem = tiles[0].kv.elem;
-  const size_t head_multiple = elem == KvElem::Q8_0 ? 32 : 16;  // Q8_0: whole blocks
+  const KvType type = tiles[0].kv.type;
+  const size_t head_multiple = type == KvType::Q8_0 ? 32 : 16;  // Q8_0: whole blocks
   for (size_t i = 0; i < n_tiles; ++i) {
     const AttnTile& tile = tiles[i];
-    if (tile.kv.elem != elem || tile.n_queries == 0 || tile.head_dim == 0 || tile.head_dim % head_multiple != 0 ||
+    if (tile.kv.type != type || tile.n_queries == 0 || tile.head_dim == 0 || tile.head_dim % head_multiple != 0 ||
         tile.softcap > 0.0f) {
       return false;
     }
@@ -318,11 +318,11 @@ bool attention_tiles_shared(const AttnTile* tiles, size_t n_tiles, float* scratc
       if (tile.queries[j].n_pos != tile.queries[0].n_pos || tile.queries[j].first_pos != 0) return false;
     }
   }
-  switch (elem) {
-    case KvElem::F16: shared_tiles<KvElem::F16>(tiles, n_tiles, scratch, scratch_stride); return true;
-    case KvElem::BF16: shared_tiles<KvElem::BF16>(tiles, n_tiles, scratch, scratch_stride); return true;
-    case KvElem::F32: shared_tiles<KvElem::F32>(tiles, n_tiles, scratch, scratch_stride); return true;
-    case KvElem::Q8_0: shared_tiles<KvElem::Q8_0>(tiles, n_tiles, scratch, scratch_stride); return true;
+  switch (type) {
+    case KvType::F16: shared_tiles<KvType::F16>(tiles, n_tiles, scratch, scratch_stride); return true;
+    case KvType::BF16: shared_tiles<KvType::BF16>(tiles, n_tiles, scratch, scratch_stride); return true;
+    case KvType::F32: shared_tiles<KvType::F32>(tiles, n_tiles, scratch, scratch_stride); return true;
+    case KvType::Q8_0: shared_tiles<KvType::Q8_0>(tiles, n_tiles, scratch, scratch_stride); return true;
   }
   return false;
 }

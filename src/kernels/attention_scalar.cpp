@@ -20,13 +20,13 @@ const uint8_t* row_at(const KvPages& kv, const uint8_t* base, int32_t pos) {
                     kv.row_bytes + kv.head_offset_bytes;
 }
 
-// Bytes of one KV head's row of head_dim values of elem (Q8_0: head_dim / 32 blocks of 34 bytes).
-size_t head_bytes(KvElem elem, size_t head_dim) {
-  switch (elem) {
-    case KvElem::F32: return head_dim * 4;
-    case KvElem::F16:
-    case KvElem::BF16: return head_dim * 2;
-    case KvElem::Q8_0: return head_dim / 32 * 34;
+// Bytes of one KV head's row of head_dim values of type (Q8_0: head_dim / 32 blocks of 34 bytes).
+size_t head_bytes(KvType type, size_t head_dim) {
+  switch (type) {
+    case KvType::F32: return head_dim * 4;
+    case KvType::F16:
+    case KvType::BF16: return head_dim * 2;
+    case KvType::Q8_0: return head_dim / 32 * 34;
   }
   return 0;
 }
@@ -79,7 +79,7 @@ void attention_prefetch(const AttnTile* tiles, size_t n_tiles) {
     }
     first = first / kAttnChunk * kAttnChunk;  // the first chunk read
     for (size_t j = 0; j < tile.n_queries; ++j) prefetch_bytes(tile.queries[j].q, tile.head_dim * sizeof(float), to_l1);
-    const size_t bytes = head_bytes(tile.kv.elem, tile.head_dim);
+    const size_t bytes = head_bytes(tile.kv.type, tile.head_dim);
     for (int32_t p = first; p < std::min(n_pos, first + kAttnChunk); ++p) {
       prefetch_bytes(row_at(tile.kv, tile.kv.k_base, p), bytes, to_l1);
       prefetch_bytes(row_at(tile.kv, tile.kv.v_base, p), bytes, to_l1);
@@ -90,20 +90,20 @@ void attention_prefetch(const AttnTile* tiles, size_t n_tiles) {
 namespace scalar {
 namespace {
 
-float widen(KvElem elem, const uint8_t* row, size_t i) {
-  switch (elem) {
-    case KvElem::F32: {
+float widen(KvType type, const uint8_t* row, size_t i) {
+  switch (type) {
+    case KvType::F32: {
       float f;
       std::memcpy(&f, row + 4 * i, sizeof(f));
       return f;
     }
-    case KvElem::F16:
-    case KvElem::BF16: {
+    case KvType::F16:
+    case KvType::BF16: {
       uint16_t h;
       std::memcpy(&h, row + 2 * i, sizeof(h));
-      return elem == KvElem::F16 ? f16_to_f32(h) : bf16_to_f32(h);
+      return type == KvType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
     }
-    case KvElem::Q8_0: {  // block i / 32: {f16 d; int8 q[32]}; f32(d) * f32(q) is exact
+    case KvType::Q8_0: {  // block i / 32: {f16 d; int8 q[32]}; f32(d) * f32(q) is exact
       const uint8_t* block = row + (i / 32) * 34;
       uint16_t d;
       std::memcpy(&d, block, sizeof(d));
@@ -114,12 +114,12 @@ float widen(KvElem elem, const uint8_t* row, size_t i) {
   return 0.0f;
 }
 
-float round_to(KvElem elem, float x) {
-  switch (elem) {
-    case KvElem::F32: return x;
-    case KvElem::F16: return f16_to_f32(f32_to_f16(x));
-    case KvElem::BF16: return bf16_to_f32(f32_to_bf16(x));
-    case KvElem::Q8_0: return x;  // the query stays f32; rows are dequantized
+float round_to(KvType type, float x) {
+  switch (type) {
+    case KvType::F32: return x;
+    case KvType::F16: return f16_to_f32(f32_to_f16(x));
+    case KvType::BF16: return bf16_to_f32(f32_to_bf16(x));
+    case KvType::Q8_0: return x;  // the query stays f32; rows are dequantized
   }
   return x;
 }
@@ -139,7 +139,7 @@ void attention_tile(const AttnTile& tile, float* scratch) {
     n_pos_max = std::max(n_pos_max, qj.n_pos);
     first_pos_min = std::min(first_pos_min, qj.first_pos);
     float* q = scratch + lay.q + j * hp;
-    for (size_t d = 0; d < hd; ++d) q[d] = round_to(kv.elem, qj.q[d]);
+    for (size_t d = 0; d < hd; ++d) q[d] = round_to(kv.type, qj.q[d]);
     std::memset(scratch + lay.acc + j * hp, 0, hp * sizeof(float));
     scratch[lay.m + j] = -INFINITY;
     scratch[lay.l + j] = 0.0f;
@@ -152,8 +152,8 @@ void attention_tile(const AttnTile& tile, float* scratch) {
       const uint8_t* k_row = row_at(kv, kv.k_base, c0 + i);
       const uint8_t* v_row = row_at(kv, kv.v_base, c0 + i);
       for (size_t d = 0; d < hd; ++d) {
-        kbuf[static_cast<size_t>(i) * hp + d] = widen(kv.elem, k_row, d);
-        vbuf[static_cast<size_t>(i) * hp + d] = widen(kv.elem, v_row, d);
+        kbuf[static_cast<size_t>(i) * hp + d] = widen(kv.type, k_row, d);
+        vbuf[static_cast<size_t>(i) * hp + d] = widen(kv.type, v_row, d);
       }
     }
     for (size_t j = 0; j < tile.n_queries; ++j) {

@@ -62,11 +62,11 @@ inline void prefetch_rows(const KvPages& kv, size_t head_bytes, int32_t n, int32
 }
 
 // 8 values of kElem at p as f32.
-template <KvElem kElem>
+template <KvType kElem>
 inline __m256 widen8(const uint8_t* p) {
-  if constexpr (kElem == KvElem::F32) {
+  if constexpr (kElem == KvType::F32) {
     return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
-  } else if constexpr (kElem == KvElem::F16) {
+  } else if constexpr (kElem == KvType::F16) {
     return load_f16x8(reinterpret_cast<const uint16_t*>(p));
   } else {
     return load_bf16x8(reinterpret_cast<const uint16_t*>(p));
@@ -74,9 +74,9 @@ inline __m256 widen8(const uint8_t* p) {
 }
 
 // Bytes of one head row of hd values of kElem (Q8_0: hd % 32 == 0, 34 bytes per 32 values).
-template <KvElem kElem>
+template <KvType kElem>
 inline size_t head_row_bytes(size_t hd) {
-  return kElem == KvElem::Q8_0 ? hd / 32 * 34 : hd * (kElem == KvElem::F32 ? 4 : 2);
+  return kElem == KvType::Q8_0 ? hd / 32 * 34 : hd * (kElem == KvType::F32 ? 4 : 2);
 }
 
 // Dequantizes a Q8_0 row of hd values (hd % 32 == 0) to dst as 8-value segments s at dst + s * seg_stride:
@@ -97,14 +97,14 @@ inline float* widen_q8_0(const uint8_t* row, size_t hd, float* dst, size_t seg_s
 
 // Widens a row's hd values of kElem to f32, padded with zeros to hp (a multiple of 8), writing its 8-value
 // segment s at dst + s * seg_stride.
-template <KvElem kElem>
+template <KvType kElem>
 inline void widen_row(const uint8_t* row, size_t hd, size_t hp, float* dst, size_t seg_stride) {
   size_t d = 0;
-  if constexpr (kElem == KvElem::Q8_0) {
+  if constexpr (kElem == KvType::Q8_0) {
     dst = widen_q8_0(row, hd, dst, seg_stride);
     d = hd;
   } else {
-    constexpr size_t kElemBytes = kElem == KvElem::F32 ? 4 : 2;
+    constexpr size_t kElemBytes = kElem == KvType::F32 ? 4 : 2;
     for (; d + 8 <= hd; d += 8, dst += seg_stride) _mm256_storeu_ps(dst, widen8<kElem>(row + d * kElemBytes));
     if (d < hd) {  // the last values through a zero-padded segment
       alignas(32) uint8_t tail[8 * kElemBytes] = {};
@@ -121,7 +121,7 @@ inline void widen_row(const uint8_t* row, size_t hd, size_t hp, float* dst, size
 // rows of the next chunk (positions below n_pos_max) so that they stream in from memory meanwhile. Where Ops has
 // a two-row F16 widening (Ops::kPairsF16: 16-lane converts and stores, for heads of whole 16-value segments),
 // rows are widened in pairs: the same floats in the same places.
-template <typename Ops, KvElem kElem>
+template <typename Ops, KvType kElem>
 void widen_chunk(const KvPages& kv, int32_t c0, int32_t n_rows, int32_t n_pos_max, size_t hd, size_t hp,
                  float* kbuf, float* vbuf) {
   const size_t head_bytes = head_row_bytes<kElem>(hd);
@@ -133,7 +133,7 @@ void widen_chunk(const KvPages& kv, int32_t c0, int32_t n_rows, int32_t n_pos_ma
   size_t offset[kAttnChunk];  // [n_rows] byte offset of each row from the layer bases
   for_rows(kv, n_rows, table_index, slot, [&offset](int32_t i, size_t row) { offset[i] = row; });
   int32_t i = 0;
-  if constexpr (kElem == KvElem::F16 && Ops::kPairsF16) {
+  if constexpr (kElem == KvType::F16 && Ops::kPairsF16) {
     if (hd % 16 == 0) {
       for (; i + 2 <= n_rows; i += 2) {
         Ops::widen_pair_f16(kv.k_base + offset[i], kv.k_base + offset[i + 1], hd, Ops::k_row(kbuf, hp, i));
@@ -162,24 +162,24 @@ inline __m256 round_bf16x8(__m256 v) {
   return _mm256_blendv_ps(rounded, v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
 }
 
-inline __m256 round_x8(KvElem elem, __m256 v) {
-  switch (elem) {
-    case KvElem::F32: return v;
-    case KvElem::F16: return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    case KvElem::BF16: return round_bf16x8(v);
-    case KvElem::Q8_0: return v;  // the query stays f32; rows are dequantized
+inline __m256 round_x8(KvType type, __m256 v) {
+  switch (type) {
+    case KvType::F32: return v;
+    case KvType::F16: return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    case KvType::BF16: return round_bf16x8(v);
+    case KvType::Q8_0: return v;  // the query stays f32; rows are dequantized
   }
   return v;
 }
 
 // dst[0..hp) = q rounded to the storage type, then zeros (tail values go through a zero-padded vector).
-inline void round_query(KvElem elem, const float* q, size_t hd, size_t hp, float* dst) {
+inline void round_query(KvType type, const float* q, size_t hd, size_t hp, float* dst) {
   size_t d = 0;
-  for (; d + 8 <= hd; d += 8) _mm256_storeu_ps(dst + d, round_x8(elem, _mm256_loadu_ps(q + d)));
+  for (; d + 8 <= hd; d += 8) _mm256_storeu_ps(dst + d, round_x8(type, _mm256_loadu_ps(q + d)));
   if (d < hd) {
     alignas(32) float tmp[8] = {};
     std::memcpy(tmp, q + d, (hd - d) * sizeof(float));
-    _mm256_store_ps(tmp, round_x8(elem, _mm256_load_ps(tmp)));
+    _mm256_store_ps(tmp, round_x8(type, _mm256_load_ps(tmp)));
     std::memcpy(dst + d, tmp, (hd - d) * sizeof(float));
   }
   for (d = hd; d < hp; ++d) dst[d] = 0.0f;
@@ -275,7 +275,7 @@ void attention_tile_body(const AttnTile& tile, float* scratch) {
   for (size_t j = 0; j < tile.n_queries; ++j) {
     n_pos_max = tile.queries[j].n_pos > n_pos_max ? tile.queries[j].n_pos : n_pos_max;
     first_pos_min = min32(first_pos_min, tile.queries[j].first_pos);
-    round_query(kv.elem, tile.queries[j].q, hd, hp, scratch + lay.q + j * hp);
+    round_query(kv.type, tile.queries[j].q, hd, hp, scratch + lay.q + j * hp);
     std::memset(scratch + lay.acc + j * hp, 0, hp * sizeof(float));
     scratch[lay.m + j] = -__builtin_inff();
     scratch[lay.l + j] = 0.0f;
@@ -284,11 +284,11 @@ void attention_tile_body(const AttnTile& tile, float* scratch) {
   const float inv_cap = tile.softcap > 0.0f ? 1.0f / tile.softcap : 0.0f;
   for (int32_t c0 = first_pos_min / kAttnChunk * kAttnChunk; c0 < n_pos_max; c0 += kAttnChunk) {
     const int32_t n_rows = min32(kAttnChunk, n_pos_max - c0);
-    switch (kv.elem) {
-      case KvElem::F32: widen_chunk<Ops, KvElem::F32>(kv, c0, n_rows, n_pos_max, hd, hp, kbuf, vbuf); break;
-      case KvElem::F16: widen_chunk<Ops, KvElem::F16>(kv, c0, n_rows, n_pos_max, hd, hp, kbuf, vbuf); break;
-      case KvElem::BF16: widen_chunk<Ops, KvElem::BF16>(kv, c0, n_rows, n_pos_max, hd, hp, kbuf, vbuf); break;
-      case KvElem::Q8_0: widen_chunk<Ops, KvElem::Q8_0>(kv, c0, n_rows, n_pos_max, hd, hp, kbuf, vbuf); break;
+    switch (kv.type) {
+      case KvType::F32: widen_chunk<Ops, KvType::F32>(kv, c0, n_rows, n_pos_max, hd, hp, kbuf, vbuf); break;
+      case KvType::F16: widen_chunk<Ops, KvType::F16>(kv, c0, n_rows, n_pos_max, hd, hp, kbuf, vbuf); break;
+      case KvType::BF16: widen_chunk<Ops, KvType::BF16>(kv, c0, n_rows, n_pos_max, hd, hp, kbuf, vbuf); break;
+      case KvType::Q8_0: widen_chunk<Ops, KvType::Q8_0>(kv, c0, n_rows, n_pos_max, hd, hp, kbuf, vbuf); break;
     }
     // Weights of every query first, then the V accumulation two queries at a time (independent FMA chains).
     size_t active[kMaxActive];

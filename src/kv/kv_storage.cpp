@@ -6,23 +6,28 @@
 #include <limits>
 #include <string>
 
-#include "kv/capacity.h"
+#include "util/bytes.h"
 #include "util/error.h"
 
 namespace preface::kv {
 
-KvStorage::KvStorage(const model::Config& config, model::KvType type, int32_t block_size, int32_t n_blocks) {
+KvStorage::KvStorage(const KvDims& dims, kernels::KvType type, int32_t block_size, int32_t n_blocks) {
   if (block_size < 1 || n_blocks < 1) {
     throw Error("KV storage needs block_size >= 1 and n_blocks >= 1 (got " + std::to_string(block_size) + ", " +
                 std::to_string(n_blocks) + ")");
   }
-  if (config.n_layers < 1 || config.kv_row_values() < 1) throw Error("KV storage: model config has no KV rows");
-  model::check_kv_type_fits(type, config.head_dim);
-  n_layers_ = static_cast<size_t>(config.n_layers);
+  const int64_t row_values = static_cast<int64_t>(dims.n_kv_heads) * dims.head_dim;
+  if (dims.n_layers < 1 || dims.n_kv_heads < 1 || dims.head_dim < 1 || dims.n_layers > (1 << 16) ||
+      row_values > (1 << 24)) {
+    throw Error("KV storage: layers, KV heads and head size out of range (got " + std::to_string(dims.n_layers) +
+                ", " + std::to_string(dims.n_kv_heads) + ", " + std::to_string(dims.head_dim) + ")");
+  }
+  kernels::check_kv_type_fits(type, dims.head_dim);
+  n_layers_ = static_cast<size_t>(dims.n_layers);
   view_.type = type;
   view_.block_size = block_size;
   view_.n_blocks = n_blocks;
-  view_.row_values = config.kv_row_values();
+  view_.row_values = static_cast<int32_t>(row_values);
   const size_t region_tokens = static_cast<size_t>(n_blocks) * static_cast<size_t>(block_size);
   if (region_tokens > std::numeric_limits<size_t>::max() / bytes_per_token()) {
     throw Error("KV storage size overflows");

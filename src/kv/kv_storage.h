@@ -16,24 +16,30 @@
 #include <memory>
 #include <span>
 
-#include "model/config.h"
-#include "model/kv_view.h"
+#include "kernels/kv_view.h"
 
 namespace preface::kv {
 
+// The model dimensions that size KV storage (model/ fills them from its config; kv/ knows nothing else of it).
+struct KvDims {
+  int32_t n_layers = 0;
+  int32_t n_kv_heads = 0;
+  int32_t head_dim = 0;  // values per head row
+};
+
 class KvStorage {
  public:
-  // Throws preface::Error when a size is not positive, the type cannot store the model's heads
-  // (model::check_kv_type_fits: Q8_0 needs head_dim % 32 == 0) or the allocation fails.
-  KvStorage(const model::Config& config, model::KvType type, int32_t block_size, int32_t n_blocks);
+  // Throws preface::Error when a size is not positive or too large, the type cannot store the model's heads
+  // (kernels::check_kv_type_fits: Q8_0 needs head_dim % 32 == 0) or the allocation fails.
+  KvStorage(const KvDims& dims, kernels::KvType type, int32_t block_size, int32_t n_blocks);
   KvStorage(const KvStorage&) = delete;
   KvStorage& operator=(const KvStorage&) = delete;
   KvStorage(KvStorage&&) noexcept = default;
   KvStorage& operator=(KvStorage&&) noexcept = default;
 
   // Pointers into this storage: valid while it lives (and across moves, which keep the allocation).
-  const model::KvView& view() const { return view_; }
-  model::KvType type() const { return view_.type; }
+  const kernels::KvView& view() const { return view_; }
+  kernels::KvType type() const { return view_.type; }
   int32_t n_blocks() const { return view_.n_blocks; }
   int32_t block_size() const { return view_.block_size; }
   // K and V of one token over all layers.
@@ -60,7 +66,7 @@ class KvStorage {
   };
   std::unique_ptr<uint8_t, Unmap> data_;  // [n_layers][2][n_blocks][block_size][row_values] of type
   size_t n_layers_ = 0;
-  model::KvView view_;
+  kernels::KvView view_;
 };
 
 }  // namespace preface::kv

@@ -15,20 +15,20 @@ namespace {
 // Batch tokens per attention tile: queries of one tile share each K/V chunk widened to f32.
 constexpr size_t kTileTokens = 8;
 
-void write_row(KvType type, const float* x, uint8_t* dst, size_t n) {
+void write_row(kernels::KvType type, const float* x, uint8_t* dst, size_t n) {
   switch (type) {
-    case KvType::F32: std::memcpy(dst, x, n * sizeof(float)); return;
-    case KvType::F16: kernels::f32_to_f16_row(x, reinterpret_cast<uint16_t*>(dst), n); return;
-    case KvType::BF16: kernels::f32_to_bf16_row(x, reinterpret_cast<uint16_t*>(dst), n); return;
+    case kernels::KvType::F32: std::memcpy(dst, x, n * sizeof(float)); return;
+    case kernels::KvType::F16: kernels::f32_to_f16_row(x, reinterpret_cast<uint16_t*>(dst), n); return;
+    case kernels::KvType::BF16: kernels::f32_to_bf16_row(x, reinterpret_cast<uint16_t*>(dst), n); return;
     // n / 32 blocks in order: with head_dim % 32 == 0 (checked by forward) each KV head is its own whole blocks.
     // Every path of quantize_row_q8_0 gives the same bytes, those of the GGUF codec's Q8_0 for finite values.
-    case KvType::Q8_0: kernels::quantize_row_q8_0(x, reinterpret_cast<kernels::BlockQ8_0*>(dst), n); return;
+    case kernels::KvType::Q8_0: kernels::quantize_row_q8_0(x, reinterpret_cast<kernels::BlockQ8_0*>(dst), n); return;
   }
 }
 
 }  // namespace
 
-void store_kv(const ForwardBatch& batch, const KvView& kv, int layer, const float* k, const float* v, size_t t_begin,
+void store_kv(const ForwardBatch& batch, const kernels::KvView& kv, int layer, const float* k, const float* v, size_t t_begin,
               size_t t_end) {
   const size_t row = static_cast<size_t>(kv.row_values);
   for (size_t t = t_begin; t < t_end; ++t) {
@@ -41,7 +41,7 @@ void store_kv(const ForwardBatch& batch, const KvView& kv, int layer, const floa
   }
 }
 
-void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch, const KvView& kv, int layer,
+void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch, const kernels::KvView& kv, int layer,
                const float* q, float* out, std::vector<float>& scratch) {
   const size_t head_dim = static_cast<size_t>(config.head_dim);
   const size_t n_heads = static_cast<size_t>(config.n_heads);
@@ -65,12 +65,7 @@ void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch
   const int64_t n_items = static_cast<int64_t>(n_runs * items_per_run);
   const int64_t n_slots = std::min<int64_t>(pool.n_threads(), n_items);
   kernels::KvPages pages;
-  switch (kv.type) {
-    case KvType::F32: pages.elem = kernels::KvElem::F32; break;
-    case KvType::F16: pages.elem = kernels::KvElem::F16; break;
-    case KvType::BF16: pages.elem = kernels::KvElem::BF16; break;
-    case KvType::Q8_0: pages.elem = kernels::KvElem::Q8_0; break;
-  }
+  pages.type = kv.type;
   pages.k_base = kv.k_layers[static_cast<size_t>(layer)];
   pages.v_base = kv.v_layers[static_cast<size_t>(layer)];
   pages.block_size = kv.block_size;
@@ -106,7 +101,7 @@ void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch
         kernels::AttnTile& tile = tiles[buf * heads_per_item + kv_head - h0];
         tile.kv = pages;
         tile.kv.block_table = batch.block_tables[static_cast<size_t>(batch.seq[t0])]->data();
-        tile.kv.head_offset_bytes = kv_row_bytes(kv.type, kv_head * head_dim);
+        tile.kv.head_offset_bytes = kernels::kv_row_bytes(kv.type, kv_head * head_dim);
         tile.head_dim = head_dim;
         tile.scale = scale;
         tile.softcap = config.attn_softcap;

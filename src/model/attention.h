@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/kv_view.h"
 #include "model/config.h"
-#include "model/kv_view.h"
 #include "model/model.h"
 #include "util/thread_pool.h"
 
@@ -14,7 +14,7 @@ namespace preface::model::detail {
 // Converts the K and V rows of batch tokens t_begin..t_end-1 to kv.type (Q8_0: quantized per 32 values, so per
 // KV head, by kernels::quantize_row_q8_0; a row's bytes depend on its f32 values only) and writes them to layer
 // `layer` at each token's (block, slot). k, v: [n][row_values] f32.
-void store_kv(const ForwardBatch& batch, const KvView& kv, int layer, const float* k, const float* v, size_t t_begin,
+void store_kv(const ForwardBatch& batch, const kernels::KvView& kv, int layer, const float* k, const float* v, size_t t_begin,
               size_t t_end);
 
 // For every batch token t and head h (kv head h / (n_heads / n_kv_heads)):
@@ -30,7 +30,7 @@ void store_kv(const ForwardBatch& batch, const KvView& kv, int layer, const floa
 // arithmetic is its own, so the result does not depend on the batch, the tiling or the pool's thread count.
 // q, out: [n][n_heads][head_dim]. scratch: the tiles' working memory, grown here when too small (so it is
 // allocated once, by the first call that needs that much).
-void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch, const KvView& kv, int layer,
+void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch, const kernels::KvView& kv, int layer,
                const float* q, float* out, std::vector<float>& scratch);
 
 }  // namespace preface::model::detail

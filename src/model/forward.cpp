@@ -26,7 +26,7 @@ void ForwardBatch::add(int32_t token, int32_t position, int32_t seq_index, bool 
 
 namespace {
 
-void check_kv(const Config& c, const KvView& kv) {
+void check_kv(const Config& c, const kernels::KvView& kv) {
   if (kv.row_values != c.kv_row_values()) {
     throw Error("KV storage rows hold " + std::to_string(kv.row_values) + " values, the model needs " +
                 std::to_string(c.kv_row_values()));
@@ -36,13 +36,13 @@ void check_kv(const Config& c, const KvView& kv) {
     throw Error("KV storage has the wrong number of layers for this model");
   }
   if (kv.block_size < 1 || kv.n_blocks < 1) throw Error("KV storage has no blocks");
-  check_kv_type_fits(kv.type, c.head_dim);
+  kernels::check_kv_type_fits(kv.type, c.head_dim);
 }
 
 // Every index forward() follows is checked here, before anything is written. A token reads blocks
 // 0..pos / block_size of its table; when it follows a token of the same sequence, the blocks that token needed are
 // already checked, so a typical batch costs O(tokens + blocks).
-void check_batch(const Config& c, const ForwardBatch& b, const KvView& kv, int32_t max_batch_tokens) {
+void check_batch(const Config& c, const ForwardBatch& b, const kernels::KvView& kv, int32_t max_batch_tokens) {
   const size_t n = b.size();
   if (n < 1 || n > static_cast<size_t>(max_batch_tokens)) {
     throw Error("batch of " + std::to_string(n) + " tokens, expected 1.." + std::to_string(max_batch_tokens));
@@ -109,7 +109,7 @@ void add_row(float* x, const float* y, size_t n_values) {
 
 }  // namespace
 
-void Model::forward(const ForwardBatch& batch, const KvView& kv, ThreadPool& pool, float* logits) {
+void Model::forward(const ForwardBatch& batch, const kernels::KvView& kv, ThreadPool& pool, float* logits) {
   const Config& c = config_;
   check_kv(c, kv);
   check_batch(c, batch, kv, max_batch_tokens_);

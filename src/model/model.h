@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "gguf/reader.h"
+#include "kernels/kv_view.h"
 #include "kernels/matmul.h"
 #include "kernels/repack.h"
 #include "model/config.h"
-#include "model/kv_view.h"
 #include "util/thread_pool.h"
 
 namespace preface::model {
@@ -62,7 +62,7 @@ class Model {
   // Runs the batch (1 <= size <= max_batch_tokens). Writes logits of tokens with want_logits, in batch order,
   // to logits: [n_want][n_vocab]. Throws preface::Error on a malformed batch (bad token id, position beyond the
   // block table, ...). The caller owns the KV storage behind `kv` and the block tables.
-  void forward(const ForwardBatch& batch, const KvView& kv, ThreadPool& pool, float* logits);
+  void forward(const ForwardBatch& batch, const kernels::KvView& kv, ThreadPool& pool, float* logits);
 
  private:
   Model(gguf::File file, Config config, int32_t max_batch_tokens);

@@ -38,8 +38,8 @@ std::vector<float> next_logits(engine::Backend& b, int32_t token, int32_t pos, c
 TEST(CpuBackend, ABlockRecordRestoresTheSameLogits) {
   LoadedModel lm = load_shared_model("stories260K.gguf");
   ASSERT_TRUE(lm.model) << "needs ../shared/models/stories260K.gguf";
-  engine::CpuBackend a(*lm.model, model::KvType::F16, kBlock, 8, 2);
-  engine::CpuBackend b(*lm.model, model::KvType::F16, kBlock, 8, 1);
+  engine::CpuBackend a(*lm.model, kernels::KvType::F16, kBlock, 8, 2);
+  engine::CpuBackend b(*lm.model, kernels::KvType::F16, kBlock, 8, 1);
   std::vector<int32_t> prompt = lm.tokenizer->encode("Once upon a time, there was a little girl named Lily. She", true);
   prompt.resize(2 * kBlock, prompt.back());
   ASSERT_EQ(a.block_bytes(), a.kv_bytes() / 8);
@@ -72,7 +72,7 @@ TEST(CpuBackend, ABlockRecordRestoresTheSameLogits) {
 TEST(CpuBackend, BlockRecordsCheckIdsAndSizes) {
   LoadedModel lm = load_shared_model("stories260K.gguf");
   ASSERT_TRUE(lm.model) << "needs ../shared/models/stories260K.gguf";
-  engine::CpuBackend a(*lm.model, model::KvType::BF16, kBlock, 3, 1);
+  engine::CpuBackend a(*lm.model, kernels::KvType::BF16, kBlock, 3, 1);
   std::vector<uint8_t> r(a.block_bytes());
   EXPECT_THROW(a.read_block(3, r), Error);
   EXPECT_THROW(a.write_block(-1, r), Error);

@@ -39,7 +39,7 @@ Prompts make_prompts(const Tokenizer& tok) {
   return p;
 }
 
-engine::EngineConfig config_for(int32_t chunk, int32_t threads, model::KvType kv_type) {
+engine::EngineConfig config_for(int32_t chunk, int32_t threads, kernels::KvType kv_type) {
   engine::EngineConfig cfg;
   cfg.kv_type = kv_type;
   cfg.kv_cache_bytes = 64ull << 20;
@@ -48,7 +48,7 @@ engine::EngineConfig config_for(int32_t chunk, int32_t threads, model::KvType kv
   return cfg;
 }
 
-void check_exactness(const LoadedModel& lm, const std::string& model_name, model::KvType kv_type) {
+void check_exactness(const LoadedModel& lm, const std::string& model_name, kernels::KvType kv_type) {
   const Prompts p = make_prompts(*lm.tokenizer);
   ASSERT_GT(p.a.size(), 40u);
   constexpr int32_t kNew = 6;
@@ -68,7 +68,7 @@ void check_exactness(const LoadedModel& lm, const std::string& model_name, model
   }
   for (int32_t threads : {1, 2}) {
     for (int32_t chunk : {1, 7, 16, 64, 512}) {
-      const std::string what = model_name + " kv=" + model::kv_type_name(kv_type) +
+      const std::string what = model_name + " kv=" + kernels::kv_type_name(kv_type) +
                                " threads=" + std::to_string(threads) + " chunk=" + std::to_string(chunk);
       engine::Engine eng(*lm.model, engine::with_eog(config_for(chunk, threads, kv_type), *lm.tokenizer));
       // Cold, alone.
@@ -111,7 +111,7 @@ void check_exactness(const LoadedModel& lm, const std::string& model_name, model
 TEST_P(EngineExactness, CachedPartialBatchedChunkedThreaded) {
   auto lm = load_shared_model(GetParam().model);
   ASSERT_TRUE(lm.model);
-  check_exactness(lm, GetParam().model, model::KvType::F16);
+  check_exactness(lm, GetParam().model, kernels::KvType::F16);
 }
 
 // Q8_0 KV: the same exactness on the models whose head_dim is a multiple of 32 (synth_kv_models.h), and a
@@ -126,11 +126,11 @@ TEST_P(EngineQ8_0Kv, CachedPartialBatchedChunkedThreadedOrRefused) {
   lm.tokenizer = Tokenizer::from_gguf(lm.model->file());
   const int32_t head_dim = lm.model->config().head_dim;
   if (head_dim % 32 == 0) {
-    check_exactness(lm, GetParam(), model::KvType::Q8_0);
+    check_exactness(lm, GetParam(), kernels::KvType::Q8_0);
     return;
   }
   try {
-    engine::Engine eng(*lm.model, engine::with_eog(config_for(16, 1, model::KvType::Q8_0), *lm.tokenizer));
+    engine::Engine eng(*lm.model, engine::with_eog(config_for(16, 1, kernels::KvType::Q8_0), *lm.tokenizer));
     FAIL() << "the engine accepted q8_0 KV for head_dim " << head_dim;
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("head_dim is " + std::to_string(head_dim)), std::string::npos) << e.what();

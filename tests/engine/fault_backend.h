@@ -23,7 +23,7 @@ class FaultBackend final : public engine::Backend {
   const model::Config& config() const override { return inner_.config(); }
   const std::string& fingerprint() const override { return inner_.fingerprint(); }
   int32_t max_batch_tokens() const override { return inner_.max_batch_tokens(); }
-  model::KvType kv_type() const override { return inner_.kv_type(); }
+  kernels::KvType kv_type() const override { return inner_.kv_type(); }
   int32_t block_size() const override { return inner_.block_size(); }
   int32_t n_kv_blocks() const override { return inner_.n_kv_blocks(); }
   size_t kv_bytes() const override { return inner_.kv_bytes(); }

@@ -32,7 +32,7 @@ std::vector<double> reference(const PagedKv& kv, size_t kv_head, const float* q,
   std::vector<double> s(static_cast<size_t>(n_pos));
   for (int32_t p = 0; p < n_pos; ++p) {
     double dot = 0;
-    for (size_t i = 0; i < d; ++i) dot += double{query_value(kv.elem, q[i])} * kv.kf[p * stride + kv_head * d + i];
+    for (size_t i = 0; i < d; ++i) dot += double{query_value(kv.type, q[i])} * kv.kf[p * stride + kv_head * d + i];
     s[static_cast<size_t>(p)] = dot * scale;
   }
   const double m = *std::max_element(s.begin(), s.end());
@@ -47,14 +47,14 @@ std::vector<double> reference(const PagedKv& kv, size_t kv_head, const float* q,
 
 TEST(AttentionTile, MatchesDoubleReference) {
   for (const Path& path : paths()) {
-    for (KvElem elem : {KvElem::F32, KvElem::F16, KvElem::BF16, KvElem::Q8_0}) {
+    for (KvType type : {KvType::F32, KvType::F16, KvType::BF16, KvType::Q8_0}) {
       for (size_t head_dim : {8u, 20u, 32u, 64u, 128u}) {
-        if (elem == KvElem::Q8_0 && head_dim % 32 != 0) continue;
+        if (type == KvType::Q8_0 && head_dim % 32 != 0) continue;
         for (int32_t block_size : {1, 5, 16}) {
-          SCOPED_TRACE(std::string(path.name) + " elem " + elem_name(elem) + " head_dim " +
+          SCOPED_TRACE(std::string(path.name) + " type " + elem_name(type) + " head_dim " +
                        std::to_string(head_dim) + " block " + std::to_string(block_size));
           const int32_t n_pos = 77;  // two full chunks and a partial one
-          const PagedKv kv(elem, head_dim, 2, block_size, n_pos, 7);
+          const PagedKv kv(type, head_dim, 2, block_size, n_pos, 7);
           const auto q = test::random_floats(head_dim * 3, 8, 2.0f);
           const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
           std::vector<float> out(head_dim * 3, -1.0f);
@@ -78,11 +78,11 @@ TEST(AttentionTile, MatchesDoubleReference) {
 // the tile; and rows past its last position (here NaN) are never read.
 TEST(AttentionTile, QueryIndependentOfTileAndUnreadRows) {
   for (const Path& path : paths()) {
-    for (KvElem elem : {KvElem::F32, KvElem::F16, KvElem::BF16, KvElem::Q8_0}) {
-      SCOPED_TRACE(std::string(path.name) + " elem " + elem_name(elem));
-      const size_t head_dim = elem == KvElem::Q8_0 ? 64 : 24;
+    for (KvType type : {KvType::F32, KvType::F16, KvType::BF16, KvType::Q8_0}) {
+      SCOPED_TRACE(std::string(path.name) + " type " + elem_name(type));
+      const size_t head_dim = type == KvType::Q8_0 ? 64 : 24;
       const int32_t n_pos = 70;
-      PagedKv kv(elem, head_dim, 1, 4, n_pos, 11);
+      PagedKv kv(type, head_dim, 1, 4, n_pos, 11);
       const auto q = test::random_floats(head_dim * 4, 12, 3.0f);
       const float scale = 0.3f;
       const int32_t lengths[] = {45, 70, 1, 32};
@@ -116,7 +116,7 @@ TEST(AttentionTile, Avx2AgreesWithScalar) {
   if (!avx2::available()) GTEST_SKIP() << "CPU lacks AVX2";
   const size_t head_dim = 64;
   const int32_t n_pos = 300;
-  const PagedKv kv(KvElem::F16, head_dim, 4, 16, n_pos, 21);
+  const PagedKv kv(KvType::F16, head_dim, 4, 16, n_pos, 21);
   const auto q = test::random_floats(head_dim, 22, 4.0f);
   std::vector<float> s(head_dim), a(head_dim);
   std::vector<AttnQuery> qs = {{q.data(), s.data(), n_pos}}, qa = {{q.data(), a.data(), n_pos}};
@@ -129,12 +129,12 @@ TEST(AttentionTile, Avx2AgreesWithScalar) {
 // 16-lane registers, leave an 8-lane tail, or need zero padding.
 TEST(AttentionTile, Avx512BitIdenticalToAvx2) {
   if (!avx512::available()) GTEST_SKIP() << "CPU lacks AVX-512";
-  for (KvElem elem : {KvElem::F32, KvElem::F16, KvElem::BF16, KvElem::Q8_0}) {
+  for (KvType type : {KvType::F32, KvType::F16, KvType::BF16, KvType::Q8_0}) {
     for (size_t head_dim : {8u, 20u, 24u, 32u, 64u, 80u, 96u, 128u, 136u}) {
-      if (elem == KvElem::Q8_0 && head_dim % 32 != 0) continue;
-      SCOPED_TRACE(std::string("elem ") + elem_name(elem) + " head_dim " + std::to_string(head_dim));
+      if (type == KvType::Q8_0 && head_dim % 32 != 0) continue;
+      SCOPED_TRACE(std::string("type ") + elem_name(type) + " head_dim " + std::to_string(head_dim));
       const int32_t n_pos = 91;  // the last chunk has an odd number of rows (AVX-512 widens F16 rows in pairs)
-      const PagedKv kv(elem, head_dim, 2, 7, n_pos, 71);
+      const PagedKv kv(type, head_dim, 2, 7, n_pos, 71);
       const auto q = test::random_floats(head_dim * 5, 72, 3.0f);
       std::vector<float> a(head_dim * 5), z(head_dim * 5);
       std::vector<AttnQuery> qa, qz;
@@ -167,15 +167,15 @@ TEST(AttentionTile, Avx512SharedTileBitIdenticalToAvx2) {
     return avx512::attention_tiles_shared(&tile, 1, scratch.data(), 0);
   };
   // Block sizes: rows one block apart (1), runs of a block crossing 8-row groups and chunks (7), whole blocks (16).
-  for (KvElem elem : {KvElem::F32, KvElem::F16, KvElem::BF16, KvElem::Q8_0}) {
+  for (KvType type : {KvType::F32, KvType::F16, KvType::BF16, KvType::Q8_0}) {
     for (size_t head_dim : {16u, 64u, 80u, 128u}) {
-      if (elem == KvElem::Q8_0 && head_dim % 32 != 0) continue;  // refused, below
+      if (type == KvType::Q8_0 && head_dim % 32 != 0) continue;  // refused, below
       for (int32_t block_size : {1, 7, 16}) {
-        PagedKv kv(elem, head_dim, 2, block_size, 100, 91);
+        PagedKv kv(type, head_dim, 2, block_size, 100, 91);
         for (int32_t n_pos : {96, 65, 64, 33, 32, 9, 8, 7, 1}) {  // descending: positions >= n_pos are poisoned
           for (int32_t p = n_pos; p < 100; ++p) kv.poison(p);
           for (size_t n_q : {1u, 2u, 3u, 4u, 5u, 8u}) {
-            SCOPED_TRACE(std::string("elem ") + elem_name(elem) + " head_dim " + std::to_string(head_dim) +
+            SCOPED_TRACE(std::string("type ") + elem_name(type) + " head_dim " + std::to_string(head_dim) +
                          " block " + std::to_string(block_size) + " n_pos " + std::to_string(n_pos) + " queries " +
                          std::to_string(n_q));
             const auto q = test::random_floats(head_dim * n_q, 92 + static_cast<uint32_t>(n_q), 3.0f);
@@ -193,9 +193,9 @@ TEST(AttentionTile, Avx512SharedTileBitIdenticalToAvx2) {
       }
     }
   }
-  const PagedKv q8(KvElem::Q8_0, 64, 1, 16, 40, 93);
-  const PagedKv f16_20(KvElem::F16, 20, 1, 16, 40, 94);
-  const PagedKv f16(KvElem::F16, 64, 1, 16, 40, 95);
+  const PagedKv q8(KvType::Q8_0, 64, 1, 16, 40, 93);
+  const PagedKv f16_20(KvType::F16, 20, 1, 16, 40, 94);
+  const PagedKv f16(KvType::F16, 64, 1, 16, 40, 95);
   const auto q = test::random_floats(64 * 2, 96);
   std::vector<float> out(64 * 2);
   std::vector<AttnQuery> one = {{q.data(), out.data(), 40}};
@@ -211,7 +211,7 @@ TEST(AttentionTile, Avx512SharedTileBitIdenticalToAvx2) {
 TEST(AttentionTile, TilesTogetherBitIdenticalToOneAtATime) {
   if (!avx2::available()) GTEST_SKIP() << "CPU lacks AVX2";
   constexpr size_t kHeads = 9, kGroup = 3, kHeadDim = 64;
-  const PagedKv kv(KvElem::F16, kHeadDim, kHeads, 5, 120, 97);
+  const PagedKv kv(KvType::F16, kHeadDim, kHeads, 5, 120, 97);
   const auto q = test::random_floats(kHeads * kGroup * kHeadDim, 98, 3.0f);
   for (bool uneven : {false, true}) {
     SCOPED_TRACE(uneven ? "one tile's queries differ in n_pos" : "every tile's queries share n_pos");
@@ -253,8 +253,8 @@ TEST(AttentionTile, Q8_0EqualsF32OfDequantizedValuesOnEveryPath) {
     for (size_t head_dim : {32u, 64u, 96u, 128u}) {
       SCOPED_TRACE(std::string(path.name) + " head_dim " + std::to_string(head_dim));
       const int32_t n_pos = 83;
-      const PagedKv q8(KvElem::Q8_0, head_dim, 3, 6, n_pos, 41);
-      PagedKv f32(KvElem::F32, head_dim, 3, 6, n_pos, 41);  // same table (same seed), values replaced below
+      const PagedKv q8(KvType::Q8_0, head_dim, 3, 6, n_pos, 41);
+      PagedKv f32(KvType::F32, head_dim, 3, 6, n_pos, 41);  // same table (same seed), values replaced below
       ASSERT_EQ(q8.table, f32.table);
       for (int32_t p = 0; p < n_pos; ++p) {
         for (size_t i = 0; i < 3 * head_dim; ++i) {
@@ -283,7 +283,7 @@ TEST(AttentionTile, Q8_0SimdAgreesWithScalar) {
   if (!avx2::available()) GTEST_SKIP() << "CPU lacks AVX2";
   const size_t head_dim = 128;
   const int32_t n_pos = 260;
-  const PagedKv kv(KvElem::Q8_0, head_dim, 2, 16, n_pos, 51);
+  const PagedKv kv(KvType::Q8_0, head_dim, 2, 16, n_pos, 51);
   const auto q = test::random_floats(head_dim, 52, 4.0f);
   std::vector<float> s(head_dim);
   std::vector<AttnQuery> qs = {{q.data(), s.data(), n_pos}};
@@ -327,7 +327,7 @@ TEST(AttentionTile, LateMaximumRescalesEarlierChunks) {
   for (const Path& path : paths()) {
     const size_t head_dim = 8;
     const int32_t n_pos = 100;
-    PagedKv kv(KvElem::F32, head_dim, 1, 16, n_pos, 31);
+    PagedKv kv(KvType::F32, head_dim, 1, 16, n_pos, 31);
     for (int32_t p = 0; p < n_pos; ++p) {
       for (size_t i = 0; i < head_dim; ++i) {
         kv.write(kv.k.data(), p, i, p == 90 ? 10.0f : 0.0f);

@@ -28,7 +28,7 @@ std::vector<double> reference(const PagedKv& kv, size_t kv_head, const float* q,
   std::vector<double> s;
   for (int32_t p = first; p < n_pos; ++p) {
     double dot = 0;
-    for (size_t i = 0; i < d; ++i) dot += double{query_value(kv.elem, q[i])} * kv.kf[p * stride + kv_head * d + i];
+    for (size_t i = 0; i < d; ++i) dot += double{query_value(kv.type, q[i])} * kv.kf[p * stride + kv_head * d + i];
     dot *= scale;
     s.push_back(cap > 0 ? cap * std::tanh(dot / cap) : dot);
   }
@@ -63,13 +63,13 @@ const std::vector<std::pair<int32_t, int32_t>> kWindows = {{25, 41}, {32, 48}, {
 
 TEST(AttentionWindow, MatchesDoubleReferenceOnEveryPath) {
   for (const Path& path : paths()) {
-    for (KvElem elem : {KvElem::F32, KvElem::F16, KvElem::BF16, KvElem::Q8_0}) {
+    for (KvType type : {KvType::F32, KvType::F16, KvType::BF16, KvType::Q8_0}) {
       for (size_t head_dim : {20u, 64u}) {
-        if (elem == KvElem::Q8_0 && head_dim % 32 != 0) continue;
+        if (type == KvType::Q8_0 && head_dim % 32 != 0) continue;
         for (float cap : {0.0f, 2.0f}) {
-          SCOPED_TRACE(std::string(path.name) + " elem " + elem_name(elem) + " head_dim " + std::to_string(head_dim) +
+          SCOPED_TRACE(std::string(path.name) + " type " + elem_name(type) + " head_dim " + std::to_string(head_dim) +
                        " softcap " + std::to_string(cap));
-          const PagedKv kv(elem, head_dim, 2, 5, 77, 17);
+          const PagedKv kv(type, head_dim, 2, 5, 77, 17);
           const size_t n_q = kWindows.size();
           const auto q = test::random_floats(head_dim * n_q, 18, 3.0f);
           const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
@@ -97,11 +97,11 @@ TEST(AttentionWindow, MatchesDoubleReferenceOnEveryPath) {
 // last position (NaN here) never reach its output.
 TEST(AttentionWindow, QueryIndependentOfTileAndRowsOutsideWindow) {
   for (const Path& path : paths()) {
-    for (KvElem elem : {KvElem::F16, KvElem::Q8_0}) {
-      SCOPED_TRACE(std::string(path.name) + " elem " + elem_name(elem));
+    for (KvType type : {KvType::F16, KvType::Q8_0}) {
+      SCOPED_TRACE(std::string(path.name) + " type " + elem_name(type));
       const size_t head_dim = 64, n_q = kWindows.size();
       const auto q = test::random_floats(head_dim * n_q, 28, 3.0f);
-      PagedKv kv(elem, head_dim, 1, 4, 77, 27);
+      PagedKv kv(type, head_dim, 1, 4, 77, 27);
       std::vector<float> tiled(head_dim * n_q);
       std::vector<AttnQuery> all;
       for (size_t j = 0; j < n_q; ++j) {
@@ -110,7 +110,7 @@ TEST(AttentionWindow, QueryIndependentOfTileAndRowsOutsideWindow) {
       run(path.fn, kv.pages(0), head_dim, 0.125f, 2.0f, all);
       for (size_t j = 0; j < n_q; ++j) {
         const auto [first, n_pos] = kWindows[j];
-        PagedKv poisoned(elem, head_dim, 1, 4, 77, 27);
+        PagedKv poisoned(type, head_dim, 1, 4, 77, 27);
         for (int32_t p = 0; p < 77; ++p) {
           if (p < first || p >= n_pos) poisoned.poison(p);
         }
@@ -126,12 +126,12 @@ TEST(AttentionWindow, QueryIndependentOfTileAndRowsOutsideWindow) {
 
 TEST(AttentionWindow, Avx512BitIdenticalToAvx2) {
   if (!avx512::available()) GTEST_SKIP() << "CPU lacks AVX-512";
-  for (KvElem elem : {KvElem::F32, KvElem::F16, KvElem::BF16, KvElem::Q8_0}) {
+  for (KvType type : {KvType::F32, KvType::F16, KvType::BF16, KvType::Q8_0}) {
     for (size_t head_dim : {24u, 64u, 80u, 128u}) {
-      if (elem == KvElem::Q8_0 && head_dim % 32 != 0) continue;
+      if (type == KvType::Q8_0 && head_dim % 32 != 0) continue;
       for (float cap : {0.0f, 2.0f, 50.0f}) {
-        SCOPED_TRACE(std::string("elem ") + elem_name(elem) + " head_dim " + std::to_string(head_dim));
-        const PagedKv kv(elem, head_dim, 2, 7, 77, 37);
+        SCOPED_TRACE(std::string("type ") + elem_name(type) + " head_dim " + std::to_string(head_dim));
+        const PagedKv kv(type, head_dim, 2, 7, 77, 37);
         const size_t n_q = kWindows.size();
         const auto q = test::random_floats(head_dim * n_q, 38, 3.0f);
         std::vector<float> a(head_dim * n_q), z(head_dim * n_q);
@@ -152,7 +152,7 @@ TEST(AttentionWindow, Avx512BitIdenticalToAvx2) {
 // runs attention_tile, which computes them).
 TEST(AttentionWindow, SharedDecodePathRefusesWindowAndSoftcap) {
   if (!avx512::available()) GTEST_SKIP() << "CPU lacks AVX-512";
-  const PagedKv kv(KvElem::F16, 64, 1, 16, 40, 47);
+  const PagedKv kv(KvType::F16, 64, 1, 16, 40, 47);
   const auto q = test::random_floats(64, 48);
   std::vector<float> out(64);
   for (const auto& [first, cap] : std::vector<std::pair<int32_t, float>>{{0, 0.0f}, {24, 0.0f}, {0, 2.0f}}) {

@@ -31,25 +31,25 @@ inline std::vector<Path> paths() {
 }
 
 // Bytes of n values of e (Q8_0: n % 32 == 0).
-inline size_t elem_bytes(KvElem e, size_t n) { return e == KvElem::F32 ? 4 * n : e == KvElem::Q8_0 ? n / 32 * 34 : 2 * n; }
+inline size_t elem_bytes(KvType e, size_t n) { return e == KvType::F32 ? 4 * n : e == KvType::Q8_0 ? n / 32 * 34 : 2 * n; }
 
-inline const char* elem_name(KvElem e) {
+inline const char* elem_name(KvType e) {
   switch (e) {
-    case KvElem::F32: return "f32";
-    case KvElem::F16: return "f16";
-    case KvElem::BF16: return "bf16";
-    case KvElem::Q8_0: return "q8_0";
+    case KvType::F32: return "f32";
+    case KvType::F16: return "f16";
+    case KvType::BF16: return "bf16";
+    case KvType::Q8_0: return "q8_0";
   }
   return "?";
 }
 
 // The query as the kernel uses it: rounded to F16/BF16 storage, unchanged for F32 and Q8_0.
-inline float query_value(KvElem e, float v) {
+inline float query_value(KvType e, float v) {
   switch (e) {
-    case KvElem::F32: return v;
-    case KvElem::F16: return f16_to_f32(f32_to_f16(v));
-    case KvElem::BF16: return bf16_to_f32(f32_to_bf16(v));
-    case KvElem::Q8_0: return v;
+    case KvType::F32: return v;
+    case KvType::F16: return f16_to_f32(f32_to_f16(v));
+    case KvType::BF16: return bf16_to_f32(f32_to_bf16(v));
+    case KvType::Q8_0: return v;
   }
   return v;
 }
@@ -58,10 +58,10 @@ inline float query_value(KvElem e, float v) {
 // spare block (never in the table) so that tables do not cover the whole storage. Q8_0 rows are written by the
 // GGUF codec (gguf::encode_values), one head at a time, and kf/vf hold its decoding.
 struct PagedKv {
-  PagedKv(KvElem elem, size_t head_dim, size_t n_kv_heads, int32_t block_size, int32_t n_pos, uint32_t seed)
-      : elem(elem), head_dim(head_dim), n_kv_heads(n_kv_heads), block_size(block_size), n_pos(n_pos) {
+  PagedKv(KvType type, size_t head_dim, size_t n_kv_heads, int32_t block_size, int32_t n_pos, uint32_t seed)
+      : type(type), head_dim(head_dim), n_kv_heads(n_kv_heads), block_size(block_size), n_pos(n_pos) {
     const int32_t n_blocks = (n_pos + block_size - 1) / block_size + 1;
-    row_bytes = n_kv_heads * elem_bytes(elem, head_dim);
+    row_bytes = n_kv_heads * elem_bytes(type, head_dim);
     k.assign(static_cast<size_t>(n_blocks * block_size) * row_bytes, 0);
     v.assign(k.size(), 0);
     table.resize(static_cast<size_t>(n_blocks - 1));
@@ -86,22 +86,22 @@ struct PagedKv {
 
   // Stores head h of position pos from x[head_dim]; stored[head_dim] receives the values as stored.
   void write_head(uint8_t* base, int32_t pos, size_t h, const float* x, float* stored) {
-    if (elem == KvElem::Q8_0) {
+    if (type == KvType::Q8_0) {
       const std::vector<uint8_t> bytes = gguf::encode_values(gguf::TensorType::Q8_0, x, head_dim);
-      std::memcpy(row(base, pos) + h * elem_bytes(elem, head_dim), bytes.data(), bytes.size());
+      std::memcpy(row(base, pos) + h * elem_bytes(type, head_dim), bytes.data(), bytes.size());
       gguf::decode_values(gguf::TensorType::Q8_0, bytes.data(), head_dim, stored);
       return;
     }
     for (size_t i = 0; i < head_dim; ++i) {
       write(base, pos, h * head_dim + i, x[i]);
-      stored[i] = query_value(elem, x[i]);
+      stored[i] = query_value(type, x[i]);
     }
   }
 
   // Every value of position pos (K and V, all heads) becomes NaN: Q8_0 blocks get a NaN scale.
   void poison(int32_t pos) {
     for (uint8_t* base : {k.data(), v.data()}) {
-      if (elem == KvElem::Q8_0) {
+      if (type == KvType::Q8_0) {
         for (size_t b = 0; b < n_kv_heads * head_dim / 32; ++b) {
           const uint16_t nan_f16 = 0x7e00;
           std::memcpy(row(base, pos) + b * 34, &nan_f16, 2);
@@ -119,28 +119,28 @@ struct PagedKv {
 
   // Value i of a F32/F16/BF16 row.
   void write(uint8_t* base, int32_t pos, size_t i, float value) {
-    uint8_t* dst = row(base, pos) + elem_bytes(elem, i);
-    if (elem == KvElem::F32) {
+    uint8_t* dst = row(base, pos) + elem_bytes(type, i);
+    if (type == KvType::F32) {
       std::memcpy(dst, &value, 4);
     } else {
-      const uint16_t h = elem == KvElem::F16 ? f32_to_f16(value) : f32_to_bf16(value);
+      const uint16_t h = type == KvType::F16 ? f32_to_f16(value) : f32_to_bf16(value);
       std::memcpy(dst, &h, 2);
     }
   }
 
   KvPages pages(size_t kv_head) const {
     KvPages p;
-    p.elem = elem;
+    p.type = type;
     p.k_base = k.data();
     p.v_base = v.data();
     p.block_table = table.data();
     p.block_size = block_size;
     p.row_bytes = row_bytes;
-    p.head_offset_bytes = kv_head * elem_bytes(elem, head_dim);
+    p.head_offset_bytes = kv_head * elem_bytes(type, head_dim);
     return p;
   }
 
-  KvElem elem;
+  KvType type;
   size_t head_dim, n_kv_heads;
   int32_t block_size, n_pos;
   size_t row_bytes = 0;

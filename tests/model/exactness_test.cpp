@@ -44,9 +44,9 @@ TEST_P(Exactness, IncrementalEqualsFullRecomputeAtAnyThreadCount) {
   const int32_t n_blocks = (kSeqLen + kBlockSize - 1) / kBlockSize;
   const std::vector<int32_t> table = reversed_blocks(n_blocks);
 
-  std::vector<model::KvType> kv_types = {model::KvType::F16, model::KvType::F32, model::KvType::BF16};
-  if (c.head_dim % 32 == 0) kv_types.push_back(model::KvType::Q8_0);  // Q8_0 needs whole 32-value blocks per head
-  for (model::KvType kv_type : kv_types) {
+  std::vector<kernels::KvType> kv_types = {kernels::KvType::F16, kernels::KvType::F32, kernels::KvType::BF16};
+  if (c.head_dim % 32 == 0) kv_types.push_back(kernels::KvType::Q8_0);  // Q8_0 needs whole 32-value blocks per head
+  for (kernels::KvType kv_type : kv_types) {
     std::vector<float> reference;  // full recompute, 1 thread
     for (int n_threads : {1, 2}) {
       ThreadPool pool(n_threads);
@@ -58,7 +58,7 @@ TEST_P(Exactness, IncrementalEqualsFullRecomputeAtAnyThreadCount) {
           continue;
         }
         const int64_t diff = first_difference(reference, logits);
-        EXPECT_EQ(diff, -1) << "kv " << model::kv_type_name(kv_type) << ", threads " << n_threads << ", chunk "
+        EXPECT_EQ(diff, -1) << "kv " << kernels::kv_type_name(kv_type) << ", threads " << n_threads << ", chunk "
                             << chunk << ": first difference at position " << diff / c.n_vocab << ", token "
                             << diff % c.n_vocab;
       }
@@ -75,10 +75,10 @@ TEST_P(Exactness, AttentionReadsTheStorage) {
   const std::vector<int32_t> tokens = test_tokens(c.n_vocab, 12, 5);
   const std::vector<int32_t> table = {0, 1, 2};
   ThreadPool pool(1);
-  TestKv kv(c, model::KvType::F32, kBlockSize, 3);
+  TestKv kv(c, kernels::KvType::F32, kBlockSize, 3);
   const std::vector<float> reference = run_chunked(*m, pool, kv.view, table, tokens, tokens.size());
 
-  TestKv wiped(c, model::KvType::F32, kBlockSize, 3);
+  TestKv wiped(c, kernels::KvType::F32, kBlockSize, 3);
   const std::vector<int32_t> head(tokens.begin(), tokens.end() - 1);
   run_chunked(*m, pool, wiped.view, table, head, head.size());
   std::fill(wiped.bytes.begin(), wiped.bytes.end(), 0);
@@ -102,15 +102,15 @@ TEST_P(Exactness, SequencesSharingABatchMatchEachAlone) {
   const int32_t blocks_a = (23 + kBlockSize - 1) / kBlockSize, blocks_b = (17 + kBlockSize - 1) / kBlockSize;
   ThreadPool pool(2);
 
-  TestKv alone_kv(c, model::KvType::F16, kBlockSize, blocks_a);
+  TestKv alone_kv(c, kernels::KvType::F16, kBlockSize, blocks_a);
   const std::vector<int32_t> alone_table = reversed_blocks(blocks_a);
   const std::vector<float> alone_a = run_chunked(*m, pool, alone_kv.view, alone_table, a, a.size());
-  TestKv alone_kv_b(c, model::KvType::F16, kBlockSize, blocks_b);
+  TestKv alone_kv_b(c, kernels::KvType::F16, kBlockSize, blocks_b);
   const std::vector<int32_t> alone_table_b = reversed_blocks(blocks_b);
   const std::vector<float> alone_b = run_chunked(*m, pool, alone_kv_b.view, alone_table_b, b, b.size());
 
   // Both sequences in one storage, interleaved in each batch: A's first 11 tokens with all of B, then the rest.
-  TestKv kv(c, model::KvType::F16, kBlockSize, blocks_a + blocks_b);
+  TestKv kv(c, kernels::KvType::F16, kBlockSize, blocks_a + blocks_b);
   const std::vector<int32_t> table_a = reversed_blocks(blocks_a, blocks_b);
   const std::vector<int32_t> table_b = reversed_blocks(blocks_b);
   model::ForwardBatch batch;
@@ -145,10 +145,10 @@ TEST_P(Exactness, OnlyTokensWantingLogitsGetThemInBatchOrder) {
   const std::vector<int32_t> tokens = test_tokens(c.n_vocab, 9, 4);
   ThreadPool pool(1);
   const std::vector<int32_t> table = {0, 1, 2};
-  TestKv kv_all(c, model::KvType::F16, kBlockSize, 3);
+  TestKv kv_all(c, kernels::KvType::F16, kBlockSize, 3);
   const std::vector<float> all = run_chunked(*m, pool, kv_all.view, table, tokens, tokens.size());
 
-  TestKv kv(c, model::KvType::F16, kBlockSize, 3);
+  TestKv kv(c, kernels::KvType::F16, kBlockSize, 3);
   model::ForwardBatch batch;
   batch.block_tables = {&table};
   for (size_t i = 0; i < tokens.size(); ++i) batch.add(tokens[i], static_cast<int32_t>(i), 0, i == 2 || i == 8);

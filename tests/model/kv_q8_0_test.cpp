@@ -57,7 +57,7 @@ TEST_P(KvQ8_0, IncrementalEqualsFullRecomputeAtAnyThreadCount) {
   for (int n_threads : {1, 2}) {
     ThreadPool pool(n_threads);
     for (size_t chunk : {kSeqLen, size_t{1}, size_t{7}}) {
-      TestKv kv(c, model::KvType::Q8_0, 4, n_blocks);
+      TestKv kv(c, kernels::KvType::Q8_0, 4, n_blocks);
       const std::vector<float> logits = run_chunked(*m, pool, kv.view, table, tokens, chunk);
       if (reference.empty()) {
         reference = logits;
@@ -81,7 +81,7 @@ TEST_P(KvQ8_0, StoredRowsAreTheCodecsEncodingOfTheF32Rows) {
   const std::vector<int32_t> tokens = spread_tokens(c.n_vocab, 21, 1);
   const std::vector<int32_t> table = reversed_blocks(2);
   ThreadPool pool(2);
-  TestKv f32(c, model::KvType::F32, kBlockSize, 2), q8(c, model::KvType::Q8_0, kBlockSize, 2);
+  TestKv f32(c, kernels::KvType::F32, kBlockSize, 2), q8(c, kernels::KvType::Q8_0, kBlockSize, 2);
   run_chunked(*m, pool, f32.view, table, tokens, tokens.size());
   run_chunked(*m, pool, q8.view, table, tokens, 5);
   const size_t head_dim = static_cast<size_t>(c.head_dim);
@@ -112,7 +112,7 @@ TEST_P(KvQ8_0, LogitsCloseToF16Kv) {
   const std::vector<int32_t> tokens = spread_tokens(c.n_vocab, n, 7);
   const std::vector<int32_t> table = reversed_blocks(4);
   ThreadPool pool(2);
-  TestKv f16(c, model::KvType::F16, kBlockSize, 4), q8(c, model::KvType::Q8_0, kBlockSize, 4);
+  TestKv f16(c, kernels::KvType::F16, kBlockSize, 4), q8(c, kernels::KvType::Q8_0, kBlockSize, 4);
   const std::vector<float> a = run_chunked(*m, pool, f16.view, table, tokens, n);
   const std::vector<float> b = run_chunked(*m, pool, q8.view, table, tokens, n);
   double max_diff = 0.0, max_abs = 0.0;
@@ -148,7 +148,7 @@ TEST_P(KvQ8_0Refused, HeadDimNotAMultipleOf32) {
   auto m = model::Model::load(path.string(), 64);
   const model::Config& c = m->config();
   ASSERT_NE(c.head_dim % 32, 0);
-  TestKv kv(c, model::KvType::Q8_0, kBlockSize, 1);
+  TestKv kv(c, kernels::KvType::Q8_0, kBlockSize, 1);
   const std::vector<int32_t> table = {0};
   model::ForwardBatch batch;
   batch.block_tables = {&table};

@@ -11,7 +11,7 @@ namespace preface::test {
 
 // Per layer K then V, each [n_blocks][block_size][row_values] of `type`, in one zeroed vector.
 struct TestKv {
-  TestKv(const model::Config& c, model::KvType type, int32_t block_size, int32_t n_blocks) {
+  TestKv(const model::Config& c, kernels::KvType type, int32_t block_size, int32_t n_blocks) {
     view.type = type;
     view.block_size = block_size;
     view.n_blocks = n_blocks;
@@ -24,12 +24,12 @@ struct TestKv {
     }
   }
   std::vector<uint8_t> bytes;
-  model::KvView view;
+  kernels::KvView view;
 };
 
 // Runs `tokens` as one sequence from position 0 in batches of `chunk` tokens (want_logits on every token) and
 // returns all logits, [n][n_vocab].
-inline std::vector<float> run_chunked(model::Model& m, ThreadPool& pool, const model::KvView& kv,
+inline std::vector<float> run_chunked(model::Model& m, ThreadPool& pool, const kernels::KvView& kv,
                                       const std::vector<int32_t>& block_table, const std::vector<int32_t>& tokens,
                                       size_t chunk) {
   const size_t n_vocab = static_cast<size_t>(m.config().n_vocab);

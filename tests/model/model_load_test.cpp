@@ -117,7 +117,7 @@ TEST(ModelLoad, TinyModelLoadsAndRuns) {
   EXPECT_EQ(m->config().n_vocab, 16);
   EXPECT_EQ(m->config().kv_row_values(), 16);
   ThreadPool pool(1);
-  TestKv kv(m->config(), model::KvType::F32, 4, 2);
+  TestKv kv(m->config(), kernels::KvType::F32, 4, 2);
   const std::vector<float> logits = run_chunked(*m, pool, kv.view, {0, 1}, {1, 2, 3, 4, 5}, 5);
   for (float x : logits) ASSERT_TRUE(std::isfinite(x));
 }
@@ -182,7 +182,7 @@ TEST(Forward, MalformedBatchesAreErrors) {
   write_tiny_llama(path);
   auto m = model::Model::load(path, 4);
   ThreadPool pool(1);
-  TestKv kv(m->config(), model::KvType::F16, 4, 2);
+  TestKv kv(m->config(), kernels::KvType::F16, 4, 2);
   const std::vector<int32_t> table = {1, 0};
   std::vector<float> logits(8 * 16);
   auto forward_error = [&](const model::ForwardBatch& b) -> std::string {
@@ -308,10 +308,10 @@ TEST(ModelLoad, WideHeadsQwen3Runs) {
   EXPECT_EQ(m->config().q_dim(), 64);
   EXPECT_TRUE(m->config().qk_norm);
   ThreadPool pool(2);
-  TestKv kv(m->config(), model::KvType::F32, 4, 2);
+  TestKv kv(m->config(), kernels::KvType::F32, 4, 2);
   const std::vector<int32_t> tokens = {1, 5, 9, 3, 7, 2};
   const std::vector<float> whole = run_chunked(*m, pool, kv.view, {0, 1}, tokens, tokens.size());
-  TestKv kv2(m->config(), model::KvType::F32, 4, 2);
+  TestKv kv2(m->config(), kernels::KvType::F32, 4, 2);
   const std::vector<float> one_by_one = run_chunked(*m, pool, kv2.view, {1, 0}, tokens, 1);
   for (float x : whole) ASSERT_TRUE(std::isfinite(x));
   ASSERT_EQ(std::memcmp(whole.data(), one_by_one.data(), whole.size() * sizeof(float)), 0);

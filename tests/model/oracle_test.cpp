@@ -43,7 +43,7 @@ std::vector<OracleCase> read_oracle(const std::filesystem::path& path) {
 int32_t argmax(const float* x, size_t n) { return static_cast<int32_t>(std::max_element(x, x + n) - x); }
 
 // All logits of `tokens` fed as one sequence through a KV cache of `kv_type`, [n][n_vocab].
-std::vector<float> prompt_logits(model::Model& m, ThreadPool& pool, model::KvType kv_type,
+std::vector<float> prompt_logits(model::Model& m, ThreadPool& pool, kernels::KvType kv_type,
                                  const std::vector<int32_t>& tokens) {
   constexpr int32_t kBlockSize = 16;
   const int32_t n_blocks = static_cast<int32_t>((tokens.size() + kBlockSize - 1) / kBlockSize);
@@ -91,7 +91,7 @@ TEST_P(Oracle, MatchesLlamaCpp) {
     int argmax_mismatches = 0;
     for (int k = 0; k < 2; ++k) {
       const std::vector<float> logits =
-          prompt_logits(*m, pool, k == 0 ? model::KvType::F16 : model::KvType::F32, tokens);
+          prompt_logits(*m, pool, k == 0 ? kernels::KvType::F16 : kernels::KvType::F32, tokens);
       const float* last = logits.data() + (tokens.size() - 1) * n_vocab;
       for (size_t i = 0; i < n_vocab; ++i) diff[k] = std::max(diff[k], std::fabs(last[i] - oc.last_logits[i]));
       if (k != 0) continue;

@@ -33,7 +33,7 @@ std::vector<int32_t> greedy(model::Model& m, ThreadPool& pool, const std::vector
   constexpr int32_t kBlockSize = 16;
   const size_t n_vocab = static_cast<size_t>(m.config().n_vocab);
   const int32_t n_blocks = static_cast<int32_t>((prompt.size() + n + kBlockSize - 1) / kBlockSize);
-  TestKv kv(m.config(), model::KvType::F16, kBlockSize, n_blocks);
+  TestKv kv(m.config(), kernels::KvType::F16, kBlockSize, n_blocks);
   const std::vector<int32_t> table = reversed_blocks(n_blocks);
   std::vector<float> logits = run_chunked(m, pool, kv.view, table, prompt, prompt.size());
   std::vector<float> last(logits.end() - static_cast<ptrdiff_t>(n_vocab), logits.end());

@@ -25,7 +25,7 @@ void render_gateway_gauges(std::string& out, const engine::EngineCounters& c, co
   gauge(out, "vllm:cache_config_info", "The KV cache's configuration, in labels (value 1).",
         model + "," + label("block_size", std::to_string(d.block_size)) + "," +
             label("num_gpu_blocks", std::to_string(d.n_kv_blocks)) + "," +
-            label("cache_dtype", model::kv_type_name(d.kv_type)) + "," +
+            label("cache_dtype", kernels::kv_type_name(d.kv_type)) + "," +
             label("enable_prefix_caching", prefix_cache ? "True" : "False"),
         1);
   gauge(out, "vllm:lora_requests_info", "LoRA adapters loaded and waiting (none: preface serves no adapter); "

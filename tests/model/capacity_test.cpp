@@ -1,7 +1,7 @@
 // KV capacity arithmetic: the reference numbers (Llama-3-8B in bf16: 128 KiB per token, a 6,100-token prefix =
 // 762.5 MiB and ~9.8e13 FLOPs), every built-in shape's bytes per token and parameter count against published
-// figures, shapes read from the shared GGUFs, parse_bytes and format_bytes.
-#include "kv/capacity.h"
+// figures, shapes read from the shared GGUFs.
+#include "model/capacity.h"
 
 #include <gtest/gtest.h>
 
@@ -11,13 +11,14 @@
 #include <utility>
 
 #include "gguf/reader.h"
-#include "kv/kv_storage.h"
+#include "kernels/kv_type.h"
 #include "model/config.h"
 #include "model/synth_kv_models.h"
 #include "support/shared_data.h"
+#include "util/bytes.h"
 #include "util/error.h"
 
-namespace preface::kv {
+namespace preface::model {
 namespace {
 
 KvShape shape(const std::string& name) {
@@ -28,10 +29,10 @@ KvShape shape(const std::string& name) {
 
 TEST(KvCapacity, Llama3_8bReferenceNumbers) {
   const KvShape s = shape("llama3-8b");
-  EXPECT_EQ(kv_bytes_per_token(s, KvDtype::BF16), 128u * 1024);
-  EXPECT_EQ(format_bytes(kv_bytes_per_token(s, KvDtype::BF16)), "128 KiB");
+  EXPECT_EQ(kv_bytes_per_token(s, kernels::KvType::BF16), 128u * 1024);
+  EXPECT_EQ(format_bytes(kv_bytes_per_token(s, kernels::KvType::BF16)), "128 KiB");
 
-  const PrefixCost c = prefix_cost(s, KvDtype::BF16, 16, 6100);
+  const PrefixCost c = prefix_cost(s, kernels::KvType::BF16, 16, 6100);
   EXPECT_EQ(c.exact_bytes, 6100ull * 128 * 1024);
   EXPECT_EQ(c.exact_bytes, 762ull * 1024 * 1024 + 512 * 1024);  // 762.5 MiB
   EXPECT_EQ(format_bytes(c.exact_bytes), "762.5 MiB");
@@ -66,10 +67,10 @@ TEST(KvCapacity, BuiltinBytesPerToken) {
     ASSERT_TRUE(expected.count(name));
     const KvShape s = shape(name);
     const Expect& e = expected.at(name);
-    EXPECT_EQ(kv_bytes_per_token(s, KvDtype::F32), e.f32);
-    EXPECT_EQ(kv_bytes_per_token(s, KvDtype::F16), e.f16);
-    EXPECT_EQ(kv_bytes_per_token(s, KvDtype::BF16), e.f16);
-    EXPECT_EQ(kv_bytes_per_token(s, KvDtype::Q8_0), e.q8_0);
+    EXPECT_EQ(kv_bytes_per_token(s, kernels::KvType::F32), e.f32);
+    EXPECT_EQ(kv_bytes_per_token(s, kernels::KvType::F16), e.f16);
+    EXPECT_EQ(kv_bytes_per_token(s, kernels::KvType::BF16), e.f16);
+    EXPECT_EQ(kv_bytes_per_token(s, kernels::KvType::Q8_0), e.q8_0);
     EXPECT_EQ(s.dim % s.n_heads, 0);
     EXPECT_EQ(s.dim / s.n_heads, s.head_dim);
   }
@@ -134,144 +135,77 @@ TEST(KvCapacity, ShapeFromSharedGguf) {
     EXPECT_EQ(s.qkv_bias, c.qkv_bias);
     // The synthetic models are Llama/Qwen2 shapes, so counting tensors and the shape formula agree.
     EXPECT_EQ(s.n_params, shape_param_count(s));
-    EXPECT_EQ(kv_bytes_per_token(s, KvDtype::F16), 2ull * c.n_layers * c.kv_row_values() * 2);
+    EXPECT_EQ(kv_bytes_per_token(s, kernels::KvType::F16), 2ull * c.n_layers * c.kv_row_values() * 2);
   }
 }
 
-// The calculator (`preface kv`) and the storage an engine allocates agree on bytes per token for every dtype,
-// q8_0 included (2 x layers x kv_heads x head_dim x 34/32), on the shared models whose head_dim q8_0 can store.
+// The calculator (`preface kv`) and the model's own config agree on bytes per token for every type, q8_0 included
+// (2 x layers x kv_heads x head_dim x 34/32), on the shared models whose head_dim q8_0 can store: the row formula
+// of kernels::kv_row_bytes, which kv::KvStorage is tested to allocate (tests/kv/kv_storage_test.cpp).
 TEST(KvCapacity, CalculatorMatchesKvStorage) {
   if (test::shared_dir().empty()) return;
-  const std::pair<KvDtype, model::KvType> types[] = {{KvDtype::F32, model::KvType::F32},
-                                                     {KvDtype::F16, model::KvType::F16},
-                                                     {KvDtype::BF16, model::KvType::BF16},
-                                                     {KvDtype::Q8_0, model::KvType::Q8_0}};
   for (const std::string& name : test::q8_0_kv_model_names()) {
     SCOPED_TRACE(name);
     const gguf::File file = gguf::File::open(test::q8_0_kv_model_path(name));
     const KvShape s = shape_from_gguf(file);
-    const model::Config c = model::read_config(file);
+    const Config c = read_config(file);
     ASSERT_EQ(c.head_dim % 32, 0);
-    for (const auto& [dtype, type] : types) {
-      EXPECT_EQ(kv_dtype_name(dtype), model::kv_type_name(type));
-      EXPECT_EQ(kv_bytes_per_token(s, dtype), KvStorage(c, type, 16, 1).bytes_per_token()) << kv_dtype_name(dtype);
+    for (kernels::KvType t : kernels::kAllKvTypes) {
+      EXPECT_EQ(kv_bytes_per_token(s, t),
+                2ull * c.n_layers * kernels::kv_row_bytes(t, static_cast<size_t>(c.kv_row_values())))
+          << kernels::kv_type_name(t);
     }
-    EXPECT_EQ(kv_bytes_per_token(s, KvDtype::Q8_0), 2ull * c.n_layers * c.n_kv_heads * c.head_dim / 32 * 34);
+    EXPECT_EQ(kv_bytes_per_token(s, kernels::KvType::Q8_0), 2ull * c.n_layers * c.n_kv_heads * c.head_dim / 32 * 34);
   }
 }
 
 TEST(KvCapacity, FitBudget) {
   const KvShape s = shape("llama3-8b");
-  const KvBudget b = fit_budget(s, KvDtype::BF16, 16, parse_bytes("2GiB"));
+  const KvBudget b = fit_budget(s, kernels::KvType::BF16, 16, parse_bytes("2GiB"));
   EXPECT_EQ(b.block_bytes, 2u << 20);
   EXPECT_EQ(b.n_blocks, 1024u);
   EXPECT_EQ(b.n_tokens, 16384u);
   // One byte short of 1,024 blocks holds 1,023 (only whole blocks).
-  EXPECT_EQ(fit_budget(s, KvDtype::BF16, 16, (2ull << 30) - 1).n_blocks, 1023u);
-  EXPECT_EQ(fit_budget(s, KvDtype::BF16, 16, 100).n_tokens, 0u);
-  EXPECT_THROW(fit_budget(s, KvDtype::BF16, 0, 1 << 30), Error);
-  EXPECT_THROW(fit_budget(s, KvDtype::BF16, -16, 1 << 30), Error);
+  EXPECT_EQ(fit_budget(s, kernels::KvType::BF16, 16, (2ull << 30) - 1).n_blocks, 1023u);
+  EXPECT_EQ(fit_budget(s, kernels::KvType::BF16, 16, 100).n_tokens, 0u);
+  EXPECT_THROW(fit_budget(s, kernels::KvType::BF16, 0, 1 << 30), Error);
+  EXPECT_THROW(fit_budget(s, kernels::KvType::BF16, -16, 1 << 30), Error);
 }
 
 TEST(KvCapacity, PrefixEdgeCases) {
   const KvShape s = shape("llama3-8b");
-  EXPECT_EQ(prefix_cost(s, KvDtype::F16, 16, 0).n_blocks, 0u);
-  EXPECT_EQ(prefix_cost(s, KvDtype::F16, 16, 16).n_blocks, 1u);
-  EXPECT_EQ(prefix_cost(s, KvDtype::F16, 16, 17).n_blocks, 2u);
-  EXPECT_THROW(prefix_cost(s, KvDtype::F16, 16, UINT64_MAX / 1000), Error);  // bytes overflow
+  EXPECT_EQ(prefix_cost(s, kernels::KvType::F16, 16, 0).n_blocks, 0u);
+  EXPECT_EQ(prefix_cost(s, kernels::KvType::F16, 16, 16).n_blocks, 1u);
+  EXPECT_EQ(prefix_cost(s, kernels::KvType::F16, 16, 17).n_blocks, 2u);
+  EXPECT_THROW(prefix_cost(s, kernels::KvType::F16, 16, UINT64_MAX / 1000), Error);  // bytes overflow
 }
 
 TEST(KvCapacity, InvalidShapesThrow) {
   KvShape s = shape("llama3-8b");
   s.n_kv_heads = 0;
-  EXPECT_THROW(kv_bytes_per_token(s, KvDtype::F16), Error);
+  EXPECT_THROW(kv_bytes_per_token(s, kernels::KvType::F16), Error);
   s = shape("llama3-8b");
   s.n_layers = -1;
-  EXPECT_THROW(kv_bytes_per_token(s, KvDtype::F16), Error);
+  EXPECT_THROW(kv_bytes_per_token(s, kernels::KvType::F16), Error);
   s = shape("llama3-8b");
   s.head_dim = 1 << 30;
-  EXPECT_THROW(kv_bytes_per_token(s, KvDtype::F16), Error);
+  EXPECT_THROW(kv_bytes_per_token(s, kernels::KvType::F16), Error);
   s = shape("llama3-8b");
   s.n_kv_heads = 7;  // 32 heads are not a multiple of 7
-  EXPECT_THROW(kv_bytes_per_token(s, KvDtype::F16), Error);
+  EXPECT_THROW(kv_bytes_per_token(s, kernels::KvType::F16), Error);
 }
 
-TEST(KvCapacity, DtypeNames) {
-  for (KvDtype t : kAllKvDtypes) EXPECT_EQ(parse_kv_dtype(kv_dtype_name(t)), t);
-  EXPECT_EQ(parse_kv_dtype("Q8_0"), KvDtype::Q8_0);
-  EXPECT_THROW(parse_kv_dtype("q4_0"), Error);
-  EXPECT_THROW(parse_kv_dtype(""), Error);
-  EXPECT_DOUBLE_EQ(kv_bytes_per_value(KvDtype::Q8_0), 1.0625);
-  EXPECT_EQ(kv_bytes_per_head_row(KvDtype::Q8_0, 128), 136u);
-  EXPECT_EQ(kv_bytes_per_head_row(KvDtype::Q8_0, 33), 68u);
-}
-
-TEST(ParseBytes, Accepts) {
-  EXPECT_EQ(parse_bytes("2GiB"), 2ull << 30);
-  EXPECT_EQ(parse_bytes("512MiB"), 512ull << 20);
-  EXPECT_EQ(parse_bytes("512 mib"), 512ull << 20);
-  EXPECT_EQ(parse_bytes("  4KiB "), 4096u);
-  EXPECT_EQ(parse_bytes("1TiB"), 1ull << 40);
-  EXPECT_EQ(parse_bytes("2PiB"), 2ull << 50);
-  EXPECT_EQ(parse_bytes("8GB"), 8000000000ull);
-  EXPECT_EQ(parse_bytes("3kb"), 3000u);
-  EXPECT_EQ(parse_bytes("7MB"), 7000000u);
-  EXPECT_EQ(parse_bytes("1TB"), 1000000000000ull);
-  EXPECT_EQ(parse_bytes("4096"), 4096u);
-  EXPECT_EQ(parse_bytes("4096B"), 4096u);
-  EXPECT_EQ(parse_bytes("0"), 0u);
-  EXPECT_EQ(parse_bytes("0GiB"), 0u);
-  EXPECT_EQ(parse_bytes("1e9"), 1000000000u);
-  EXPECT_EQ(parse_bytes("2.5e3KiB"), 2500u * 1024);
-  EXPECT_EQ(parse_bytes("1.5GiB"), 3ull << 29);
-  EXPECT_EQ(parse_bytes(".5KiB"), 512u);
-  EXPECT_EQ(parse_bytes("0.1KiB"), 102u);  // 102.4 rounds down
-  EXPECT_EQ(parse_bytes("1e-3KB"), 1u);
-  EXPECT_EQ(parse_bytes("18446744073709551615"), UINT64_MAX);
-  EXPECT_EQ(parse_bytes("0000000000000000000000001KiB"), 1024u);
-  EXPECT_EQ(parse_bytes("1.000000000000000000000000GiB"), 1ull << 30);
-  EXPECT_EQ(parse_bytes("15PiB"), 15ull << 50);
-}
-
-TEST(ParseBytes, Rejects) {
-  for (const char* bad : {"", "   ", "-1", "-1GiB", "- 5", "+5", "GiB", "abc", "2 GiBs", "2G", "2k", "1,000",
-                          "0x10", "1e", "1e+", "1.2.3", "nan", "inf", "2 Gi B", "1EiB", "5 bytes"}) {
-    EXPECT_THROW(parse_bytes(bad), Error) << "'" << bad << "'";
-  }
-}
-
-TEST(ParseBytes, Overflow) {
-  EXPECT_THROW(parse_bytes("18446744073709551616"), Error);  // 2^64
-  EXPECT_THROW(parse_bytes("16384PiB"), Error);              // 2^64
-  EXPECT_EQ(parse_bytes("16383PiB"), 16383ull << 50);
-  EXPECT_THROW(parse_bytes("1e20"), Error);
-  EXPECT_THROW(parse_bytes("1e999999999999"), Error);
-  EXPECT_EQ(parse_bytes("1e-999999999999"), 0u);
-  EXPECT_THROW(parse_bytes("123456789012345678901"), Error);  // 21 significant digits
-  EXPECT_THROW(parse_bytes(std::string(100000, '9')), Error);
-}
-
-TEST(FormatBytes, Units) {
-  EXPECT_EQ(format_bytes(0), "0 B");
-  EXPECT_EQ(format_bytes(1023), "1023 B");
-  EXPECT_EQ(format_bytes(1024), "1 KiB");
-  EXPECT_EQ(format_bytes(1536), "1.5 KiB");
-  EXPECT_EQ(format_bytes(128 * 1024), "128 KiB");
-  EXPECT_EQ(format_bytes(2ull << 30), "2 GiB");
-  EXPECT_EQ(format_bytes(1000000000), "953.67 MiB");
-  EXPECT_EQ(format_bytes((1ull << 20) - 1), "1 MiB");  // 1023.999 KiB rounds to the next unit
-  EXPECT_EQ(format_bytes(UINT64_MAX), "16 EiB");
-  // Round trip through parse_bytes for exact values.
-  for (uint64_t n : {1ull << 10, 3ull << 29, 762ull * 1024 * 1024 + 512 * 1024, 5ull << 40}) {
-    EXPECT_EQ(parse_bytes(format_bytes(n)), n) << format_bytes(n);
-  }
-}
-
-TEST(MemAvailable, ReadsProcMeminfo) {
-  const uint64_t n = mem_available_bytes();
-  EXPECT_GT(n, 16ull << 20) << "MemAvailable of /proc/meminfo";
-  EXPECT_EQ(n % 1024, 0u) << "reported in KiB";
+TEST(KvCapacity, TypeNamesAndRowBytes) {
+  for (kernels::KvType t : kernels::kAllKvTypes) EXPECT_EQ(kernels::parse_kv_type(kernels::kv_type_name(t)), t);
+  EXPECT_EQ(kernels::parse_kv_type("Q8_0"), kernels::KvType::Q8_0);
+  EXPECT_THROW(kernels::parse_kv_type("q4_0"), Error);
+  EXPECT_THROW(kernels::parse_kv_type(""), Error);
+  EXPECT_DOUBLE_EQ(kernels::kv_bytes_per_value(kernels::KvType::Q8_0), 1.0625);
+  EXPECT_DOUBLE_EQ(kernels::kv_bytes_per_value(kernels::KvType::BF16), 2.0);
+  EXPECT_EQ(kv_bytes_per_head_row(kernels::KvType::Q8_0, 128), 136u);
+  EXPECT_EQ(kv_bytes_per_head_row(kernels::KvType::Q8_0, 33), 68u);
+  EXPECT_EQ(kv_bytes_per_head_row(kernels::KvType::F32, 33), 132u);
 }
 
 }  // namespace
-}  // namespace preface::kv
+}  // namespace preface::model

@@ -1,7 +1,7 @@
 // KV-cache capacity arithmetic (`preface kv`, the start-up capacity line, --kv-cache-mem): how many bytes one
-// token's K and V take for a model shape and a KV dtype, how many tokens and blocks fit in a byte budget, and
+// token's K and V take for a model shape and a KV type (kernels/kv_type.h), how many tokens and blocks fit in a byte budget, and
 // what a cached prefix costs in memory and saves in prefill compute. Pure functions; bad input throws
-// preface::Error.
+// preface::Error. It lives beside the model (a shape is a model's); kv/ sizes its storage from kv::KvDims alone.
 //
 //   bytes per token = 2 (K and V) x n_layers x n_kv_heads x head_dim x bytes per value
 //   bytes per value: f32 4, f16 2, bf16 2, q8_0 34/32 (blocks of 32 values: an f16 scale + 32 int8)
@@ -9,7 +9,6 @@
 // multiple of 32 is padded here (real models use 64 or 128, where 34/32 is exact). The KV storage itself
 // (kv/kv_storage.h) refuses q8_0 for such models; for the others these numbers equal its bytes_per_token().
 #pragma once
-#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -17,19 +16,12 @@
 #include <vector>
 
 #include "gguf/reader.h"
+#include "kernels/kv_type.h"
 
-namespace preface::kv {
+namespace preface::model {
 
-enum class KvDtype { F32, F16, BF16, Q8_0 };
-
-inline constexpr std::array<KvDtype, 4> kAllKvDtypes = {KvDtype::F32, KvDtype::F16, KvDtype::BF16, KvDtype::Q8_0};
-
-std::string_view kv_dtype_name(KvDtype t);                           // "f32" | "f16" | "bf16" | "q8_0"
-std::optional<KvDtype> kv_dtype_from_name(std::string_view name);    // the names above, case-insensitive
-KvDtype parse_kv_dtype(std::string_view name);                       // throws preface::Error naming the choices
-double kv_bytes_per_value(KvDtype t);                                // 4, 2, 2, 1.0625
 // Bytes of one head's K (or V) row of head_dim values (q8_0: whole 32-value blocks).
-uint64_t kv_bytes_per_head_row(KvDtype t, int32_t head_dim);
+uint64_t kv_bytes_per_head_row(kernels::KvType t, int32_t head_dim);
 
 enum class ParamSource {
   ComputedFromShape,   // shape_param_count: embeddings, attention, SwiGLU FFN, RMSNorm weights
@@ -72,7 +64,7 @@ std::vector<std::string> builtin_shape_names();  // in table order
 // tensors. Throws preface::Error on missing or inconsistent keys, or K and V head sizes that differ.
 KvShape shape_from_gguf(const gguf::File& file);
 
-uint64_t kv_bytes_per_token(const KvShape& shape, KvDtype t);  // validates the shape
+uint64_t kv_bytes_per_token(const KvShape& shape, kernels::KvType t);  // validates the shape
 
 // Whole blocks of block_size tokens that fit in budget_bytes (a paged pool holds only whole blocks).
 struct KvBudget {
@@ -81,7 +73,7 @@ struct KvBudget {
   uint64_t n_blocks = 0;     // floor(budget_bytes / block_bytes)
   uint64_t n_tokens = 0;     // n_blocks * block_size
 };
-KvBudget fit_budget(const KvShape& shape, KvDtype t, int32_t block_size, uint64_t budget_bytes);
+KvBudget fit_budget(const KvShape& shape, kernels::KvType t, int32_t block_size, uint64_t budget_bytes);
 
 // What caching the first n_tokens of a prompt costs and saves.
 struct PrefixCost {
@@ -91,18 +83,6 @@ struct PrefixCost {
   uint64_t block_bytes = 0;   // n_blocks * block_size * bytes_per_token: what the pool really holds
   double prefill_flops = 0;   // about 2 x n_params x n_tokens (one multiply-add per weight per token)
 };
-PrefixCost prefix_cost(const KvShape& shape, KvDtype t, int32_t block_size, uint64_t n_tokens);
+PrefixCost prefix_cost(const KvShape& shape, kernels::KvType t, int32_t block_size, uint64_t n_tokens);
 
-// "2GiB", "512 MiB", "1.5GB", "1e9", "4096": a whole number of bytes. Units (case-insensitive): B, KiB, MiB,
-// GiB, TiB, PiB (powers of 1024) and KB, MB, GB, TB, PB (powers of 1000); none means bytes. The number is
-// decimal with an optional fraction and exponent; a fractional byte count is rounded down. Throws
-// preface::Error for empty, negative, malformed, ambiguous ("2G") or unknown units, and values above 2^64 - 1.
-uint64_t parse_bytes(std::string_view text);
-
-// MemAvailable of /proc/meminfo in bytes (the memory the kernel can hand out without swapping); 0 when unknown.
-uint64_t mem_available_bytes();
-
-// Binary units with up to two decimals, trailing zeros dropped: "512 B", "128 KiB", "762.5 MiB", "1.33 GiB".
-std::string format_bytes(uint64_t n_bytes);
-
-}  // namespace preface::kv
+}  // namespace preface::model
