@@ -1,11 +1,13 @@
 // Scalar transformer ops following ggml's CPU reference arithmetic (ggml_compute_forward_rms_norm_f32,
-// ggml_rope_cache_init / rope_yarn with no scaling, ggml_vec_soft_max_f32, ggml_vec_swiglu_f32) so results track
+// ggml_rope_cache_init / rope_yarn, ggml_vec_soft_max_f32, ggml_vec_swiglu_f32) so results track
 // llama.cpp's closely. Every reduction runs left to right in a fixed order.
 #include "kernels/ops.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <numbers>
 #include <string>
 #include <vector>
 
@@ -67,6 +69,39 @@ void rope_cos_sin(int pos, size_t n_rot, float base, float freq_scale, const flo
     const float theta = freq_scale * (theta_base / ff);
     cos_sin[2 * i] = std::cos(theta);
     cos_sin[2 * i + 1] = std::sin(theta);
+    theta_base *= theta_scale;
+  }
+}
+
+void rope_cos_sin(int pos, size_t n_rot, float base, float freq_scale, const float* freq_factors, const RopeYarn& yarn,
+                  float* cos_sin) {
+  if (!yarn.active()) {
+    rope_cos_sin(pos, n_rot, base, freq_scale, freq_factors, cos_sin);
+    return;
+  }
+  // ggml_rope_yarn_corr_dims, in float as ggml.
+  const auto corr_dim = [&](float beta) {
+    const float n_ctx = static_cast<float>(yarn.n_ctx_orig);
+    return static_cast<float>(n_rot) * std::log(n_ctx / (beta * 2 * std::numbers::pi_v<float>)) / (2 * std::log(base));
+  };
+  const float low = std::max(0.0f, std::floor(corr_dim(yarn.beta_fast)));
+  const float high = std::min(static_cast<float>(n_rot) - 1, std::ceil(corr_dim(yarn.beta_slow)));
+  float mscale = yarn.attn_factor;
+  if (yarn.ext_factor != 0.0f) mscale *= 1.0f + 0.1f * std::log(1.0f / freq_scale);
+  const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
+  float theta_base = static_cast<float>(pos);
+  for (size_t i = 0; i < n_rot / 2; ++i) {
+    const float ff = freq_factors != nullptr ? freq_factors[i] : 1.0f;
+    const float theta_extrap = theta_base / ff;
+    const float theta_interp = freq_scale * theta_extrap;
+    float theta = theta_interp;
+    if (yarn.ext_factor != 0.0f) {
+      const float y = (static_cast<float>(i) - low) / std::max(0.001f, high - low);
+      const float mix = (1 - std::min(1.0f, std::max(0.0f, y))) * yarn.ext_factor;
+      theta = theta_interp * (1 - mix) + theta_extrap * mix;
+    }
+    cos_sin[2 * i] = std::cos(theta) * mscale;
+    cos_sin[2 * i + 1] = std::sin(theta) * mscale;
     theta_base *= theta_scale;
   }
 }

@@ -1,6 +1,7 @@
 // Elementwise and normalisation operations of the transformer, one token row at a time.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 
 namespace preface::kernels {
 
@@ -19,6 +20,23 @@ void rope(float* x, size_t n_heads, size_t head_dim, size_t n_rot, int pos, floa
 // theta_i = freq_scale * ((pos * base^(-2i/n_rot)) / freq_factors[i]) (freq_factors: [n_rot / 2], or nullptr).
 void rope_cos_sin(int pos, size_t n_rot, float base, float* cos_sin);
 void rope_cos_sin(int pos, size_t n_rot, float base, float freq_scale, const float* freq_factors, float* cos_sin);
+// YaRN, as ggml's rope_yarn (ext_factor 0 and attn_factor 1: the function above, bit for bit). Pair i's angle mixes
+// the interpolated theta_interp = freq_scale * theta_extrap and the extrapolated theta_extrap = theta_base / ff:
+//   ramp_i  = 1 - clamp((i - low) / max(0.001, high - low), 0, 1),   mix = ramp_i * ext_factor
+//   theta   = theta_interp * (1 - mix) + theta_extrap * mix
+//   cos, sin of theta, each times mscale = attn_factor * (ext_factor != 0 ? 1 + 0.1 ln(1 / freq_scale) : 1)
+// with low = max(0, floor(d(beta_fast))), high = min(n_rot - 1, ceil(d(beta_slow))),
+// d(b) = n_rot * ln(n_ctx_orig / (2 pi b)) / (2 ln base) (ggml_rope_yarn_corr_dims).
+struct RopeYarn {
+  float ext_factor = 0.0f;   // 0: no extrapolation mix (linear or no scaling)
+  float attn_factor = 1.0f;  // multiplies cos and sin
+  float beta_fast = 32.0f;
+  float beta_slow = 1.0f;
+  int32_t n_ctx_orig = 0;    // the context the model was trained on (rope.scaling.original_context_length)
+  bool active() const { return ext_factor != 0.0f || attn_factor != 1.0f; }
+};
+void rope_cos_sin(int pos, size_t n_rot, float base, float freq_scale, const float* freq_factors, const RopeYarn& yarn,
+                  float* cos_sin);
 void rope_apply(float* x, size_t n_heads, size_t head_dim, size_t n_rot, const float* cos_sin, bool neox);
 
 // In place softmax over x[n].

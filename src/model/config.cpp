@@ -54,23 +54,49 @@ int32_t read_n_vocab(const gguf::File& file) {
   return static_cast<int32_t>(n_vocab);
 }
 
-// rope.scaling.type none or linear (factor: rope.scaling.factor, or the older rope.scale_linear), and the
+// A finite float at key in [lo, hi], or `fallback` when the key is absent.
+float float_in(const gguf::File& file, const std::string& key, double lo, double hi, float fallback) {
+  const std::optional<double> v = file.try_float(key);
+  if (!v) return fallback;
+  if (!std::isfinite(*v) || *v < lo || *v > hi) {
+    throw Error(key + " = " + std::to_string(*v) + " is out of range [" + std::to_string(lo) + ", " +
+                std::to_string(hi) + "]");
+  }
+  return static_cast<float>(*v);
+}
+
+// YaRN's settings (Config::rope_yarn), after rope.scaling.factor; needs c.ctx_len.
+void read_yarn(const gguf::File& file, const std::string& p, Config& c) {
+  if (file.find(p + "rope.scaling.yarn_log_multiplier")) {
+    throw Error("unsupported rope scaling: yarn with " + p + "rope.scaling.yarn_log_multiplier (DeepSeek-style mscale)");
+  }
+  kernels::RopeYarn& y = c.rope_yarn;
+  y.ext_factor = float_in(file, p + "rope.scaling.yarn_ext_factor", 0.0, 1.0, 1.0f);
+  y.attn_factor = float_in(file, p + "rope.scaling.attn_factor", 1e-3, 1e3, 1.0f);
+  y.attn_factor *= float_in(file, p + "rope.scaling.yarn_attn_factor", 1e-3, 1e3, 1.0f);
+  y.beta_fast = float_in(file, p + "rope.scaling.yarn_beta_fast", 1e-3, 1e6, 32.0f);
+  y.beta_slow = float_in(file, p + "rope.scaling.yarn_beta_slow", 1e-3, 1e6, 1.0f);
+  y.n_ctx_orig = try_count(file, p + "rope.scaling.original_context_length", kMaxCtx, c.ctx_len);
+}
+
+// rope.scaling.type none, linear or yarn (factor: rope.scaling.factor, or the older rope.scale_linear), and the
 // frequency factors of rope_freqs.weight.
 void read_rope_scaling(const gguf::File& file, const std::string& p, Config& c) {
   const std::string scaling = file.try_string(p + "rope.scaling.type").value_or("none");
   std::optional<double> factor;
-  if (scaling == "linear") {
+  if (scaling == "linear" || scaling == "yarn") {
     factor = file.try_float(p + "rope.scaling.factor");
-    if (!factor) throw Error(p + "rope.scaling.type is linear but " + p + "rope.scaling.factor is missing");
+    if (!factor) throw Error(p + "rope.scaling.type is " + scaling + " but " + p + "rope.scaling.factor is missing");
   } else if (scaling == "none") {
     factor = file.try_float(p + "rope.scale_linear");
   } else {
-    throw Error("unsupported rope scaling type '" + scaling + "' (preface runs none and linear)");
+    throw Error("unsupported rope scaling type '" + scaling + "' (preface runs none, linear and yarn)");
   }
   if (factor) {
     if (!(*factor >= 1.0) || !std::isfinite(*factor)) throw Error("rope scaling factor must be a finite value >= 1");
     c.rope_freq_scale = 1.0f / static_cast<float>(*factor);
   }
+  if (scaling == "yarn") read_yarn(file, p, c);
   for (const char* name : {"rope_factors_long.weight", "rope_factors_short.weight"}) {
     if (file.find_tensor(name) != nullptr) {
       throw Error(std::string("unsupported rope scaling: longrope (") + name + ", Phi-3 128k)");
@@ -103,6 +129,11 @@ std::string rope_description(const Config& c) {
   s << std::hexfloat << "base=" << c.rope_base << ";n_rot=" << c.n_rot << ";neox=" << c.rope_neox
     << ";scale=" << c.rope_freq_scale << ";factors=";
   for (const float f : c.rope_freq_factors) s << f << ",";
+  if (c.rope_yarn.active()) {
+    const kernels::RopeYarn& y = c.rope_yarn;
+    s << ";yarn=" << y.ext_factor << "," << y.attn_factor << "," << y.beta_fast << "," << y.beta_slow << ","
+      << y.n_ctx_orig;
+  }
   if (c.local_rope_differs()) s << ";local_base=" << c.rope_base_local << ";local_scale=" << c.rope_freq_scale_local;
   return s.str();
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gguf/reader.h"
+#include "kernels/ops.h"
 
 namespace preface::model {
 
@@ -23,8 +24,13 @@ struct Config {
   float rope_base = 10000.0f; // rope.freq_base
   bool rope_neox = false;     // true for qwen2 (rotate halves), false for llama (rotate adjacent pairs)
   // Pair i's angle at position p is rope_freq_scale * (p * base^(-2i/n_rot) / rope_freq_factors[i]), as ggml:
-  float rope_freq_scale = 1.0f;          // 1 / rope.scaling.factor with rope.scaling.type linear, else 1
+  float rope_freq_scale = 1.0f;          // 1 / rope.scaling.factor with rope.scaling.type linear or yarn, else 1
   std::vector<float> rope_freq_factors;  // rope_freqs.weight (Llama 3.1 and later), [n_rot / 2]; empty: all 1
+  // rope.scaling.type yarn (kernels::rope_cos_sin's RopeYarn, as llama.cpp sets it): ext_factor 1 (or
+  // rope.scaling.yarn_ext_factor), attn_factor rope.scaling.attn_factor (default 1), beta_fast / beta_slow 32 / 1 (or
+  // rope.scaling.yarn_beta_fast / _slow), n_ctx_orig rope.scaling.original_context_length (default context_length).
+  // Inactive (ext_factor 0, attn_factor 1) for every other type.
+  kernels::RopeYarn rope_yarn;
   float rms_eps = 1e-5f;
   int32_t ctx_len = 0;        // context_length
   bool qkv_bias = false;      // qwen2

@@ -134,9 +134,10 @@ void Model::forward(const ForwardBatch& batch, const kernels::KvView& kv, Thread
   for_tokens(pool, nt, [&](size_t t0, size_t t1) {
     const float* factors = c.rope_freq_factors.empty() ? nullptr : c.rope_freq_factors.data();
     for (size_t t = t0; t < t1 && n_rot > 0; ++t) {
-      kernels::rope_cos_sin(batch.pos[t], n_rot, c.rope_base, c.rope_freq_scale, factors, rope_cs.data() + t * n_rot);
+      kernels::rope_cos_sin(batch.pos[t], n_rot, c.rope_base, c.rope_freq_scale, factors, c.rope_yarn,
+                            rope_cs.data() + t * n_rot);
       if (two_ropes) {
-        kernels::rope_cos_sin(batch.pos[t], n_rot, c.rope_base_local, c.rope_freq_scale_local, factors,
+        kernels::rope_cos_sin(batch.pos[t], n_rot, c.rope_base_local, c.rope_freq_scale_local, factors, c.rope_yarn,
                               rope_cs_local.data() + t * n_rot);
       }
     }

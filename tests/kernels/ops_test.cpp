@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 #include <cstring>
 
 #include "kernels/kernel_test_util.h"
@@ -108,6 +110,37 @@ TEST(Rope, RejectsBadRotationCount) {
   std::vector<float> x(16);
   EXPECT_THROW(rope(x.data(), 1, 16, 7, 0, 10000.0f, false), Error);
   EXPECT_THROW(rope(x.data(), 1, 16, 18, 0, 10000.0f, true), Error);
+}
+
+// YaRN against the formula in double precision (ggml_rope_yarn_corr_dims, rope_yarn_ramp, rope_yarn); inactive
+// settings give the plain scaled rotation bit for bit.
+TEST(Rope, YarnMatchesReference) {
+  constexpr size_t kRot = 64;
+  const float base = 10000.0f, freq_scale = 0.25f;
+  RopeYarn yarn;
+  std::vector<float> plain(kRot), got(kRot);
+  for (int pos : {0, 1, 17, 63, 500}) {
+    rope_cos_sin(pos, kRot, base, freq_scale, nullptr, plain.data());
+    rope_cos_sin(pos, kRot, base, freq_scale, nullptr, yarn, got.data());
+    EXPECT_EQ(std::memcmp(plain.data(), got.data(), kRot * sizeof(float)), 0) << "inactive yarn, pos " << pos;
+  }
+  yarn.ext_factor = 1.0f;
+  yarn.n_ctx_orig = 64;
+  const auto corr = [&](double beta) { return kRot * std::log(64.0 / (2 * M_PI * beta)) / (2 * std::log(double(base))); };
+  const double low = std::max(0.0, std::floor(corr(32.0))), high = std::min(kRot - 1.0, std::ceil(corr(1.0)));
+  ASSERT_EQ(low, 0.0);
+  ASSERT_EQ(high, 9.0);  // pairs 0..8 ramp from extrapolated to interpolated; 9 and above interpolate
+  const double mscale = 1.0 + 0.1 * std::log(4.0);
+  for (int pos : {1, 17, 63, 500}) {
+    rope_cos_sin(pos, kRot, base, freq_scale, nullptr, yarn, got.data());
+    for (size_t i = 0; i < kRot / 2; ++i) {
+      const double extrap = pos * std::pow(double(base), -2.0 * i / kRot), interp = freq_scale * extrap;
+      const double mix = 1.0 - std::clamp((i - low) / (high - low), 0.0, 1.0);
+      const double theta = interp * (1 - mix) + extrap * mix;
+      EXPECT_NEAR(got[2 * i], std::cos(theta) * mscale, 2e-5 * (1 + std::fabs(theta))) << pos << " " << i;
+      EXPECT_NEAR(got[2 * i + 1], std::sin(theta) * mscale, 2e-5 * (1 + std::fabs(theta))) << pos << " " << i;
+    }
+  }
 }
 
 TEST(Softmax, MatchesReference) {
