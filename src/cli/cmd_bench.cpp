@@ -15,8 +15,8 @@
 #include "cli/options.h"
 #include "engine/engine.h"
 #include "model/capacity.h"
-#include "util/bytes.h"
 #include "tokenizer/tokenizer.h"
+#include "util/bytes.h"
 
 namespace preface::cli {
 namespace {

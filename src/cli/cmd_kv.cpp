@@ -137,9 +137,9 @@ void print_json(const KvOptions& o, const Report& r) {
                 {"tied_embeddings", s.tied_embeddings}, {"qkv_bias", s.qkv_bias}, {"n_params", s.n_params},
                 {"params_source", std::string(model::param_source_text(s.params_source))}};
   nlohmann::json per_token = nlohmann::json::object();
-  for (kernels::KvType d : kernels::kAllKvTypes) per_token[std::string(kernels::kv_type_name(d))] = model::kv_bytes_per_token(s, d);
+  for (kernels::KvType d : kernels::kAllKvTypes) per_token[kernels::kv_type_name(d)] = model::kv_bytes_per_token(s, d);
   j["bytes_per_token"] = per_token;
-  j["kv_type"] = std::string(kernels::kv_type_name(r.dtype));
+  j["kv_type"] = kernels::kv_type_name(r.dtype);
   j["block_size"] = o.block_size;
   j["budgets"] = nlohmann::json::array();
   for (const model::KvBudget& b : r.budgets) j["budgets"].push_back(budget_json(b));
@@ -159,7 +159,7 @@ void print_json(const KvOptions& o, const Report& r) {
 void print_text(const KvOptions& o, const Report& r) {
   const model::KvShape& s = r.shape;
   const kernels::KvType t = r.dtype;
-  const std::string dtype(kernels::kv_type_name(t));
+  const char* dtype = kernels::kv_type_name(t);
   std::printf("shape       %s (%s): %d layers, %d heads, %d KV heads, head dim %d, dim %d, ffn %d, vocab %d%s%s\n",
               s.name.c_str(), s.arch.c_str(), s.n_layers, s.n_heads, s.n_kv_heads, s.head_dim, s.dim, s.ffn_dim,
               s.n_vocab, s.tied_embeddings ? ", tied embeddings" : "", s.qkv_bias ? ", QKV bias" : "");
@@ -169,7 +169,7 @@ void print_text(const KvOptions& o, const Report& r) {
               s.n_kv_heads, s.head_dim);
   for (kernels::KvType d : kernels::kAllKvTypes) {
     const uint64_t n = model::kv_bytes_per_token(s, d);
-    std::printf("  %-5s %-11s %14s bytes%s\n", std::string(kernels::kv_type_name(d)).c_str(),
+    std::printf("  %-5s %-11s %14s bytes%s\n", kernels::kv_type_name(d),
                 format_bytes(n).c_str(), group_digits(n).c_str(), d == t ? "   <- --kv-type" : "");
   }
   if (s.head_dim % 32 != 0) {
@@ -177,7 +177,7 @@ void print_text(const KvOptions& o, const Report& r) {
                 s.head_dim);
   }
   std::printf("block       %d tokens = %s in %s\n", o.block_size, format_bytes(r.budgets.at(0).block_bytes).c_str(),
-              dtype.c_str());
+              dtype);
   if (o.mem.empty()) std::printf("budgets     (common sizes; --mem sets one)\n");
   for (const model::KvBudget& b : r.budgets) {
     std::printf("budget      %s (%s bytes) holds %s blocks = %s tokens\n", format_bytes(b.budget_bytes).c_str(),

@@ -27,11 +27,11 @@
 #include "cli/serve_kv_events.h"
 #include "engine/engine.h"
 #include "model/capacity.h"
-#include "util/bytes.h"
 #include "model/fingerprint.h"
 #include "model/model.h"
 #include "server/http/auth.h"
 #include "server/http/server.h"
+#include "util/bytes.h"
 #include "util/error.h"
 
 namespace preface::cli {

@@ -194,7 +194,7 @@ class SharedTile {
     table_index_ = slot_ = 0;
     const size_t hd = tile.head_dim, hp = lay_.hd_pad;  // hp == hd (a multiple of 16)
     zero_row_ = reinterpret_cast<uint8_t*>(scratch + lay_.k);  // the widened copy's space, unused here
-    std::memset(zero_row_, 0, avx2::head_row_bytes<kElem>(hd));  // Q8_0: d = 0 and q = 0, values 0
+    std::memset(zero_row_, 0, kv_row_bytes(kElem, hd));  // Q8_0: d = 0 and q = 0, values 0
     for (size_t j = 0; j < tile.n_queries; ++j) {
       round_query(tile.kv.type, tile.queries[j].q, hd, hp, scratch + lay_.q + j * hp);
       std::memset(scratch + lay_.acc + j * hp, 0, hp * sizeof(float));
@@ -210,7 +210,7 @@ class SharedTile {
     const AttnTile& tile = *tile_;
     const KvPages& kv = tile.kv;
     const size_t hp = lay_.hd_pad, nq = tile.n_queries;
-    const size_t head_bytes = avx2::head_row_bytes<kElem>(tile.head_dim);
+    const size_t head_bytes = kv_row_bytes(kElem, tile.head_dim);
     float* q = scratch_ + lay_.q;      // [nq][hp]
     float* acc = scratch_ + lay_.acc;  // [nq][hp]
     float* p = scratch_ + lay_.p;      // [nq][kAttnChunk]

@@ -20,17 +20,6 @@ const uint8_t* row_at(const KvPages& kv, const uint8_t* base, int32_t pos) {
                     kv.row_bytes + kv.head_offset_bytes;
 }
 
-// Bytes of one KV head's row of head_dim values of type (Q8_0: head_dim / 32 blocks of 34 bytes).
-size_t head_bytes(KvType type, size_t head_dim) {
-  switch (type) {
-    case KvType::F32: return head_dim * 4;
-    case KvType::F16:
-    case KvType::BF16: return head_dim * 2;
-    case KvType::Q8_0: return head_dim / 32 * 34;
-  }
-  return 0;
-}
-
 // Asks for the cache line at p, into L1 (kToL1) or L2 only. An asm statement, which the compiler must keep: GCC 12
 // deleted loops of __builtin_prefetch in attention_prefetch as dead code (the L1 ones at -O3, all at -O2).
 template <bool kToL1>
@@ -79,7 +68,7 @@ void attention_prefetch(const AttnTile* tiles, size_t n_tiles) {
     }
     first = first / kAttnChunk * kAttnChunk;  // the first chunk read
     for (size_t j = 0; j < tile.n_queries; ++j) prefetch_bytes(tile.queries[j].q, tile.head_dim * sizeof(float), to_l1);
-    const size_t bytes = head_bytes(tile.kv.type, tile.head_dim);
+    const size_t bytes = kv_row_bytes(tile.kv.type, tile.head_dim);
     for (int32_t p = first; p < std::min(n_pos, first + kAttnChunk); ++p) {
       prefetch_bytes(row_at(tile.kv, tile.kv.k_base, p), bytes, to_l1);
       prefetch_bytes(row_at(tile.kv, tile.kv.v_base, p), bytes, to_l1);

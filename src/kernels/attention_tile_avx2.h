@@ -73,12 +73,6 @@ inline __m256 widen8(const uint8_t* p) {
   }
 }
 
-// Bytes of one head row of hd values of kElem (Q8_0: hd % 32 == 0, 34 bytes per 32 values).
-template <KvType kElem>
-inline size_t head_row_bytes(size_t hd) {
-  return kElem == KvType::Q8_0 ? hd / 32 * 34 : hd * (kElem == KvType::F32 ? 4 : 2);
-}
-
 // Dequantizes a Q8_0 row of hd values (hd % 32 == 0) to dst as 8-value segments s at dst + s * seg_stride:
 // f32(d) * f32(q), exact, so the same floats as the scalar path.
 inline float* widen_q8_0(const uint8_t* row, size_t hd, float* dst, size_t seg_stride) {
@@ -124,7 +118,7 @@ inline void widen_row(const uint8_t* row, size_t hd, size_t hp, float* dst, size
 template <typename Ops, KvType kElem>
 void widen_chunk(const KvPages& kv, int32_t c0, int32_t n_rows, int32_t n_pos_max, size_t hd, size_t hp,
                  float* kbuf, float* vbuf) {
-  const size_t head_bytes = head_row_bytes<kElem>(hd);
+  const size_t head_bytes = kv_row_bytes(kElem, hd);
   // (table index, slot) of the first row widened and of the first one prefetched.
   int32_t table_index = c0 / kv.block_size, slot = c0 % kv.block_size;
   const int32_t next = c0 + kAttnChunk;
