@@ -492,7 +492,13 @@ ByteMatch match_bytes(const Grammar& g, std::string_view bytes) {
       }
     }
   };
+  // Stacks are a set (as the token matcher interns them): duplicates, e.g. from `root ::= "" | ""`, collapse.
+  auto dedupe = [](std::vector<Stack>& v) {
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+  };
   for (int32_t alt : g.rules[static_cast<size_t>(g.root)]) expand({alt}, cur);
+  dedupe(cur);
   for (const char ch : bytes) {
     std::vector<Stack> next;
     for (const Stack& s : cur) {
@@ -503,8 +509,7 @@ ByteMatch match_bytes(const Grammar& g, std::string_view bytes) {
       t.back() += 1;
       expand(std::move(t), next);
     }
-    std::sort(next.begin(), next.end());
-    next.erase(std::unique(next.begin(), next.end()), next.end());
+    dedupe(next);
     cur = std::move(next);
   }
   ByteMatch m;

@@ -21,6 +21,16 @@ tail ::= "!" | "")");
   EXPECT_TRUE(match_bytes(g, "ab!").complete);
 }
 
+TEST(GbnfParser, DuplicateEmptyAlternativesAreOneCompleteSentence) {
+  // Two empty alternatives are one stack, not two: the empty sentence is complete (the fuzzer's finding).
+  for (const char* text : {R"(root ::= "" | "")", R"(root ::= x x
+x ::= "" | "")"}) {
+    const ByteMatch m = match_bytes(parse_gbnf(text), "");
+    EXPECT_TRUE(m.accepting) << text;
+    EXPECT_TRUE(m.complete) << text;
+  }
+}
+
 TEST(GbnfParser, Repetitions) {
   const Grammar g = parse_gbnf(R"(root ::= "x"* "y"+ "z"? [0-9]{2,3} "w"{2} "v"{1,})");
   EXPECT_TRUE(accepts(g, "y12wwv"));
