@@ -462,7 +462,7 @@ Grammar parse_gbnf(std::string_view text, std::string_view start_rule) {
   return g;
 }
 
-ByteMatch match_bytes(const Grammar& g, std::string_view bytes) {
+ByteMatch match_bytes(const Grammar& g, std::string_view bytes, size_t max_stacks) {
   using Stack = std::vector<int32_t>;  // positions, top last
   std::vector<Stack> cur, done;
   // Expands stacks until each has a Bytes element on top (or is empty: accepted).
@@ -471,6 +471,9 @@ ByteMatch match_bytes(const Grammar& g, std::string_view bytes) {
     while (!work.empty()) {
       Stack s = std::move(work.back());
       work.pop_back();
+      if (out.size() + work.size() > max_stacks) {
+        throw Error("match_bytes: more than " + std::to_string(max_stacks) + " parse stacks");
+      }
       if (s.empty()) {
         out.push_back(std::move(s));
         continue;

@@ -55,12 +55,13 @@ Grammar parse_gbnf(std::string_view text, std::string_view start_rule = "root");
 
 // A plain reference matcher over bytes (copied stacks, no interning or caching; tests compare the token
 // matcher against it). alive: `bytes` is a prefix of some sentence; accepting: `bytes` is a sentence;
-// complete: a sentence that no byte can extend.
+// complete: a sentence that no byte can extend. Throws Error (never GrammarError) when more than max_stacks parse
+// stacks are live at once, counted before duplicates merge (an ambiguous grammar can need exponentially many).
 struct ByteMatch {
   bool alive = false;
   bool accepting = false;
   bool complete = false;
 };
-ByteMatch match_bytes(const Grammar& g, std::string_view bytes);
+ByteMatch match_bytes(const Grammar& g, std::string_view bytes, size_t max_stacks = SIZE_MAX);
 
 }  // namespace preface::grammar

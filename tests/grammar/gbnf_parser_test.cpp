@@ -31,6 +31,13 @@ x ::= "" | "")"}) {
   }
 }
 
+TEST(GbnfParser, ReferenceStopsAtItsStackBound) {
+  // Nested optionals of an optional: every way to skip them is a stack until duplicates merge.
+  const Grammar g = parse_gbnf(R"(root ::= [a-z]?{1,34})");
+  EXPECT_THROW(match_bytes(g, "ab", 1024), Error);
+  EXPECT_TRUE(match_bytes(parse_gbnf(R"(root ::= [a-z]?{1,4})"), "ab", 1024).accepting);
+}
+
 TEST(GbnfParser, Repetitions) {
   const Grammar g = parse_gbnf(R"(root ::= "x"* "y"+ "z"? [0-9]{2,3} "w"{2} "v"{1,})");
   EXPECT_TRUE(accepts(g, "y12wwv"));
