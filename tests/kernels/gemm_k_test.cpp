@@ -1,5 +1,5 @@
-// The K-quant GEMM tiles (avx2::gemm_traits, gemm_k_avx2.cpp) against the scalar row dots: every output of every
-// path is the bits of scalar::dot_<type> of its row and token (memcmp), for random blocks, odd row counts and
+// The K-quant GEMM tiles (avx2::gemm_traits, gemm_k_avx2.cpp; avx512::gemm_traits, gemm_k_avx512.cpp) against
+// the scalar row dots: every output of every path is the bits of scalar::dot_<type> of its row and token (memcmp), for random blocks, odd row counts and
 // row ranges, every batch size from 1 to 19 (each tile shape and its tails) and one to three super-blocks.
 #include <gtest/gtest.h>
 
@@ -54,8 +54,7 @@ const Case kCases[] = {
     {gguf::TensorType::Q2_K, random_rows<BlockQ2_K>, dot_of<BlockQ2_K, scalar::dot_q2_k>},
 };
 
-TEST(GemmK, EveryOutputIsTheScalarRowDot) {
-  if (!avx2::available()) GTEST_SKIP() << "CPU lacks AVX2";
+void expect_scalar_row_dots(GemmFn gemm) {
   std::mt19937 rng(24);
   std::normal_distribution<float> normal(0.0f, 2.0f);
   for (const Case& c : kCases) {
@@ -84,8 +83,8 @@ TEST(GemmK, EveryOutputIsTheScalarRowDot) {
       a.y = y.data();
       // Two row ranges that split the rows at an odd point, as a thread's share would.
       const int64_t split = n_rows / 3;
-      avx2::gemm_traits(a, 0, split);
-      avx2::gemm_traits(a, split, n_rows);
+      gemm(a, 0, split);
+      gemm(a, split, n_rows);
       for (int64_t t = 0; t < n_tokens; ++t) {
         for (int64_t r = 0; r < n_rows; ++r) {
           const float want = c.dot(w.data() + r * row_bytes, x.data() + t * (n_cols / kQK), n_cols);
@@ -98,6 +97,16 @@ TEST(GemmK, EveryOutputIsTheScalarRowDot) {
       }
     }
   }
+}
+
+TEST(GemmK, EveryAvx2OutputIsTheScalarRowDot) {
+  if (!avx2::available()) GTEST_SKIP() << "CPU lacks AVX2";
+  expect_scalar_row_dots(avx2::gemm_traits);
+}
+
+TEST(GemmK, EveryAvx512OutputIsTheScalarRowDot) {
+  if (!avx512::quant_available()) GTEST_SKIP() << "CPU lacks AVX-512 VNNI/VBMI";
+  expect_scalar_row_dots(avx512::gemm_traits);
 }
 
 }  // namespace
