@@ -1,7 +1,8 @@
 // Whole-model logits are the same bits on every non-scalar kernel path (PREFACE_KERNELS: the default, which on a
 // CPU with AMX and AVX-512 runs the AMX GEMM and the AVX-512 decode GEMV; avx512; vnni; avx2) and at 1 or 2
-// threads, for each quantized weight type and for gemma2. `eval --logits-digest` hashes the bits of every logit of the prompt
-// (a batched prefill) and of each greedy step (one-token decode), so equal output means equal bits on both.
+// threads, for each quantized weight type (the K-quants and IQ4_XS included) and for gemma2. `eval
+// --logits-digest` hashes the bits of every logit of the prompt (a batched prefill) and of each greedy step
+// (one-token decode), so equal output means equal bits on both.
 // Paths the CPU lacks fall back to narrower ones (then the comparison is trivially true for them).
 #include <gtest/gtest.h>
 
@@ -18,9 +19,11 @@ TEST(CliKernelPaths, EvalIdenticalOnEveryNonScalarPathAndThreadCount) {
   const std::string prompt =
       "Once upon a time there was a little dog who liked to run in the park. Every morning he ran to the big tree "
       "by the pond, barked at the ducks, and then went home to sleep in the sun.";
-  // gemma2: windowed, soft-capped attention tiles, GeGLU and the final soft-cap on every path.
+  // gemma2: windowed, soft-capped attention tiles, GeGLU and the final soft-cap on every path. Q4_K_M (Q4_K and
+  // Q6_K tensors), Q5_K_M and IQ4_XS: the AVX2 and AVX-512 K-quant tiles.
   for (const char* name : {"models/synth-spm-d128-q4_0.gguf", "models/synth-spm-d128-q8_0.gguf",
-                           "models/synth-gemma2-d128-f16.gguf"}) {
+                           "models/synth-gemma2-d128-f16.gguf", "models/synth-llama-d256-q4_k_m.gguf",
+                           "models/synth-llama-d256-q5_k_m.gguf", "models/synth-llama-d256-iq4_xs.gguf"}) {
     const auto model = shared_file(name);
     ASSERT_FALSE(model.empty()) << name << " not found: this test needs ../shared (see ../shared/README.md)";
     std::string reference;
