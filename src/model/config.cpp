@@ -72,11 +72,23 @@ void read_yarn(const gguf::File& file, const std::string& p, Config& c) {
   }
   kernels::RopeYarn& y = c.rope_yarn;
   y.ext_factor = float_in(file, p + "rope.scaling.yarn_ext_factor", 0.0, 1.0, 1.0f);
-  y.attn_factor = float_in(file, p + "rope.scaling.attn_factor", 1e-3, 1e3, 1.0f);
   y.attn_factor *= float_in(file, p + "rope.scaling.yarn_attn_factor", 1e-3, 1e3, 1.0f);
   y.beta_fast = float_in(file, p + "rope.scaling.yarn_beta_fast", 1e-3, 1e6, 32.0f);
   y.beta_slow = float_in(file, p + "rope.scaling.yarn_beta_slow", 1e-3, 1e6, 1.0f);
-  y.n_ctx_orig = try_count(file, p + "rope.scaling.original_context_length", kMaxCtx, c.ctx_len);
+}
+
+// One factor per rotated pair from an F32/F16/BF16 tensor of n_rot / 2 values, each finite and > 0.
+std::vector<float> read_freq_factors(const gguf::TensorInfo& t, int32_t n_rot) {
+  const uint64_t n_pairs = static_cast<uint64_t>(n_rot / 2);
+  if (t.dims != std::vector<uint64_t>{n_pairs} || !gguf::type_has_codec(t.type)) {
+    throw Error(t.name + " must be " + std::to_string(n_pairs) + " values (one per rotated pair) of F32, F16 or BF16");
+  }
+  std::vector<float> factors(n_pairs);
+  gguf::decode_values(t.type, t.data, n_pairs, factors.data());
+  for (const float f : factors) {
+    if (!(f > 0.0f) || !std::isfinite(f)) throw Error(t.name + " holds a factor that is not finite and > 0");
+  }
+  return factors;
 }
 
 // rope.scaling.type none, linear or yarn (factor: rope.scaling.factor, or the older rope.scale_linear), and the
@@ -87,32 +99,47 @@ void read_rope_scaling(const gguf::File& file, const std::string& p, Config& c) 
   if (scaling == "linear" || scaling == "yarn") {
     factor = file.try_float(p + "rope.scaling.factor");
     if (!factor) throw Error(p + "rope.scaling.type is " + scaling + " but " + p + "rope.scaling.factor is missing");
-  } else if (scaling == "none") {
+  } else if (scaling == "none" || scaling == "longrope") {
     factor = file.try_float(p + "rope.scale_linear");
   } else {
-    throw Error("unsupported rope scaling type '" + scaling + "' (preface runs none, linear and yarn)");
+    throw Error("unsupported rope scaling type '" + scaling + "' (preface runs none, linear, yarn and longrope)");
   }
   if (factor) {
     if (!(*factor >= 1.0) || !std::isfinite(*factor)) throw Error("rope scaling factor must be a finite value >= 1");
     c.rope_freq_scale = 1.0f / static_cast<float>(*factor);
   }
+  // rope.scaling.attn_factor multiplies cos and sin whatever the scaling type (llama.cpp multiplies its
+  // yarn_attn_factor by it; Phi-4-mini's files carry one).
+  c.rope_yarn.attn_factor = float_in(file, p + "rope.scaling.attn_factor", 1e-3, 1e3, 1.0f);
+  c.rope_yarn.n_ctx_orig = try_count(file, p + "rope.scaling.original_context_length", kMaxCtx, c.ctx_len);
   if (scaling == "yarn") read_yarn(file, p, c);
-  for (const char* name : {"rope_factors_long.weight", "rope_factors_short.weight"}) {
-    if (file.find_tensor(name) != nullptr) {
-      throw Error(std::string("unsupported rope scaling: longrope (") + name + ", Phi-3 128k)");
-    }
-  }
   if (const gguf::TensorInfo* t = file.find_tensor("rope_freqs.weight")) {
-    const uint64_t n_pairs = static_cast<uint64_t>(c.n_rot / 2);
-    if (t->dims != std::vector<uint64_t>{n_pairs} || !gguf::type_has_codec(t->type)) {
-      throw Error("rope_freqs.weight must be " + std::to_string(n_pairs) + " values (one per rotated pair) of F32, F16 or BF16");
-    }
-    c.rope_freq_factors.resize(n_pairs);
-    gguf::decode_values(t->type, t->data, n_pairs, c.rope_freq_factors.data());
-    for (const float f : c.rope_freq_factors) {
-      if (!(f > 0.0f) || !std::isfinite(f)) throw Error("rope_freqs.weight holds a factor that is not finite and > 0");
-    }
+    c.rope_freq_factors = read_freq_factors(*t, c.n_rot);
+    return;  // llama.cpp: rope_freqs.weight wins over LongRoPE's factors
   }
+  // LongRoPE (Phi-3 128k, Phi-3.5, Phi-4-mini): one of two factor sets, chosen once per file as llama.cpp chooses
+  // it for its context: the long factors when the context preface serves (context_length) exceeds
+  // rope.scaling.original_context_length, else the short ones. Fixed per file, so K at position i still depends
+  // only on tokens 0..i (Hugging Face switches by the sequence's length, which would rotate a prefix differently
+  // once the sequence grows); the chosen factors are part of rope_description.
+  const gguf::TensorInfo* long_factors = file.find_tensor("rope_factors_long.weight");
+  const gguf::TensorInfo* short_factors = file.find_tensor("rope_factors_short.weight");
+  if (long_factors == nullptr && short_factors == nullptr) {
+    if (scaling == "longrope") {
+      throw Error(p + "rope.scaling.type is longrope but the file has no rope_factors_long.weight or "
+                      "rope_factors_short.weight");
+    }
+    return;
+  }
+  const bool use_long = c.ctx_len > c.rope_yarn.n_ctx_orig;
+  const gguf::TensorInfo* chosen = use_long ? long_factors : short_factors;
+  if (chosen == nullptr) {
+    throw Error(std::string("longrope: context_length ") + std::to_string(c.ctx_len) +
+                (use_long ? " exceeds" : " does not exceed") + " rope.scaling.original_context_length " +
+                std::to_string(c.rope_yarn.n_ctx_orig) + ", which needs " +
+                (use_long ? "rope_factors_long.weight" : "rope_factors_short.weight") + ", missing from the file");
+  }
+  c.rope_freq_factors = read_freq_factors(*chosen, c.n_rot);
 }
 
 }  // namespace

@@ -25,11 +25,14 @@ struct Config {
   bool rope_neox = false;     // true for qwen2 (rotate halves), false for llama (rotate adjacent pairs)
   // Pair i's angle at position p is rope_freq_scale * (p * base^(-2i/n_rot) / rope_freq_factors[i]), as ggml:
   float rope_freq_scale = 1.0f;          // 1 / rope.scaling.factor with rope.scaling.type linear or yarn, else 1
-  std::vector<float> rope_freq_factors;  // rope_freqs.weight (Llama 3.1 and later), [n_rot / 2]; empty: all 1
-  // rope.scaling.type yarn (kernels::rope_cos_sin's RopeYarn, as llama.cpp sets it): ext_factor 1 (or
-  // rope.scaling.yarn_ext_factor), attn_factor rope.scaling.attn_factor (default 1), beta_fast / beta_slow 32 / 1 (or
-  // rope.scaling.yarn_beta_fast / _slow), n_ctx_orig rope.scaling.original_context_length (default context_length).
-  // Inactive (ext_factor 0, attn_factor 1) for every other type.
+  // rope_freqs.weight (Llama 3.1 and later), else LongRoPE's rope_factors_long.weight or rope_factors_short.weight
+  // (the long ones when context_length > rope.scaling.original_context_length), [n_rot / 2]; empty: all 1.
+  std::vector<float> rope_freq_factors;
+  // kernels::rope_cos_sin's RopeYarn, as llama.cpp sets it: attn_factor rope.scaling.attn_factor (default 1, any
+  // scaling type), n_ctx_orig rope.scaling.original_context_length (default context_length); with
+  // rope.scaling.type yarn also ext_factor 1 (or rope.scaling.yarn_ext_factor), attn_factor times
+  // rope.scaling.yarn_attn_factor, beta_fast / beta_slow 32 / 1 (or rope.scaling.yarn_beta_fast / _slow).
+  // Inactive (ext_factor 0, attn_factor 1) for files without these keys.
   kernels::RopeYarn rope_yarn;
   float rms_eps = 1e-5f;
   int32_t ctx_len = 0;        // context_length

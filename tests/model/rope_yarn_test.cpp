@@ -120,8 +120,11 @@ TEST(RopeYarn, BadSettingsAreRefusedByName) {
               w.set_u32("llama.rope.scaling.original_context_length", 0);
             }).find("original_context_length"),
             std::string::npos);
+  EXPECT_NE(config_error([](gguf::Writer& w) { w.set_string("llama.rope.scaling.type", "dynamic"); })
+                .find("unsupported rope scaling type 'dynamic' (preface runs none, linear, yarn and longrope)"),
+            std::string::npos);
   EXPECT_NE(config_error([](gguf::Writer& w) { w.set_string("llama.rope.scaling.type", "longrope"); })
-                .find("unsupported rope scaling type 'longrope' (preface runs none, linear and yarn)"),
+                .find("longrope but the file has no rope_factors_long.weight"),
             std::string::npos);
 }
 
