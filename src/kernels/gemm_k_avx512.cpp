@@ -58,16 +58,24 @@ inline __m512i halves16(int16_t lo, int16_t hi) {
 
 // What a row contributes to a super-block, prepared once per (row, super-block): the int16 scales of each step
 // (32 words: one per pair of values), the 16 int16 lanes that multiply the activations' bsums (the mins per 16
-// values for Q4_K/Q5_K, the 16 scales for Q6_K's level bias), and the f16 scales.
+// values for Q4_K/Q5_K, the 16 scales for Q6_K's level bias). The f16 scales d and dmin are read from the blocks
+// by the epilogue, 8 at a time (F16C: exact, as f16_to_f32 for every finite value).
 struct RowPrep {
   __m512i scale[4];
   __m256i bsum_weights;
-  uint16_t d, dmin;  // f16 bits; converted 8 at a time (F16C: exact, as f16_to_f32 for every finite value)
 };
 
-// Q4_K / Q5_K / IQ4_XS: step p is groups 2p (words 0..15) and 2p + 1 (words 16..31), one scale each.
-inline void group_scales(const int16_t (&sc)[8], RowPrep& p) {
-  for (int s = 0; s < 4; ++s) p.scale[s] = halves16(sc[2 * s], sc[2 * s + 1]);
+// Q4_K / Q5_K / IQ4_XS: step p is groups 2p (words 0..15) and 2p + 1 (words 16..31), one scale each; `sc` holds
+// the 8 group scales in words 0..7.
+alignas(64) constexpr int16_t kGroupScaleIndex[4][32] = {
+    {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+    {2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3},
+    {4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5},
+    {6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7},
+};
+inline void group_scales(__m128i sc, RowPrep& p) {
+  const __m512i all = _mm512_castsi128_si512(sc);
+  for (int s = 0; s < 4; ++s) p.scale[s] = _mm512_permutexvar_epi16(_mm512_load_si512(kGroupScaleIndex[s]), all);
 }
 
 // The 6-bit scales and mins of Q4_K/Q5_K (ggml's scale_min_k4 layout: scales 0..3 and mins 0..3 in the low 6
@@ -79,15 +87,10 @@ void prep_k4(const Block& b, RowPrep& p) {
   std::memcpy(u, b.scales, sizeof(u));
   const uint32_t sc[2] = {u[0] & kLow6, (u[2] & kLow4) | (((u[0] >> 6) & kLow2) << 4)};
   const uint32_t mn[2] = {u[1] & kLow6, ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kLow2) << 4)};
-  uint8_t s8[8];
-  std::memcpy(s8, sc, sizeof(s8));
-  const int16_t s16[8] = {s8[0], s8[1], s8[2], s8[3], s8[4], s8[5], s8[6], s8[7]};
-  group_scales(s16, p);
+  group_scales(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int>(sc[1]), static_cast<int>(sc[0]))), p);
   // Each min twice: the activations' bsums are per 16 values, two per group.
   const __m128i mins = _mm_set_epi32(0, 0, static_cast<int>(mn[1]), static_cast<int>(mn[0]));
   p.bsum_weights = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mins, mins));
-  p.d = b.d;
-  p.dmin = b.dmin;
 }
 
 // Shift counts per 16-bit word: `lo` in words 0..15, `hi` in 16..31.
@@ -139,8 +142,6 @@ struct Q6K {
     p.bsum_weights = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
     const __m512i all = _mm512_castsi256_si512(p.bsum_weights);  // words 0..15: the 16 scales
     for (int s = 0; s < 4; ++s) p.scale[s] = _mm512_permutexvar_epi16(_mm512_load_si512(kScaleIndex[s]), all);
-    p.d = b.d;
-    p.dmin = 0;
   }
   static __m512i levels(const Block& b, int p) {
     const int h = p / 2, k = 2 * (p % 2);
@@ -159,15 +160,19 @@ struct IQ4XS {
   using Block = BlockIQ4_XS;
   static constexpr bool kMin = false, kBias = false;
   static void prep(const Block& b, RowPrep& p) {
-    int16_t sc[8];
-    for (int s = 0; s < 8; ++s) {
-      const int ls = ((b.scales_l[s / 2] >> (4 * (s % 2))) & 0xF) | (((b.scales_h >> (2 * s)) & 3) << 4);
-      sc[s] = static_cast<int16_t>(ls - 32);
-    }
-    group_scales(sc, p);
+    // Group s's 6-bit scale: nibble s of scales_l (low nibble first) | bits 2s..2s+1 of scales_h << 4; minus 32.
+    // Formed in registers (scalar stores read back as one vector would stall store forwarding).
+    uint32_t l;
+    std::memcpy(&l, b.scales_l, sizeof(l));
+    const __m128i nibbles = _mm_unpacklo_epi8(_mm_cvtsi32_si128(static_cast<int>(l & 0x0F0F0F0Fu)),
+                                              _mm_cvtsi32_si128(static_cast<int>((l >> 4) & 0x0F0F0F0Fu)));
+    const __m128i high = _mm_and_si128(
+        _mm_srlv_epi16(_mm_set1_epi16(static_cast<int16_t>(b.scales_h)), _mm_setr_epi16(0, 2, 4, 6, 8, 10, 12, 14)),
+        _mm_set1_epi16(3));
+    group_scales(_mm_sub_epi16(_mm_or_si128(_mm_cvtepu8_epi16(nibbles), _mm_slli_epi16(high, 4)),
+                               _mm_set1_epi16(32)),
+                 p);
     p.bsum_weights = _mm256_setzero_si256();
-    p.d = b.d;
-    p.dmin = 0;
   }
   static __m512i levels(const Block& b, int p) {
     // Group g's 32 values: the low nibbles of its 16 bytes, then the high nibbles. 128-bit lanes: group 2p's
@@ -186,6 +191,21 @@ struct IQ4XS {
     return _mm512_maddubs_epi16(_mm512_abs_epi8(v), x_signed);
   }
 };
+
+// Eight 16-bit lanes, lane i = f(i).
+template <typename F>
+inline __m128i lanes_u16(F f) {
+  return _mm_setr_epi16(static_cast<int16_t>(f(0)), static_cast<int16_t>(f(1)), static_cast<int16_t>(f(2)),
+                        static_cast<int16_t>(f(3)), static_cast<int16_t>(f(4)), static_cast<int16_t>(f(5)),
+                        static_cast<int16_t>(f(6)), static_cast<int16_t>(f(7)));
+}
+
+// Eight float lanes, lane i = f(i) for i < N, 0 after.
+template <int N, typename F>
+inline __m256 lanes_f32(F f) {
+  const auto at = [&](int i) { return i < N ? f(i) : 0.0f; };
+  return _mm256_setr_ps(at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7));
+}
 
 constexpr size_t kPrefetchTiles = 2;
 
@@ -206,8 +226,6 @@ void tile(const GemmArgs& a, int64_t r0, int64_t t0) {
     __m512i sum[8];
     __m256i bias[8];
     for (int i = R * T; i < 8; ++i) sum[i] = _mm512_setzero_si512(), bias[i] = _mm256_setzero_si256();
-    alignas(16) uint16_t d[8] = {}, dmin[8] = {};
-    alignas(32) float xd[8] = {};
     for (int r = 0; r < R; ++r) {
       // Fetch the same super-block kPrefetchTiles tiles ahead (rows past the matrix's end are only prefetched).
       const uintptr_t ahead = reinterpret_cast<uintptr_t>(w[r] + b) + kPrefetchTiles * R * a.w_row_bytes;
@@ -229,20 +247,21 @@ void tile(const GemmArgs& a, int64_t r0, int64_t t0) {
           const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t][b].bsums));
           bias[r * T + t] = _mm256_madd_epi16(prep.bsum_weights, bs);
         }
-        d[r * T + t] = prep.d;
-        dmin[r * T + t] = prep.dmin;
-        xd[r * T + t] = x[t][b].d;
       }
     }
     __m256i isum = reduce8(sum);
     const __m256i ibias = reduce8(bias);
     if constexpr (K::kBias) isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(ibias, 5));
-    const __m256 vxd = _mm256_load_ps(xd);
-    const __m256 vd = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(d)));
+    // Lane i = r * T + t: the row's f16 scales and the token's activation scale, gathered in registers (eight
+    // scalar stores read back as one vector would stall store forwarding every super-block).
+    const auto row_d = [&](int i) -> uint16_t { return i < R * T ? w[i / T][b].d : 0; };
+    const __m256 vxd = T == 1 ? _mm256_set1_ps(x[0][b].d) : lanes_f32<R * T>([&](int i) { return x[i % T][b].d; });
+    const __m256 vd = _mm256_cvtph_ps(lanes_u16(row_d));
     acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_mul_ps(vd, vxd), _mm256_cvtepi32_ps(isum)));
     if constexpr (K::kMin) {
       const __m256 imin = _mm256_cvtepi32_ps(ibias);
-      const __m256 vdmin = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dmin)));
+      const __m256 vdmin =
+          _mm256_cvtph_ps(lanes_u16([&](int i) -> uint16_t { return i < R * T ? w[i / T][b].dmin : 0; }));
       acc = _mm256_sub_ps(acc, _mm256_mul_ps(_mm256_mul_ps(vdmin, vxd), imin));
     }
   }
