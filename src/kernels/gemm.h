@@ -76,8 +76,9 @@ void gemm_groups(const GemmArgs& args, int64_t row_begin, int64_t row_end);
 // avx2::gemm_vnni's tiles with the EVEX encoding of vpdpbusd (AVX512-VNNI + VL), for CPUs without the VEX-encoded
 // AVX-VNNI; the same results. Only where quant_available().
 void gemm_vnni(const GemmArgs& args, int64_t row_begin, int64_t row_end);
-// The same results as scalar::gemm_traits: Q4_K, Q5_K, Q6_K and IQ4_XS in gemm_k_avx2.cpp's tile shapes with
-// 64-value steps (vpmaddubsw + vpdpwssd, gemm_k_avx512.cpp), the other traits types through scalar::gemm_traits.
+// The same results as scalar::gemm_traits: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS in gemm_k_avx2.cpp's tile
+// shapes with 64-value steps (vpmaddubsw + vpdpwssd, gemm_k_avx512.cpp), the other traits types through
+// scalar::gemm_traits.
 // Only where quant_available().
 void gemm_traits(const GemmArgs& args, int64_t row_begin, int64_t row_end);
 }  // namespace avx512

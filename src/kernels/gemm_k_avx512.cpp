@@ -1,6 +1,6 @@
-// AVX-512 GEMM tiles for Q4_K, Q5_K, Q6_K and IQ4_XS weights with Q8_K activations: gemm_k_avx2.cpp's tiles
-// with 64-value steps. A super-block is 4 steps; step p covers values 64p..64p+63 of the row and of each token's
-// activations (Q4_K/Q5_K/IQ4_XS: groups 2p and 2p + 1; Q6_K: AVX2 steps 2p and 2p + 1). Per step, one row's
+// AVX-512 GEMM tiles for Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS weights with Q8_K activations: gemm_k_avx2.cpp's
+// tiles with 64-value steps. A super-block is 4 steps; step p covers values 64p..64p+63 of the row and of each
+// token's activations (Q4_K/Q5_K/IQ4_XS: groups 2p and 2p + 1; Q6_K: AVX2 steps 2p and 2p + 1). Per step, one row's
 // levels are unpacked once into a 64-byte register, then per token: vpmaddubsw (levels x activations, pairs in
 // int16) and vpdpwssd (x the step's int16 scales, summed into int32 lanes).
 //
@@ -124,24 +124,79 @@ struct Q5K {
   static __m512i mul(__m512i u, __m512i x) { return _mm512_maddubs_epi16(u, x); }
 };
 
-// Q6_K: step p = AVX2 steps 2p and 2p + 1 (h = p / 2, k = 2 (p % 2) and k + 1), 16 values per scale: 128-bit
-// lane j of step p has scale sc[4p + j]. The unsigned levels u = q + 32 are used and 32 * sum(scale * bsum) is
+// Scales per 16 values (Q2_K, Q3_K, Q6_K): word w of step p's scales is scale 4p + w / 8 (128-bit lane j of step
+// p has scale 4p + j); `all` holds the 16 scales in words 0..15.
+alignas(64) constexpr int16_t kPairScaleIndex[4][32] = {
+    {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3},
+    {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5, 6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7},
+    {8, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9, 9, 9, 10, 10, 10, 10, 10, 10, 10, 10, 11, 11, 11, 11, 11, 11, 11, 11},
+    {12, 12, 12, 12, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13, 13,
+     14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15},
+};
+inline void pair_scales(__m256i sc16, RowPrep& p) {
+  const __m512i all = _mm512_castsi256_si512(sc16);
+  for (int s = 0; s < 4; ++s) p.scale[s] = _mm512_permutexvar_epi16(_mm512_load_si512(kPairScaleIndex[s]), all);
+}
+
+// Q2_K: step p covers values 64p..64p+63, i.e. 2-bit fields s0 = 2 (p % 2) and s0 + 1 of qs[32h..32h+31]
+// (h = p / 2); 4-bit scale and min per 16 values.
+struct Q2K {
+  using Block = BlockQ2_K;
+  static constexpr bool kMin = true, kBias = false;
+  static void prep(const Block& b, RowPrep& p) {
+    const __m256i packed = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+    pair_scales(_mm256_and_si256(packed, _mm256_set1_epi16(0xF)), p);
+    p.bsum_weights = _mm256_srli_epi16(packed, 4);
+  }
+  static __m512i fields2(const uint8_t* qs, int p) {
+    const int s0 = 2 * (p % 2);
+    const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * (p / 2))));
+    return _mm512_and_si512(_mm512_srlv_epi16(q, shifts(2 * s0, 2 * s0 + 2)), _mm512_set1_epi8(3));
+  }
+  static __m512i levels(const Block& b, int p) { return fields2(b.qs, p); }
+  // maddubs: pairs of (0..7) * int8: no saturation (also Q3_K).
+  static __m512i mul(__m512i u, __m512i x) { return _mm512_maddubs_epi16(u, x); }
+};
+
+// Q3_K: Q2_K's fields plus bit 4h + s of hmask[i] as the third bit; the unsigned levels u = q + 4 are used and
+// 4 * sum(scale * bsum) is subtracted (kBias). 6-bit signed scales per 16 values (q3_k_scales' layout).
+struct Q3K {
+  using Block = BlockQ3_K;
+  static constexpr bool kMin = false, kBias = true;
+  static constexpr int kBiasShift = 2;
+  static void prep(const Block& b, RowPrep& p) {
+    // Scale i: low nibble packed[i] (i < 8) or packed[i - 8] >> 4, high bits (packed[8 + i % 4] >> 2 (i / 4)) & 3.
+    uint64_t l;
+    uint32_t h;
+    std::memcpy(&l, b.scales, sizeof(l));
+    std::memcpy(&h, b.scales + 8, sizeof(h));
+    const __m128i low = _mm_set_epi64x(static_cast<long long>((l >> 4) & 0x0F0F0F0F0F0F0F0FULL),
+                                       static_cast<long long>(l & 0x0F0F0F0F0F0F0F0FULL));
+    const __m128i high = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(h)), _mm_setr_epi32(0, 2, 4, 6)),
+                                       _mm_set1_epi8(3));
+    const __m128i sc8 = _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(high, 4)), _mm_set1_epi8(32));
+    p.bsum_weights = _mm256_cvtepi8_epi16(sc8);
+    pair_scales(p.bsum_weights, p);
+  }
+  static __m512i levels(const Block& b, int p) {
+    const int h = p / 2, s0 = 2 * (p % 2);
+    const __m512i m = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask)));
+    const __m512i hbit = _mm512_and_si512(_mm512_srlv_epi16(m, shifts(4 * h + s0, 4 * h + s0 + 1)),
+                                          _mm512_set1_epi8(1));
+    return _mm512_or_si512(Q2K::fields2(b.qs, p), _mm512_slli_epi16(hbit, 2));
+  }
+  static __m512i mul(__m512i u, __m512i x) { return _mm512_maddubs_epi16(u, x); }
+};
+
+// Q6_K: step p = AVX2 steps 2p and 2p + 1 (h = p / 2, k = 2 (p % 2) and k + 1), 16 values per scale. The unsigned levels u = q + 32 are used and 32 * sum(scale * bsum) is
 // subtracted (kBias).
 struct Q6K {
-  // Word w of step p's scales is scale 4p + w / 8.
-  alignas(64) static constexpr int16_t kScaleIndex[4][32] = {
-      {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3},
-      {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5, 6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7},
-      {8, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9, 9, 9, 10, 10, 10, 10, 10, 10, 10, 10, 11, 11, 11, 11, 11, 11, 11, 11},
-      {12, 12, 12, 12, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13, 13,
-       14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15},
-  };
   using Block = BlockQ6_K;
   static constexpr bool kMin = false, kBias = true;
+  static constexpr int kBiasShift = 5;
   static void prep(const Block& b, RowPrep& p) {
     p.bsum_weights = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
-    const __m512i all = _mm512_castsi256_si512(p.bsum_weights);  // words 0..15: the 16 scales
-    for (int s = 0; s < 4; ++s) p.scale[s] = _mm512_permutexvar_epi16(_mm512_load_si512(kScaleIndex[s]), all);
+    pair_scales(p.bsum_weights, p);
   }
   static __m512i levels(const Block& b, int p) {
     const int h = p / 2, k = 2 * (p % 2);
@@ -251,7 +306,7 @@ void tile(const GemmArgs& a, int64_t r0, int64_t t0) {
     }
     __m256i isum = reduce8(sum);
     const __m256i ibias = reduce8(bias);
-    if constexpr (K::kBias) isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(ibias, 5));
+    if constexpr (K::kBias) isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(ibias, K::kBiasShift));
     // Lane i = r * T + t: the row's f16 scales and the token's activation scale, gathered in registers (eight
     // scalar stores read back as one vector would stall store forwarding every super-block).
     const auto row_d = [&](int i) -> uint16_t { return i < R * T ? w[i / T][b].d : 0; };
@@ -295,6 +350,10 @@ void gemm_k(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
 
 void gemm_traits(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
   switch (a.type) {
+    case gguf::TensorType::Q2_K:
+      return gemm_k<Q2K>(a, row_begin, row_end);
+    case gguf::TensorType::Q3_K:
+      return gemm_k<Q3K>(a, row_begin, row_end);
     case gguf::TensorType::Q4_K:
       return gemm_k<Q4K>(a, row_begin, row_end);
     case gguf::TensorType::Q5_K:
