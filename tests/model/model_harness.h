@@ -1,11 +1,16 @@
 // Test helpers for driving Model::forward directly: KV storage over a plain byte vector (independent of
-// kv/KvStorage) and running one or more sequences in chunks.
+// kv/KvStorage), running one or more sequences in chunks, and copies of ../shared's models with extra keys.
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
+#include "gguf/reader.h"
+#include "gguf/writer.h"
 #include "model/model.h"
+#include "support/shared_data.h"
 
 namespace preface::test {
 
@@ -50,6 +55,27 @@ inline std::vector<int32_t> reversed_blocks(int32_t n, int32_t first = 0) {
   std::vector<int32_t> ids(static_cast<size_t>(n));
   for (int32_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = first + n - 1 - i;
   return ids;
+}
+
+// ../shared/models/`model` with every key and tensor, plus the keys and tensors `extra` sets and adds (a key it
+// sets replaces the copied value), written to a fresh temporary directory as `copy`.gguf; the path, or ""
+// without ../shared.
+inline std::string shared_model_copy(const std::string& model, const std::string& copy,
+                                     const std::function<void(gguf::Writer&)>& extra) {
+  const auto src = shared_file("models/" + model);
+  if (src.empty()) return "";
+  const gguf::File f = gguf::File::open(src.string());
+  gguf::Writer w;
+  for (const auto& [key, value] : f.metadata()) {
+    if (key != "general.alignment") w.set_value(key, value);
+  }
+  extra(w);
+  for (const gguf::TensorInfo& t : f.tensors()) {
+    w.add_tensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.size_bytes));
+  }
+  const std::string path = (temp_dir("copy-" + copy) / (copy + ".gguf")).string();
+  w.write(path);
+  return path;
 }
 
 }  // namespace preface::test

@@ -40,23 +40,8 @@ std::vector<float> short_factors() {
   return f;
 }
 
-// ../shared's synth-phi3-d256-f16.gguf (context_length 4096) with every key and tensor, plus what `extra` sets
-// and adds; the path written ("" without ../shared).
 std::string copy_with(const std::string& name, const std::function<void(gguf::Writer&)>& extra) {
-  const auto src = shared_file("models/synth-phi3-d256-f16.gguf");
-  if (src.empty()) return "";
-  const gguf::File f = gguf::File::open(src.string());
-  gguf::Writer w;
-  for (const auto& [key, value] : f.metadata()) {
-    if (key != "general.alignment") w.set_value(key, value);
-  }
-  extra(w);
-  for (const gguf::TensorInfo& t : f.tensors()) {
-    w.add_tensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.size_bytes));
-  }
-  const std::string path = (temp_dir("longrope-" + name) / (name + ".gguf")).string();
-  w.write(path);
-  return path;
+  return shared_model_copy("synth-phi3-d256-f16.gguf", "longrope-" + name, extra);
 }
 
 // Both factor sets and Phi-4-mini's attention factor; original context 64 (long factors: 4096 > 64) or 8192

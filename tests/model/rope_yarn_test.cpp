@@ -25,22 +25,8 @@
 namespace preface::test {
 namespace {
 
-// ../shared's synth-llama-d256-f16.gguf with every key and tensor, plus what `extra` sets; the path written.
 std::string copy_with(const std::string& name, const std::function<void(gguf::Writer&)>& extra) {
-  const auto src = shared_file("models/synth-llama-d256-f16.gguf");
-  if (src.empty()) return "";
-  const gguf::File f = gguf::File::open(src.string());
-  gguf::Writer w;
-  for (const auto& [key, value] : f.metadata()) {
-    if (key != "general.alignment") w.set_value(key, value);
-  }
-  extra(w);
-  for (const gguf::TensorInfo& t : f.tensors()) {
-    w.add_tensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.size_bytes));
-  }
-  const std::string path = (temp_dir("yarn-" + name) / (name + ".gguf")).string();
-  w.write(path);
-  return path;
+  return shared_model_copy("synth-llama-d256-f16.gguf", "yarn-" + name, extra);
 }
 
 void yarn_keys(gguf::Writer& w) {
