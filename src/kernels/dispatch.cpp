@@ -67,8 +67,8 @@ constexpr KernelTable kAvx2 = {
 // PREFACE_KERNELS=avx2 the AVX2 ones without AVX-VNNI, AVX-512 or AMX; PREFACE_KERNELS=vnni adds AVX-VNNI only;
 // PREFACE_KERNELS=avx512 everything but AMX (Q4_0 and Q8_0 still packed at load, read by the AVX-512 VNNI kernels).
 // The wider paths replace a kernel only with one that gives the same bits (see gemm_vnni_avx2.cpp,
-// gemm_vnni_avx512.cpp, gemm_k_avx512.cpp, gemm_amx.cpp, gemm_avx512.cpp, attention_avx512.cpp, attention_decode_avx512.cpp), so this
-// choice changes speed, never results.
+// gemm_vnni_avx512.cpp, gemm_k_avx512.cpp, gemm_amx.cpp, gemm_avx512.cpp, attention_avx512.cpp,
+// attention_decode_avx512.cpp), so this choice changes speed, never results.
 KernelTable choose_table() {
   const char* forced = std::getenv("PREFACE_KERNELS");
   const auto is = [forced](const char* name) { return forced != nullptr && std::strcmp(forced, name) == 0; };

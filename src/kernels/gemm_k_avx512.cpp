@@ -51,15 +51,11 @@ inline __m256i reduce8(const __m512i* v) {
   return reduce8(h);
 }
 
-// Word w of the result: 16-bit lane w of a 512-bit register holding `lo` in words 0..15 and `hi` in 16..31.
-inline __m512i halves16(int16_t lo, int16_t hi) {
-  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(lo)), _mm256_set1_epi16(hi), 1);
-}
-
 // What a row contributes to a super-block, prepared once per (row, super-block): the int16 scales of each step
-// (32 words: one per pair of values), the 16 int16 lanes that multiply the activations' bsums (the mins per 16
-// values for Q4_K/Q5_K, the 16 scales for Q6_K's level bias). The f16 scales d and dmin are read from the blocks
-// by the epilogue, 8 at a time (F16C: exact, as f16_to_f32 for every finite value).
+// (32 words: one per pair of values) and, for types with a min or a level bias, the 16 int16 lanes that multiply
+// the activations' bsums (the mins per 16 values for Q2_K/Q4_K/Q5_K, the 16 scales for Q3_K's and Q6_K's bias).
+// The f16 scales d and dmin are read from the blocks by the epilogue, 8 at a time (F16C: exact, as f16_to_f32 for
+// every finite value).
 struct RowPrep {
   __m512i scale[4];
   __m256i bsum_weights;
@@ -94,7 +90,10 @@ void prep_k4(const Block& b, RowPrep& p) {
 }
 
 // Shift counts per 16-bit word: `lo` in words 0..15, `hi` in 16..31.
-inline __m512i shifts(int lo, int hi) { return halves16(static_cast<int16_t>(lo), static_cast<int16_t>(hi)); }
+inline __m512i shifts(int lo, int hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(static_cast<int16_t>(lo))),
+                            _mm256_set1_epi16(static_cast<int16_t>(hi)), 1);
+}
 
 // Q4_K / Q5_K groups 2p and 2p + 1: the low and the high nibbles of qs[32p..32p+31].
 inline __m512i nibbles(const uint8_t* qs, int p) {
@@ -188,8 +187,8 @@ struct Q3K {
   static __m512i mul(__m512i u, __m512i x) { return _mm512_maddubs_epi16(u, x); }
 };
 
-// Q6_K: step p = AVX2 steps 2p and 2p + 1 (h = p / 2, k = 2 (p % 2) and k + 1), 16 values per scale. The unsigned levels u = q + 32 are used and 32 * sum(scale * bsum) is
-// subtracted (kBias).
+// Q6_K: step p = AVX2 steps 2p and 2p + 1 (h = p / 2, k = 2 (p % 2) and k + 1), 16 values per scale. The unsigned
+// levels u = q + 32 are used and 32 * sum(scale * bsum) is subtracted (kBias).
 struct Q6K {
   using Block = BlockQ6_K;
   static constexpr bool kMin = false, kBias = true;
@@ -227,7 +226,6 @@ struct IQ4XS {
     group_scales(_mm_sub_epi16(_mm_or_si128(_mm_cvtepu8_epi16(nibbles), _mm_slli_epi16(high, 4)),
                                _mm_set1_epi16(32)),
                  p);
-    p.bsum_weights = _mm256_setzero_si256();
   }
   static __m512i levels(const Block& b, int p) {
     // Group g's 32 values: the low nibbles of its 16 bytes, then the high nibbles. 128-bit lanes: group 2p's
@@ -278,6 +276,7 @@ void tile(const GemmArgs& a, int64_t r0, int64_t t0) {
   }
   __m256 acc = _mm256_setzero_ps();
   for (size_t b = 0; b < a.n_cols / kQK; ++b) {
+    constexpr bool kBsums = K::kMin || K::kBias;  // the activations' bsums enter the sum
     __m512i sum[8];
     __m256i bias[8];
     for (int i = R * T; i < 8; ++i) sum[i] = _mm512_setzero_si512(), bias[i] = _mm256_setzero_si256();
@@ -297,15 +296,16 @@ void tile(const GemmArgs& a, int64_t r0, int64_t t0) {
           sum[r * T + t] = _mm512_dpwssd_epi32(sum[r * T + t], K::mul(u, xv), prep.scale[p]);
         }
       }
-      for (int t = 0; t < T; ++t) {
-        if constexpr (K::kMin || K::kBias) {
+      if constexpr (kBsums) {
+        for (int t = 0; t < T; ++t) {
           const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t][b].bsums));
           bias[r * T + t] = _mm256_madd_epi16(prep.bsum_weights, bs);
         }
       }
     }
     __m256i isum = reduce8(sum);
-    const __m256i ibias = reduce8(bias);
+    __m256i ibias = _mm256_setzero_si256();
+    if constexpr (kBsums) ibias = reduce8(bias);
     if constexpr (K::kBias) isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(ibias, K::kBiasShift));
     // Lane i = r * T + t: the row's f16 scales and the token's activation scale, gathered in registers (eight
     // scalar stores read back as one vector would stall store forwarding every super-block).

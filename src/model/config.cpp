@@ -81,7 +81,8 @@ void read_yarn(const gguf::File& file, const std::string& p, Config& c) {
 std::vector<float> read_freq_factors(const gguf::TensorInfo& t, int32_t n_rot) {
   const uint64_t n_pairs = static_cast<uint64_t>(n_rot / 2);
   if (t.dims != std::vector<uint64_t>{n_pairs} || !gguf::type_has_codec(t.type)) {
-    throw Error(t.name + " must be " + std::to_string(n_pairs) + " values (one per rotated pair) of F32, F16 or BF16");
+    throw Error(t.name + " must be " + std::to_string(n_pairs) +
+                " values (one per rotated pair) of F32, F16 or BF16");
   }
   std::vector<float> factors(n_pairs);
   gguf::decode_values(t.type, t.data, n_pairs, factors.data());
@@ -91,8 +92,8 @@ std::vector<float> read_freq_factors(const gguf::TensorInfo& t, int32_t n_rot) {
   return factors;
 }
 
-// rope.scaling.type none, linear or yarn (factor: rope.scaling.factor, or the older rope.scale_linear), and the
-// frequency factors of rope_freqs.weight.
+// rope.scaling.type none, linear, yarn or longrope (factor: rope.scaling.factor, or the older rope.scale_linear), the
+// attention factor, and the frequency factors of rope_freqs.weight or LongRoPE's two sets.
 void read_rope_scaling(const gguf::File& file, const std::string& p, Config& c) {
   const std::string scaling = file.try_string(p + "rope.scaling.type").value_or("none");
   std::optional<double> factor;

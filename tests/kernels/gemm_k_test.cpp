@@ -1,6 +1,7 @@
 // The K-quant GEMM tiles (avx2::gemm_traits, gemm_k_avx2.cpp; avx512::gemm_traits, gemm_k_avx512.cpp) against
-// the scalar row dots: every output of every path is the bits of scalar::dot_<type> of its row and token (memcmp), for random blocks, odd row counts and
-// row ranges, every batch size from 1 to 19 (each tile shape and its tails) and one to three super-blocks.
+// the scalar row dots: every output of every path is the bits of scalar::dot_<type> of its row and token (memcmp),
+// for random blocks, odd row counts and row ranges, every batch size from 1 to 19 (each tile shape and its tails)
+// and one to three super-blocks.
 #include <gtest/gtest.h>
 
 #include <cmath>

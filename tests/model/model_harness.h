@@ -57,6 +57,19 @@ inline std::vector<int32_t> reversed_blocks(int32_t n, int32_t first = 0) {
   return ids;
 }
 
+// The last position's logits of `tokens` run through the model at `path` (loaded for batches of up to 128, an F16
+// KV cache of 16-token blocks taken in reverse order, chunks of 48 tokens, as llama.cpp's oracles are compared).
+inline std::vector<float> last_position_logits(const std::string& path, const std::vector<int32_t>& tokens,
+                                               ThreadPool& pool) {
+  auto m = model::Model::load(path, 128);
+  const size_t n_vocab = static_cast<size_t>(m->config().n_vocab);
+  constexpr int32_t kBlockSize = 16;
+  const auto n_blocks = static_cast<int32_t>((tokens.size() + kBlockSize - 1) / kBlockSize);
+  TestKv kv(m->config(), kernels::KvType::F16, kBlockSize, n_blocks);
+  const std::vector<float> all = run_chunked(*m, pool, kv.view, reversed_blocks(n_blocks), tokens, 48);
+  return std::vector<float>(all.end() - static_cast<std::ptrdiff_t>(n_vocab), all.end());
+}
+
 // ../shared/models/`model` with every key and tensor, plus the keys and tensors `extra` sets and adds (a key it
 // sets replaces the copied value), written to a fresh temporary directory as `copy`.gguf; the path, or ""
 // without ../shared.

@@ -136,15 +136,6 @@ TEST(RopeLongrope, MatchesLlamaCpp) {
   if (long_path.empty()) GTEST_FAIL() << "needs ../shared/models/synth-phi3-d256-f16.gguf";
   const std::string short_path = copy_with("short", longrope(8192));
   ThreadPool pool(2);
-  const auto last_logits = [&](const std::string& path, const std::vector<int32_t>& tokens) {
-    auto m = model::Model::load(path, 128);
-    const size_t n_vocab = static_cast<size_t>(m->config().n_vocab);
-    constexpr int32_t kBlockSize = 16;
-    const auto n_blocks = static_cast<int32_t>((tokens.size() + kBlockSize - 1) / kBlockSize);
-    TestKv kv(m->config(), kernels::KvType::F16, kBlockSize, n_blocks);
-    const std::vector<float> all = run_chunked(*m, pool, kv.view, reversed_blocks(n_blocks), tokens, 48);
-    return std::vector<float>(all.end() - static_cast<std::ptrdiff_t>(n_vocab), all.end());
-  };
   for (const char* which : {"long", "short"}) {
     const std::string name = std::string("synth-phi3-d256-f16-longrope-") + which + ".json";
     std::ifstream in(std::filesystem::path(PREFACE_SOURCE_DIR) / "tests/model/data" / name);
@@ -166,10 +157,12 @@ TEST(RopeLongrope, MatchesLlamaCpp) {
     const auto [lo, hi] = std::minmax_element(expected.begin(), expected.end());
     const float range = *hi - *lo;
     const bool is_long = std::string(which) == "long";
-    const std::vector<float> got = sampled(last_logits(is_long ? long_path : short_path, tokens));
-    const std::vector<float> other = sampled(last_logits(is_long ? short_path : long_path, tokens));
-    const std::vector<float> plain =
-        sampled(last_logits(shared_file("models/synth-phi3-d256-f16.gguf").string(), tokens));
+    const auto last_logits = [&](const std::string& path) {
+      return sampled(last_position_logits(path, tokens, pool));
+    };
+    const std::vector<float> got = last_logits(is_long ? long_path : short_path);
+    const std::vector<float> other = last_logits(is_long ? short_path : long_path);
+    const std::vector<float> plain = last_logits(shared_file("models/synth-phi3-d256-f16.gguf").string());
     ASSERT_EQ(got.size(), expected.size());
     std::printf("[longrope %s] %zu tokens  range %.3f  max|diff| %.5f  other set %.5f  none %.5f\n", which,
                 tokens.size(), range, max_diff(got), max_diff(other), max_diff(plain));

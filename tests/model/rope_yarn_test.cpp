@@ -127,15 +127,7 @@ TEST(RopeYarn, MatchesLlamaCpp) {
   const auto expected = oracle.at("logits").get<std::vector<float>>();
   ThreadPool pool(2);
 
-  const auto last_logits = [&](const std::string& path) {
-    auto m = model::Model::load(path, 128);
-    const size_t n_vocab = static_cast<size_t>(m->config().n_vocab);
-    constexpr int32_t kBlockSize = 16;
-    const auto n_blocks = static_cast<int32_t>((tokens.size() + kBlockSize - 1) / kBlockSize);
-    TestKv kv(m->config(), kernels::KvType::F16, kBlockSize, n_blocks);
-    const std::vector<float> all = run_chunked(*m, pool, kv.view, reversed_blocks(n_blocks), tokens, 48);
-    return std::vector<float>(all.end() - static_cast<std::ptrdiff_t>(n_vocab), all.end());
-  };
+  const auto last_logits = [&](const std::string& path) { return last_position_logits(path, tokens, pool); };
   const auto max_diff = [&](const std::vector<float>& got) {
     float d = 0.0f;
     for (size_t i = 0; i < expected.size(); ++i) d = std::max(d, std::fabs(got[i] - expected[i]));
