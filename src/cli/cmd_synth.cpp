@@ -41,10 +41,11 @@ void register_synth(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--ctx", s.ctx_len, "Context length written to the metadata")->capture_default_str();
   cmd->add_option("--type", opts->type_name,
-                  "Type of the 2-D weights: f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k, iq4_xs, or llama-quantize's "
-                  "mixes q4_k_m, q5_k_m (norms: F32; output.weight Q6_K with the K-quants and iq4_xs)")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k", "iq4_xs", "q4_k_m",
-                             "q5_k_m"},
+                  "Type of the 2-D weights: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q4_k, q5_k, q6_k, "
+                  "iq4_xs, or llama-quantize's mixes q4_k_m, q5_k_m (norms: F32; output.weight Q6_K with the K-quants "
+                  "and iq4_xs)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "q4_k", "q5_k",
+                             "q6_k", "iq4_xs", "q4_k_m", "q5_k_m"},
                             CLI::ignore_case))
       ->capture_default_str();
   cmd->add_flag("--tied", s.tied, "Tie the output head to token_embd.weight (no output.weight)");

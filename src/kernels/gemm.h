@@ -56,8 +56,11 @@ void gemm(const GemmArgs& args, int64_t row_begin, int64_t row_end);
 bool vnni_available();
 void gemm_vnni(const GemmArgs& args, int64_t row_begin, int64_t row_end);
 // The same results as scalar::gemm_traits: Q4_K, Q5_K, Q6_K and IQ4_XS in tiles of up to 8 rows x tokens
-// (gemm_k_avx2.cpp), the other traits types through scalar::gemm_traits.
+// (gemm_k_avx2.cpp), Q4_1, Q5_0, Q5_1 and IQ4_NL through gemm_q32, Q2_K and Q3_K through scalar::gemm_traits.
 void gemm_traits(const GemmArgs& args, int64_t row_begin, int64_t row_end);
+// The same results as scalar::gemm_traits for Q4_1, Q5_0, Q5_1 and IQ4_NL in tiles of up to 8 rows x tokens
+// (gemm_q32_avx2.h); other types through scalar::gemm_traits.
+void gemm_q32(const GemmArgs& args, int64_t row_begin, int64_t row_end);
 }  // namespace avx2
 
 namespace avx512 {
@@ -77,10 +80,12 @@ void gemm_groups(const GemmArgs& args, int64_t row_begin, int64_t row_end);
 // AVX-VNNI; the same results. Only where quant_available().
 void gemm_vnni(const GemmArgs& args, int64_t row_begin, int64_t row_end);
 // The same results as scalar::gemm_traits: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS in gemm_k_avx2.cpp's tile
-// shapes with 64-value steps (vpmaddubsw + vpdpwssd, gemm_k_avx512.cpp), the other traits types through
-// scalar::gemm_traits.
+// shapes with 64-value steps (vpmaddubsw + vpdpwssd, gemm_k_avx512.cpp), Q4_1, Q5_0, Q5_1 and IQ4_NL through
+// avx512::gemm_q32.
 // Only where quant_available().
 void gemm_traits(const GemmArgs& args, int64_t row_begin, int64_t row_end);
+// avx2::gemm_q32's tiles with EVEX vpdpbusd; the same results. Only where quant_available().
+void gemm_q32(const GemmArgs& args, int64_t row_begin, int64_t row_end);
 }  // namespace avx512
 
 namespace amx {

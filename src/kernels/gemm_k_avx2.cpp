@@ -1,5 +1,5 @@
-// AVX2 GEMM tiles for Q4_K, Q5_K, Q6_K and IQ4_XS weights with Q8_K activations (other traits types go to
-// scalar::gemm_traits). A tile is R weight rows x T tokens (R * T <= 8): each super-block's levels are unpacked
+// AVX2 GEMM tiles for Q4_K, Q5_K, Q6_K and IQ4_XS weights with Q8_K activations (Q4_1, Q5_0, Q5_1 and IQ4_NL go
+// to gemm_q32, Q2_K and Q3_K to scalar::gemm_traits). A tile is R weight rows x T tokens (R * T <= 8): each super-block's levels are unpacked
 // once per row and multiplied with the T tokens' activations, and the tile's (up to) 8 integer sums are reduced
 // together into one vector, whose lane i is output (i / T, i % T).
 //
@@ -241,6 +241,11 @@ void gemm_traits(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
       return gemm_k<Q6K>(a, row_begin, row_end);
     case gguf::TensorType::IQ4_XS:
       return gemm_k<IQ4XS>(a, row_begin, row_end);
+    case gguf::TensorType::Q4_1:
+    case gguf::TensorType::Q5_0:
+    case gguf::TensorType::Q5_1:
+    case gguf::TensorType::IQ4_NL:
+      return gemm_q32(a, row_begin, row_end);
     default:
       return scalar::gemm_traits(a, row_begin, row_end);
   }

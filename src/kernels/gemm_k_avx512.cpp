@@ -362,6 +362,11 @@ void gemm_traits(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
       return gemm_k<Q6K>(a, row_begin, row_end);
     case gguf::TensorType::IQ4_XS:
       return gemm_k<IQ4XS>(a, row_begin, row_end);
+    case gguf::TensorType::Q4_1:
+    case gguf::TensorType::Q5_0:
+    case gguf::TensorType::Q5_1:
+    case gguf::TensorType::IQ4_NL:
+      return gemm_q32(a, row_begin, row_end);
     default:
       return scalar::gemm_traits(a, row_begin, row_end);
   }

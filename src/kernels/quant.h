@@ -63,6 +63,10 @@ float dot_q5_k(const BlockQ5_K* w, const BlockQ8_K* x, size_t n);
 float dot_q6_k(const BlockQ6_K* w, const BlockQ8_K* x, size_t n);
 float dot_iq4_xs(const BlockIQ4_XS* w, const BlockQ8_K* x, size_t n);
 
+void quantize_row_q4_1(const float* x, void* out, size_t n);   // out: BlockQ4_1[n / 32]
+void quantize_row_q5_0(const float* x, void* out, size_t n);   // out: BlockQ5_0[n / 32]
+void quantize_row_q5_1(const float* x, void* out, size_t n);   // out: BlockQ5_1[n / 32]
+void quantize_row_iq4_nl(const float* x, void* out, size_t n); // out: BlockIQ4_NL[n / 32]
 void quantize_row_q4_k(const float* x, void* out, size_t n);   // out: BlockQ4_K[n / 256]
 void quantize_row_q5_k(const float* x, void* out, size_t n);   // out: BlockQ5_K[n / 256]
 void quantize_row_q6_k(const float* x, void* out, size_t n);   // out: BlockQ6_K[n / 256]

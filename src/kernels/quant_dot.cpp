@@ -283,11 +283,15 @@ float dispatched_dot_iq4_xs(const BlockIQ4_XS* w, const BlockQ8_K* x, size_t n) 
 using gguf::BlockQ8_0;
 using gguf::TensorType;
 constexpr QuantTraits kTraits[] = {
-    row<BlockQ4_1, BlockQ8_0, scalar::dequantize_row_q4_1, scalar::dot_q4_1>(TensorType::Q4_1, ActFormat::Q8_0),
-    row<BlockQ5_0, BlockQ8_0, scalar::dequantize_row_q5_0, scalar::dot_q5_0>(TensorType::Q5_0, ActFormat::Q8_0),
-    row<BlockQ5_1, BlockQ8_0, scalar::dequantize_row_q5_1, scalar::dot_q5_1>(TensorType::Q5_1, ActFormat::Q8_0),
+    row<BlockQ4_1, BlockQ8_0, scalar::dequantize_row_q4_1, scalar::dot_q4_1>(TensorType::Q4_1, ActFormat::Q8_0,
+                                                                              scalar::quantize_row_q4_1),
+    row<BlockQ5_0, BlockQ8_0, scalar::dequantize_row_q5_0, scalar::dot_q5_0>(TensorType::Q5_0, ActFormat::Q8_0,
+                                                                              scalar::quantize_row_q5_0),
+    row<BlockQ5_1, BlockQ8_0, scalar::dequantize_row_q5_1, scalar::dot_q5_1>(TensorType::Q5_1, ActFormat::Q8_0,
+                                                                              scalar::quantize_row_q5_1),
     row<BlockIQ4_NL, BlockQ8_0, scalar::dequantize_row_iq4_nl, scalar::dot_iq4_nl>(TensorType::IQ4_NL,
-                                                                                    ActFormat::Q8_0),
+                                                                                    ActFormat::Q8_0,
+                                                                                    scalar::quantize_row_iq4_nl),
     row<BlockQ2_K, BlockQ8_K, scalar::dequantize_row_q2_k, scalar::dot_q2_k>(TensorType::Q2_K, ActFormat::Q8_K),
     row<BlockQ3_K, BlockQ8_K, scalar::dequantize_row_q3_k, scalar::dot_q3_k>(TensorType::Q3_K, ActFormat::Q8_K),
     row<BlockQ4_K, BlockQ8_K, scalar::dequantize_row_q4_k, dispatched_dot_q4_k>(TensorType::Q4_K, ActFormat::Q8_K,

@@ -1,4 +1,5 @@
-// Simple f32 -> block quantizers for Q4_K, Q5_K, Q6_K and IQ4_XS, for synthetic benchmark files (model/synth.h).
+// Simple f32 -> block quantizers for Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K, Q6_K and IQ4_XS, for synthetic
+// benchmark files (model/synth.h).
 // They are the plain min/max (or absmax) fits, not llama-quantize's error-minimising searches, so a tensor
 // quantized here differs from llama-quantize's choice for the same values; the blocks are valid for any reader,
 // and dequantizing them (quant_dequant.cpp) is within a few percent of the input (tests/kernels/quant_quantize_test).
@@ -62,6 +63,43 @@ void fit_k4(const float* x, int levels, uint16_t* d_out, uint16_t* dmin_out, uin
   *dmin_out = dmin16;
 }
 
+// The index (0..15) of the IQ4_NL level nearest x at this step (the first of equals: 0 when step is 0).
+int nearest_iq4nl(float x, float step) {
+  int best = 0;
+  float best_err = INFINITY;
+  for (int k = 0; k < 16; ++k) {
+    const float err = std::fabs(x - step * static_cast<float>(kIq4nlValues[k]));
+    if (err < best_err) best = k, best_err = err;
+  }
+  return best;
+}
+
+// Packs 32 levels (0..31) into 32-value block nibbles (value j low, j + 16 high) and the 5th bits (bit j of qh).
+void pack_32(const uint8_t q[32], uint8_t qs[16], uint8_t* qh) {
+  uint32_t h = 0;
+  for (int j = 0; j < 16; ++j) qs[j] = static_cast<uint8_t>((q[j] & 0xF) | ((q[j + 16] & 0xF) << 4));
+  for (int j = 0; j < 32; ++j) h |= static_cast<uint32_t>(q[j] >> 4) << j;
+  if (qh != nullptr) std::memcpy(qh, &h, sizeof(h));
+}
+
+// Q4_1 / Q5_1: x ~ d * q + m with m the block's minimum, q in 0..levels.
+template <typename Block>
+void quantize_min_32(const float* x, Block* b, size_t n, int levels) {
+  for (size_t i = 0; i < n / 32; ++i, x += 32) {
+    const float lo = *std::min_element(x, x + 32), hi = *std::max_element(x, x + 32);
+    b[i].d = f32_to_f16((hi - lo) / static_cast<float>(levels));
+    b[i].m = f32_to_f16(lo);
+    const float d = f16_to_f32(b[i].d), m = f16_to_f32(b[i].m);
+    uint8_t q[32];
+    for (int j = 0; j < 32; ++j) q[j] = static_cast<uint8_t>(d > 0.0f ? nearest_clamped((x[j] - m) / d, 0, levels) : 0);
+    if constexpr (requires { b[i].qh; }) {
+      pack_32(q, b[i].qs, b[i].qh);
+    } else {
+      pack_32(q, b[i].qs, nullptr);
+    }
+  }
+}
+
 }  // namespace
 
 namespace scalar {
@@ -121,6 +159,37 @@ void quantize_row_q6_k(const float* x, void* out, size_t n) {
   }
 }
 
+void quantize_row_q4_1(const float* x, void* out, size_t n) { quantize_min_32(x, static_cast<BlockQ4_1*>(out), n, 15); }
+void quantize_row_q5_1(const float* x, void* out, size_t n) { quantize_min_32(x, static_cast<BlockQ5_1*>(out), n, 31); }
+
+// Q5_0: x ~ d * (q - 16), q in 0..31; the value of largest magnitude maps to level 0 (-16).
+void quantize_row_q5_0(const float* x, void* out, size_t n) {
+  auto* b = static_cast<BlockQ5_0*>(out);
+  for (size_t i = 0; i < n / 32; ++i, x += 32) {
+    float big = 0.0f;
+    for (int j = 0; j < 32; ++j) big = std::fabs(x[j]) > std::fabs(big) ? x[j] : big;
+    b[i].d = f32_to_f16(big / -16.0f);
+    const float d = f16_to_f32(b[i].d);
+    uint8_t q[32];
+    for (int j = 0; j < 32; ++j) q[j] = static_cast<uint8_t>(d != 0.0f ? nearest_clamped(x[j] / d, -16, 15) + 16 : 16);
+    pack_32(q, b[i].qs, b[i].qh);
+  }
+}
+
+// IQ4_NL: x ~ d * kIq4nlValues[nibble], the value of largest magnitude at level -127.
+void quantize_row_iq4_nl(const float* x, void* out, size_t n) {
+  auto* b = static_cast<BlockIQ4_NL*>(out);
+  for (size_t i = 0; i < n / 32; ++i, x += 32) {
+    float big = 0.0f;
+    for (int j = 0; j < 32; ++j) big = std::fabs(x[j]) > std::fabs(big) ? x[j] : big;
+    b[i].d = f32_to_f16(big / static_cast<float>(kIq4nlValues[0]));
+    const float d = f16_to_f32(b[i].d);
+    uint8_t q[32];
+    for (int j = 0; j < 32; ++j) q[j] = static_cast<uint8_t>(nearest_iq4nl(x[j], d));
+    pack_32(q, b[i].qs, nullptr);
+  }
+}
+
 // IQ4_XS: per 32-value group x ~ d * (ls - 32) * kIq4nlValues[nibble], the nearest of the 16 levels.
 void quantize_row_iq4_xs(const float* x, void* out, size_t n) {
   auto* b = static_cast<BlockIQ4_XS*>(out);
@@ -142,12 +211,7 @@ void quantize_row_iq4_xs(const float* x, void* out, size_t n) {
       b[i].scales_h = static_cast<uint16_t>(b[i].scales_h | ((ls >> 4) << (2 * ib)));
       const float step = d * static_cast<float>(ls - 32);
       for (int j = 0; j < 32; ++j) {
-        int best = 0;
-        float best_err = INFINITY;
-        for (int k = 0; k < 16; ++k) {
-          const float err = std::fabs(x[32 * ib + j] - step * static_cast<float>(kIq4nlValues[k]));
-          if (err < best_err) best = k, best_err = err;
-        }
+        const int best = nearest_iq4nl(x[32 * ib + j], step);
         uint8_t& byte = b[i].qs[16 * ib + j % 16];
         byte = static_cast<uint8_t>(j < 16 ? (byte & 0xF0) | best : (byte & 0x0F) | (best << 4));
       }

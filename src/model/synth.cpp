@@ -54,11 +54,15 @@ uint32_t file_type_of(TensorType t) {  // llama.cpp's llama_ftype
     case TensorType::F32: return 0;
     case TensorType::F16: return 1;
     case TensorType::Q4_0: return 2;
+    case TensorType::Q4_1: return 3;
     case TensorType::Q8_0: return 7;
+    case TensorType::Q5_0: return 8;
+    case TensorType::Q5_1: return 9;
     case TensorType::BF16: return 32;
     case TensorType::Q4_K: return 14;  // Q4_K_S (15 with the _M mix: file_type_of_spec)
     case TensorType::Q5_K: return 16;  // Q5_K_S (17 with the _M mix)
     case TensorType::Q6_K: return 18;
+    case TensorType::IQ4_NL: return 25;
     case TensorType::IQ4_XS: return 30;
     default: return 0;  // synth writes only the computed types (check_spec)
   }

@@ -42,12 +42,13 @@ double relative_rms_error(const std::vector<float>& x, const std::vector<float>&
 
 struct Case {
   TensorType type;
-  double max_rel_rms;  // bits per value set the bound: 4.5 (Q4_K, IQ4_XS), 5.5 (Q5_K), 6.5625 (Q6_K)
+  double max_rel_rms;  // bits per value set the bound: 4.5 (Q4_K, IQ4_XS, IQ4_NL), 5 - 6 (Q4_1 .. Q5_K), 6.5625
 };
 
 TEST(QuantQuantize, DequantizedValuesStayCloseToTheInput) {
   for (const Case c : {Case{TensorType::Q4_K, 0.09}, Case{TensorType::Q5_K, 0.045}, Case{TensorType::Q6_K, 0.025},
-                       Case{TensorType::IQ4_XS, 0.09}}) {
+                       Case{TensorType::IQ4_XS, 0.09}, Case{TensorType::Q4_1, 0.09}, Case{TensorType::Q5_0, 0.06},
+                       Case{TensorType::Q5_1, 0.045}, Case{TensorType::IQ4_NL, 0.09}}) {
     for (const float scale : {0.02f, 1.0f, 300.0f}) {
       const std::vector<float> x = normal_values(4096, 11, scale);
       const std::vector<float> y = round_trip(c.type, x);
@@ -74,13 +75,14 @@ TEST(QuantQuantize, EachGroupKeepsItsOwnScale) {
 }
 
 TEST(QuantQuantize, ZerosStayZeroAndOnlySomeTypesHaveAQuantizer) {
-  for (const TensorType type : {TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K, TensorType::IQ4_XS}) {
+  for (const TensorType type : {TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K, TensorType::IQ4_XS,
+                                TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::IQ4_NL}) {
     const std::vector<float> zeros(512, 0.0f);
     const std::vector<float> y = round_trip(type, zeros);
     for (float v : y) ASSERT_EQ(v, 0.0f) << gguf::tensor_type_name(type);
   }
   EXPECT_EQ(quant_traits(TensorType::Q2_K)->quantize, nullptr);
-  EXPECT_EQ(quant_traits(TensorType::Q4_1)->quantize, nullptr);
+  EXPECT_EQ(quant_traits(TensorType::Q3_K)->quantize, nullptr);
 }
 
 }  // namespace

@@ -1,0 +1,158 @@
+// GEMM for Q4_1, Q5_0, Q5_1 and IQ4_NL weights with vpdpbusd in its EVEX form (AVX512-VNNI): batches below
+// kTokenLaneMin tokens run gemm_q32_avx2.h's tiles (256-bit registers, one instruction per 32 products where AVX2
+// needs two, IQ4_NL's levels biased to unsigned instead of the sign trick), larger ones the token-lane tiles
+// below. Every output the bits of the scalar traits dot.
+// Only called where avx512::quant_available().
+//
+// Standard headers come before the target pragma and the tile header after it has internal linkage, so no code
+// compiled for AVX-512 is shared with other translation units.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "kernels/dot.h"
+#include "kernels/gemm.h"
+#include "kernels/quant.h"
+#include "util/fp16.h"
+
+#ifndef __clang__  // clang ignores target pragmas: its builds pass the ISA flags for this file instead
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
+// GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as a don't-care source, which -W(maybe-)uninitialized
+// reports as a false positive.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include "kernels/gemm_q32_avx2.h"  // after the target pragma: its inline code is compiled for AVX-512 VNNI
+
+namespace preface::kernels::avx512 {
+namespace {
+
+struct EvexVnniQ32Isa {  // vpdpbusd (EVEX): the 4 products of each lane summed in 32 bits, no saturation
+  static constexpr bool kWideU8 = true;
+  static __m256i dot(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
+};
+
+// Token-lane tiles, for batches of kTokenLaneMin tokens or more: lane t of a 512-bit register is token 16g + t of
+// token group g, so that a row's block sum for 16 tokens is 8 vpdpbusd of its levels (4 at a time, broadcast)
+// against the group's activations transposed, with no horizontal reduction; the float operations are the scalar
+// dot's, lane by lane, in block order, so every output is again the bits of the scalar traits dot.
+constexpr int64_t kTokenLaneMin = 4;
+constexpr int kTokenLanes = 16;
+constexpr int kLaneRows = 4;        // rows per token-lane tile (8 activation registers + 4 accumulators)
+constexpr int64_t kLaneRowBlock = 16;  // rows whose weights stay in L1 while every token group passes
+
+// The activations of one call in token-lane order. For token group g and block b (i = g * n_blocks + b):
+// x[(i * 8 + k) * 64 + 4t + j] = value 4k + j of token 16g + t's block b; dx[i * 16 + t] = f32 of its d (as the
+// scalar dot converts it); sum[i * 16 + t] = the sum of its 32 values. Tokens past n_tokens are zero.
+struct LaneActs {
+  std::vector<int8_t> x;
+  std::vector<float> dx;
+  std::vector<int32_t> sum;
+};
+
+void prepare_lane_acts(const GemmArgs& a, LaneActs& acts) {
+  const size_t n_blocks = a.n_cols / kQuantBlock, n_tokens = static_cast<size_t>(a.n_tokens);
+  const size_t n_groups = (n_tokens + kTokenLanes - 1) / kTokenLanes;
+  acts.x.assign(n_groups * n_blocks * kTokenLanes * kQuantBlock, 0);
+  acts.dx.assign(n_groups * n_blocks * kTokenLanes, 0.0f);
+  acts.sum.assign(n_groups * n_blocks * kTokenLanes, 0);
+  for (size_t t = 0; t < n_tokens; ++t) {
+    const auto* x = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(a.x) + t * a.x_row_bytes);
+    const size_t g = t / kTokenLanes, lane = t % kTokenLanes;
+    for (size_t b = 0; b < n_blocks; ++b) {
+      const size_t i = g * n_blocks + b;
+      int8_t* out = acts.x.data() + i * kTokenLanes * kQuantBlock + 4 * lane;
+      int32_t s = 0;
+      for (size_t k = 0; k < 8; ++k) {
+        std::memcpy(out + 64 * k, x[b].qs + 4 * k, 4);
+        for (size_t j = 0; j < 4; ++j) s += x[b].qs[4 * k + j];
+      }
+      acts.dx[i * kTokenLanes + lane] = f16_to_f32(x[b].d);
+      acts.sum[i * kTokenLanes + lane] = s;
+    }
+  }
+}
+
+// Outputs y[16g + t][r0 + r] for r < R and the group's first n_valid tokens.
+template <typename K, int R>
+void lane_tile(const GemmArgs& a, const LaneActs& acts, int64_t r0, size_t g, int n_valid) {
+  using Block = typename K::Block;
+  using Isa = EvexVnniQ32Isa;
+  constexpr int kShift = K::template kShift<Isa>;
+  static_assert(!K::template kSigned<Isa>);
+  constexpr bool kSums = kShift >= 0 || K::kMin;
+  const size_t n_blocks = a.n_cols / kQuantBlock;
+  const Block* w[R];
+  for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const Block*>(a.w + static_cast<size_t>(r0 + r) * a.w_row_bytes);
+  __m512 acc[R];
+  for (__m512& v : acc) v = _mm512_setzero_ps();
+  for (size_t b = 0; b < n_blocks; ++b) {
+    const size_t i = g * n_blocks + b;
+    const int8_t* xg = acts.x.data() + i * kTokenLanes * kQuantBlock;
+    __m512i xv[8];
+    for (int k = 0; k < 8; ++k) xv[k] = _mm512_loadu_si512(xg + 64 * k);
+    const __m512 vdx = _mm512_loadu_ps(acts.dx.data() + i * kTokenLanes);
+    __m512i xsum = _mm512_setzero_si512();
+    if constexpr (kSums) xsum = _mm512_loadu_si512(acts.sum.data() + i * kTokenLanes);
+    for (int r = 0; r < R; ++r) {
+      alignas(32) uint32_t lv[8];  // the row's 32 unsigned levels, 4 per broadcast
+      _mm256_store_si256(reinterpret_cast<__m256i*>(lv), K::template levels<Isa>(w[r][b]));
+      __m512i isum = _mm512_setzero_si512();
+      for (int k = 0; k < 8; ++k) isum = _mm512_dpbusd_epi32(isum, _mm512_set1_epi32(static_cast<int>(lv[k])), xv[k]);
+      if constexpr (kShift >= 0) isum = _mm512_sub_epi32(isum, _mm512_slli_epi32(xsum, kShift));
+      const __m512 vd = _mm512_set1_ps(_cvtsh_ss(w[r][b].d));
+      __m512 term = _mm512_mul_ps(_mm512_mul_ps(vd, vdx), _mm512_cvtepi32_ps(isum));
+      if constexpr (K::kMin) {
+        const float m = _cvtsh_ss(avx2::m_bits(w[r][b]));
+        if (!(m == 0.0f)) {  // as the scalar dot: the m term only where m != 0 (NaN included)
+          term = _mm512_add_ps(term, _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(m), vdx), _mm512_cvtepi32_ps(xsum)));
+        }
+      }
+      acc[r] = _mm512_add_ps(acc[r], term);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    alignas(64) float out[kTokenLanes];
+    _mm512_store_ps(out, acc[r]);
+    for (int t = 0; t < n_valid; ++t) {
+      a.y[(g * kTokenLanes + static_cast<size_t>(t)) * a.y_stride + static_cast<size_t>(r0 + r)] = out[t];
+    }
+  }
+}
+
+template <typename K>
+void gemm_lanes(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
+  thread_local LaneActs acts;  // one per thread: grows to the largest call, reused
+  prepare_lane_acts(a, acts);
+  const size_t n_groups = (static_cast<size_t>(a.n_tokens) + kTokenLanes - 1) / kTokenLanes;
+  for (int64_t rb = row_begin; rb < row_end; rb += kLaneRowBlock) {
+    const int64_t re = std::min(row_end, rb + kLaneRowBlock);
+    for (size_t g = 0; g < n_groups; ++g) {
+      const int n_valid = static_cast<int>(std::min<int64_t>(kTokenLanes, a.n_tokens - static_cast<int64_t>(g) * kTokenLanes));
+      int64_t r = rb;
+      for (; r + kLaneRows <= re; r += kLaneRows) lane_tile<K, kLaneRows>(a, acts, r, g, n_valid);
+      for (; r < re; ++r) lane_tile<K, 1>(a, acts, r, g, n_valid);
+    }
+  }
+}
+
+}  // namespace
+
+void gemm_q32(const GemmArgs& args, int64_t row_begin, int64_t row_end) {
+  if (args.n_tokens >= kTokenLaneMin) {
+    switch (args.type) {
+      case gguf::TensorType::Q4_1: return gemm_lanes<avx2::Q41>(args, row_begin, row_end);
+      case gguf::TensorType::Q5_0: return gemm_lanes<avx2::Q50>(args, row_begin, row_end);
+      case gguf::TensorType::Q5_1: return gemm_lanes<avx2::Q51>(args, row_begin, row_end);
+      case gguf::TensorType::IQ4_NL: return gemm_lanes<avx2::IQ4NL>(args, row_begin, row_end);
+      default: break;
+    }
+  }
+  if (!avx2::gemm_q32_tiles<EvexVnniQ32Isa>(args, row_begin, row_end)) scalar::gemm_traits(args, row_begin, row_end);
+}
+
+}  // namespace preface::kernels::avx512
