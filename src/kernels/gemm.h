@@ -55,8 +55,8 @@ void gemm(const GemmArgs& args, int64_t row_begin, int64_t row_end);
 // The same results with AVX-VNNI integer dot products; only where vnni_available().
 bool vnni_available();
 void gemm_vnni(const GemmArgs& args, int64_t row_begin, int64_t row_end);
-// The same results as scalar::gemm_traits: Q4_K, Q5_K, Q6_K and IQ4_XS in tiles of up to 8 rows x tokens
-// (gemm_k_avx2.cpp), Q4_1, Q5_0, Q5_1 and IQ4_NL through gemm_q32, Q2_K and Q3_K through scalar::gemm_traits.
+// The same results as scalar::gemm_traits: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS in tiles of up to 8 rows x
+// tokens (gemm_k_avx2.cpp), Q4_1, Q5_0, Q5_1 and IQ4_NL through gemm_q32.
 void gemm_traits(const GemmArgs& args, int64_t row_begin, int64_t row_end);
 // The same results as scalar::gemm_traits for Q4_1, Q5_0, Q5_1 and IQ4_NL in tiles of up to 8 rows x tokens
 // (gemm_q32_avx2.h); other types through scalar::gemm_traits.

@@ -1,5 +1,5 @@
-// AVX2 GEMM tiles for Q4_K, Q5_K, Q6_K and IQ4_XS weights with Q8_K activations (Q4_1, Q5_0, Q5_1 and IQ4_NL go
-// to gemm_q32, Q2_K and Q3_K to scalar::gemm_traits). A tile is R weight rows x T tokens (R * T <= 8): each super-block's levels are unpacked
+// AVX2 GEMM tiles for Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS weights with Q8_K activations (Q4_1, Q5_0, Q5_1
+// and IQ4_NL go to gemm_q32). A tile is R weight rows x T tokens (R * T <= 8): each super-block's levels are unpacked
 // once per row and multiplied with the T tokens' activations, and the tile's (up to) 8 integer sums are reduced
 // together into one vector, whose lane i is output (i / T, i % T).
 //
@@ -98,6 +98,7 @@ struct Q5K {
 struct Q6K {
   using Block = BlockQ6_K;
   static constexpr bool kMin = false, kBias = true, kPairScales = true;
+  static constexpr int kBiasShift = 5;
   static void prep(const Block& b, RowPrep& p) {
     p.bsum_weights = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
     _mm256_store_si256(reinterpret_cast<__m256i*>(p.sc), p.bsum_weights);
@@ -113,6 +114,49 @@ struct Q6K {
     return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
   }
   // maddubs: pairs of (0..63) * int8, at most 2 * 63 * 128 in magnitude: no saturation.
+  static __m256i mul(__m256i u, __m256i x) { return _mm256_maddubs_epi16(u, x); }
+};
+
+// Q2_K: step s = 4h + k covers values 32s..32s+31, the 2-bit fields k of qs[32h..32h+31]; a 4-bit scale (pair
+// scales: one per 16 values) and a 4-bit min per 16 values.
+struct Q2K {
+  using Block = BlockQ2_K;
+  static constexpr bool kMin = true, kBias = false, kPairScales = true;
+  static void prep(const Block& b, RowPrep& p) {
+    const __m256i packed = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(p.sc), _mm256_and_si256(packed, _mm256_set1_epi16(0xF)));
+    p.bsum_weights = _mm256_srli_epi16(packed, 4);
+    p.d = b.d;
+    p.dmin = b.dmin;
+  }
+  static __m256i fields2(const uint8_t* qs, int s) {
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * (s / 4)));
+    return _mm256_and_si256(_mm256_srli_epi16(q, 2 * (s % 4)), _mm256_set1_epi8(3));
+  }
+  static __m256i levels(const Block& b, int s) { return fields2(b.qs, s); }
+  // maddubs: pairs of (0..7) * int8: no saturation (also Q3_K).
+  static __m256i mul(__m256i u, __m256i x) { return _mm256_maddubs_epi16(u, x); }
+};
+
+// Q3_K: Q2_K's fields plus bit s of hmask[i] (s = 4h + k) as the third bit; the unsigned levels u = q + 4 are
+// used and 4 * sum(scale * bsum) is subtracted (kBias). 6-bit signed scales per 16 values (q3_k_scales).
+struct Q3K {
+  using Block = BlockQ3_K;
+  static constexpr bool kMin = false, kBias = true, kPairScales = true;
+  static constexpr int kBiasShift = 2;
+  static void prep(const Block& b, RowPrep& p) {
+    alignas(16) int8_t sc[16];
+    q3_k_scales(b.scales, sc);
+    p.bsum_weights = _mm256_cvtepi8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(sc)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(p.sc), p.bsum_weights);
+    p.d = b.d;
+    p.dmin = 0;
+  }
+  static __m256i levels(const Block& b, int s) {
+    const __m256i m = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask));
+    const __m256i hbit = _mm256_and_si256(_mm256_srli_epi16(m, s), _mm256_set1_epi8(1));
+    return _mm256_or_si256(Q2K::fields2(b.qs, s), _mm256_slli_epi16(hbit, 2));
+  }
   static __m256i mul(__m256i u, __m256i x) { return _mm256_maddubs_epi16(u, x); }
 };
 
@@ -193,7 +237,7 @@ void tile(const GemmArgs& a, int64_t r0, int64_t t0) {
       }
     }
     __m256i isum = reduce8(sum);
-    if constexpr (K::kBias) isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(reduce8(bias), 5));
+    if constexpr (K::kBias) isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(reduce8(bias), K::kBiasShift));
     const __m256 vxd = _mm256_load_ps(xd);
     const __m256 vd = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(d)));
     acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_mul_ps(vd, vxd), _mm256_cvtepi32_ps(isum)));
@@ -233,6 +277,10 @@ void gemm_k(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
 
 void gemm_traits(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
   switch (a.type) {
+    case gguf::TensorType::Q2_K:
+      return gemm_k<Q2K>(a, row_begin, row_end);
+    case gguf::TensorType::Q3_K:
+      return gemm_k<Q3K>(a, row_begin, row_end);
     case gguf::TensorType::Q4_K:
       return gemm_k<Q4K>(a, row_begin, row_end);
     case gguf::TensorType::Q5_K:

@@ -51,7 +51,6 @@ const Case kCases[] = {
     {gguf::TensorType::Q5_K, random_rows<BlockQ5_K>, dot_of<BlockQ5_K, scalar::dot_q5_k>},
     {gguf::TensorType::Q6_K, random_rows<BlockQ6_K>, dot_of<BlockQ6_K, scalar::dot_q6_k>},
     {gguf::TensorType::IQ4_XS, random_rows<BlockIQ4_XS>, dot_of<BlockIQ4_XS, scalar::dot_iq4_xs>},
-    // AVX-512 tiles only: avx2::gemm_traits passes these to the scalar GEMM.
     {gguf::TensorType::Q2_K, random_rows<BlockQ2_K>, dot_of<BlockQ2_K, scalar::dot_q2_k>},
     {gguf::TensorType::Q3_K, random_rows<BlockQ3_K>, dot_of<BlockQ3_K, scalar::dot_q3_k>},
 };
