@@ -7,11 +7,14 @@
 
 #include <cstring>
 #include <random>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "gguf/types.h"
 #include "kernels/dot.h"
 #include "kernels/matmul.h"
+#include "kernels/quant.h"
 #include "kernels/repack.h"
 #include "util/fp16.h"
 #include "util/thread_pool.h"
@@ -46,6 +49,14 @@ std::vector<uint8_t> random_weights(gguf::TensorType type, int64_t n_rows, int64
         blocks[b].d = f32_to_f16(uni(rng) * 0.1f);
         for (uint8_t& q : blocks[b].qs) q = static_cast<uint8_t>(rng());
       }
+      break;
+    }
+    default: {  // the types of kernels/quant.h that synth can write
+      const QuantTraits* t = quant_traits(type);
+      if (t == nullptr || t->quantize == nullptr) {
+        throw std::invalid_argument("kernels_bench: no quantizer for " + std::string(gguf::tensor_type_name(type)));
+      }
+      t->quantize(values.data(), bytes.data(), n);
       break;
     }
   }
@@ -95,6 +106,10 @@ void BM_MatmulQ8_0(benchmark::State& state) { run_matmul(state, gguf::TensorType
 void BM_MatmulQ4_0(benchmark::State& state) { run_matmul(state, gguf::TensorType::Q4_0, 1); }
 void BM_MatmulF16(benchmark::State& state) { run_matmul(state, gguf::TensorType::F16, 1); }
 void BM_MatmulF32(benchmark::State& state) { run_matmul(state, gguf::TensorType::F32, 1); }
+void BM_MatmulQ4_K(benchmark::State& state) { run_matmul(state, gguf::TensorType::Q4_K, 1); }
+void BM_MatmulIQ4_XS(benchmark::State& state) { run_matmul(state, gguf::TensorType::IQ4_XS, 1); }
+void BM_MatmulQ5_0(benchmark::State& state) { run_matmul(state, gguf::TensorType::Q5_0, 1); }
+void BM_MatmulIQ4_NL(benchmark::State& state) { run_matmul(state, gguf::TensorType::IQ4_NL, 1); }
 // Copies of 2048 x 2048 weights cycled (~430 MB in all, beyond L3): weights come from DRAM, as in decoding a
 // large model.
 void BM_MatmulQ8_0Dram(benchmark::State& state) { run_matmul(state, gguf::TensorType::Q8_0, 96); }
@@ -114,6 +129,10 @@ BENCHMARK(BM_MatmulQ8_0)->PREFACE_MATMUL_ARGS;
 BENCHMARK(BM_MatmulQ4_0)->PREFACE_MATMUL_ARGS;
 BENCHMARK(BM_MatmulF16)->PREFACE_MATMUL_ARGS;
 BENCHMARK(BM_MatmulF32)->PREFACE_MATMUL_ARGS;
+BENCHMARK(BM_MatmulQ4_K)->PREFACE_MATMUL_ARGS;
+BENCHMARK(BM_MatmulIQ4_XS)->PREFACE_MATMUL_ARGS;
+BENCHMARK(BM_MatmulQ5_0)->PREFACE_MATMUL_ARGS;
+BENCHMARK(BM_MatmulIQ4_NL)->PREFACE_MATMUL_ARGS;
 #define PREFACE_DRAM_ARGS                         \
   ArgNames({"rows", "cols", "tokens", "threads"}) \
       ->Args({2048, 2048, 1, 1})                  \
