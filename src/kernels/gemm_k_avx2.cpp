@@ -15,19 +15,11 @@
 
 #include "kernels/gemm.h"
 #include "kernels/quant.h"
+#include "kernels/simd_avx2.h"
 
 namespace preface::kernels::avx2 {
 
 namespace {
-
-// Lane i of the result = the (exact, wrapping) sum of the 8 lanes of v[i].
-inline __m256i reduce8(const __m256i* v) {
-  const __m256i s01 = _mm256_hadd_epi32(v[0], v[1]), s23 = _mm256_hadd_epi32(v[2], v[3]);
-  const __m256i s45 = _mm256_hadd_epi32(v[4], v[5]), s67 = _mm256_hadd_epi32(v[6], v[7]);
-  const __m256i s0123 = _mm256_hadd_epi32(s01, s23), s4567 = _mm256_hadd_epi32(s45, s67);
-  return _mm256_add_epi32(_mm256_permute2x128_si256(s0123, s4567, 0x20),
-                          _mm256_permute2x128_si256(s0123, s4567, 0x31));
-}
 
 // What a row contributes to a super-block, prepared once per (row, super-block): the scales (K::kPairScales:
 // one per 16 values, sc[2s] and sc[2s + 1] for the two halves of step s; else sc[s] for the 32 values of step
@@ -236,13 +228,13 @@ void tile(const GemmArgs& a, int64_t r0, int64_t t0) {
         xd[r * T + t] = x[t][b].d;
       }
     }
-    __m256i isum = reduce8(sum);
-    if constexpr (K::kBias) isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(reduce8(bias), K::kBiasShift));
+    __m256i isum = reduce8_i32(sum);
+    if constexpr (K::kBias) isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(reduce8_i32(bias), K::kBiasShift));
     const __m256 vxd = _mm256_load_ps(xd);
     const __m256 vd = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(d)));
     acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_mul_ps(vd, vxd), _mm256_cvtepi32_ps(isum)));
     if constexpr (K::kMin) {
-      const __m256 imin = _mm256_cvtepi32_ps(reduce8(bias));
+      const __m256 imin = _mm256_cvtepi32_ps(reduce8_i32(bias));
       const __m256 vdmin = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dmin)));
       acc = _mm256_sub_ps(acc, _mm256_mul_ps(_mm256_mul_ps(vdmin, vxd), imin));
     }

@@ -28,19 +28,11 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
+#include "kernels/simd_avx2.h"  // after the target pragma: its inline code is compiled for AVX-512 here
 
 namespace preface::kernels::avx512 {
 
 namespace {
-
-// Lane i of the result = the (exact, wrapping) sum of the 8 lanes of v[i].
-inline __m256i reduce8(const __m256i* v) {
-  const __m256i s01 = _mm256_hadd_epi32(v[0], v[1]), s23 = _mm256_hadd_epi32(v[2], v[3]);
-  const __m256i s45 = _mm256_hadd_epi32(v[4], v[5]), s67 = _mm256_hadd_epi32(v[6], v[7]);
-  const __m256i s0123 = _mm256_hadd_epi32(s01, s23), s4567 = _mm256_hadd_epi32(s45, s67);
-  return _mm256_add_epi32(_mm256_permute2x128_si256(s0123, s4567, 0x20),
-                          _mm256_permute2x128_si256(s0123, s4567, 0x31));
-}
 
 // Lane i of the result = the (exact, wrapping) sum of the 16 lanes of v[i].
 inline __m256i reduce8(const __m512i* v) {
@@ -48,7 +40,7 @@ inline __m256i reduce8(const __m512i* v) {
   for (int i = 0; i < 8; ++i) {
     h[i] = _mm256_add_epi32(_mm512_castsi512_si256(v[i]), _mm512_extracti64x4_epi64(v[i], 1));
   }
-  return reduce8(h);
+  return avx2::reduce8_i32(h);
 }
 
 // What a row contributes to a super-block, prepared once per (row, super-block): the int16 scales of each step
@@ -245,14 +237,6 @@ struct IQ4XS {
   }
 };
 
-// Eight 16-bit lanes, lane i = f(i).
-template <typename F>
-inline __m128i lanes_u16(F f) {
-  return _mm_setr_epi16(static_cast<int16_t>(f(0)), static_cast<int16_t>(f(1)), static_cast<int16_t>(f(2)),
-                        static_cast<int16_t>(f(3)), static_cast<int16_t>(f(4)), static_cast<int16_t>(f(5)),
-                        static_cast<int16_t>(f(6)), static_cast<int16_t>(f(7)));
-}
-
 // Eight float lanes, lane i = f(i) for i < N, 0 after.
 template <int N, typename F>
 inline __m256 lanes_f32(F f) {
@@ -305,18 +289,18 @@ void tile(const GemmArgs& a, int64_t r0, int64_t t0) {
     }
     __m256i isum = reduce8(sum);
     __m256i ibias = _mm256_setzero_si256();
-    if constexpr (kBsums) ibias = reduce8(bias);
+    if constexpr (kBsums) ibias = avx2::reduce8_i32(bias);
     if constexpr (K::kBias) isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(ibias, K::kBiasShift));
     // Lane i = r * T + t: the row's f16 scales and the token's activation scale, gathered in registers (eight
     // scalar stores read back as one vector would stall store forwarding every super-block).
     const auto row_d = [&](int i) -> uint16_t { return i < R * T ? w[i / T][b].d : 0; };
     const __m256 vxd = T == 1 ? _mm256_set1_ps(x[0][b].d) : lanes_f32<R * T>([&](int i) { return x[i % T][b].d; });
-    const __m256 vd = _mm256_cvtph_ps(lanes_u16(row_d));
+    const __m256 vd = _mm256_cvtph_ps(avx2::lanes_u16(row_d));
     acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_mul_ps(vd, vxd), _mm256_cvtepi32_ps(isum)));
     if constexpr (K::kMin) {
       const __m256 imin = _mm256_cvtepi32_ps(ibias);
       const __m256 vdmin =
-          _mm256_cvtph_ps(lanes_u16([&](int i) -> uint16_t { return i < R * T ? w[i / T][b].dmin : 0; }));
+          _mm256_cvtph_ps(avx2::lanes_u16([&](int i) -> uint16_t { return i < R * T ? w[i / T][b].dmin : 0; }));
       acc = _mm256_sub_ps(acc, _mm256_mul_ps(_mm256_mul_ps(vdmin, vxd), imin));
     }
   }

@@ -26,6 +26,7 @@
 #include "kernels/dot.h"
 #include "kernels/gemm.h"
 #include "kernels/quant.h"
+#include "kernels/simd_avx2.h"
 #include "util/fp16.h"
 
 namespace preface::kernels::avx2 {
@@ -58,15 +59,6 @@ inline void prepare_acts(const GemmArgs& a, Q32Acts& acts) {
       acts.sum[b * acts.stride + t] = _mm_cvtsi128_si32(h);
     }
   }
-}
-
-// Lane i of the result = the (exact, wrapping) sum of the 8 lanes of v[i].
-inline __m256i reduce8_q32(const __m256i* v) {
-  const __m256i s01 = _mm256_hadd_epi32(v[0], v[1]), s23 = _mm256_hadd_epi32(v[2], v[3]);
-  const __m256i s45 = _mm256_hadd_epi32(v[4], v[5]), s67 = _mm256_hadd_epi32(v[6], v[7]);
-  const __m256i s0123 = _mm256_hadd_epi32(s01, s23), s4567 = _mm256_hadd_epi32(s45, s67);
-  return _mm256_add_epi32(_mm256_permute2x128_si256(s0123, s4567, 0x20),
-                          _mm256_permute2x128_si256(s0123, s4567, 0x31));
 }
 
 // Byte j = the nibble of value j: low nibbles of qs[0..15] (values 0..15), then high nibbles (16..31).
@@ -140,14 +132,6 @@ inline uint16_t m_bits(const Block& b) {
   }
 }
 
-// Eight 16-bit lanes, lane i = f(i).
-template <typename F>
-inline __m128i lanes_u16_q32(F f) {
-  return _mm_setr_epi16(static_cast<int16_t>(f(0)), static_cast<int16_t>(f(1)), static_cast<int16_t>(f(2)),
-                        static_cast<int16_t>(f(3)), static_cast<int16_t>(f(4)), static_cast<int16_t>(f(5)),
-                        static_cast<int16_t>(f(6)), static_cast<int16_t>(f(7)));
-}
-
 // Blocks between prefetches of the rows kQ32PrefetchTiles tiles ahead: 2 blocks (<= 48 bytes) < one cache line,
 // so every line is fetched.
 constexpr size_t kQ32PrefetchTiles = 2;
@@ -189,7 +173,7 @@ void q32_tile(const GemmArgs& a, const Q32Acts& acts, int64_t r0, int64_t t0) {
         sum[r * T + t] = Isa::dot(_mm256_setzero_si256(), u, xv);
       }
     }
-    __m256i isum = reduce8_q32(sum);
+    __m256i isum = reduce8_i32(sum);
     const size_t at = b * acts.stride + static_cast<size_t>(t0);
     const __m256 vdx = T == 1 ? _mm256_broadcast_ss(&acts.dx[at])
                               : _mm256_permutevar8x32_ps(_mm256_loadu_ps(&acts.dx[at]), token_of_lane);
@@ -202,13 +186,13 @@ void q32_tile(const GemmArgs& a, const Q32Acts& acts, int64_t r0, int64_t t0) {
     if constexpr (kShift >= 0) isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(xsum, kShift));
     // The rows' f16 scales per lane (F16C: exact, as f16_to_f32 for every finite value).
     const __m256 vd = R == 1 ? _mm256_set1_ps(_cvtsh_ss(w[0][b].d))
-                             : _mm256_cvtph_ps(lanes_u16_q32([&](int i) -> uint16_t {
+                             : _mm256_cvtph_ps(lanes_u16([&](int i) -> uint16_t {
                                  return i < R * T ? w[i / T][b].d : 0;
                                }));
     __m256 term = _mm256_mul_ps(_mm256_mul_ps(vd, vdx), _mm256_cvtepi32_ps(isum));
     if constexpr (K::kMin) {
       const __m256 vm = R == 1 ? _mm256_set1_ps(_cvtsh_ss(m_bits(w[0][b])))
-                               : _mm256_cvtph_ps(lanes_u16_q32([&](int i) -> uint16_t {
+                               : _mm256_cvtph_ps(lanes_u16([&](int i) -> uint16_t {
                                    return i < R * T ? m_bits(w[i / T][b]) : 0;
                                  }));
       const __m256 with_m = _mm256_add_ps(term, _mm256_mul_ps(_mm256_mul_ps(vm, vdx), _mm256_cvtepi32_ps(xsum)));

@@ -55,6 +55,24 @@ inline __m256 hsum_8x8(const __m256 a[8]) {
   return _mm256_add_ps(_mm256_permute2f128_ps(s0123, s4567, 0x20), _mm256_permute2f128_ps(s0123, s4567, 0x31));
 }
 
+// Lane i = the (exact, wrapping) sum of the 8 int32 lanes of v[i].
+inline __m256i reduce8_i32(const __m256i v[8]) {
+  const __m256i s01 = _mm256_hadd_epi32(v[0], v[1]), s23 = _mm256_hadd_epi32(v[2], v[3]);
+  const __m256i s45 = _mm256_hadd_epi32(v[4], v[5]), s67 = _mm256_hadd_epi32(v[6], v[7]);
+  const __m256i s0123 = _mm256_hadd_epi32(s01, s23), s4567 = _mm256_hadd_epi32(s45, s67);
+  return _mm256_add_epi32(_mm256_permute2x128_si256(s0123, s4567, 0x20),
+                          _mm256_permute2x128_si256(s0123, s4567, 0x31));
+}
+
+// Eight 16-bit lanes, lane i = f(i) (built in registers: eight scalar stores read back as one vector would stall
+// store forwarding).
+template <typename F>
+inline __m128i lanes_u16(F f) {
+  return _mm_setr_epi16(static_cast<int16_t>(f(0)), static_cast<int16_t>(f(1)), static_cast<int16_t>(f(2)),
+                        static_cast<int16_t>(f(3)), static_cast<int16_t>(f(4)), static_cast<int16_t>(f(5)),
+                        static_cast<int16_t>(f(6)), static_cast<int16_t>(f(7)));
+}
+
 // e^x for 8 lanes (Cephes expf: x = n ln2 + r, |r| <= ln2 / 2, degree-7 polynomial, scale by 2^n), within a
 // few ulps for x in [-87.33, 88]; x < -87.33 (and -inf) gives 0 (results that would be subnormal are flushed),
 // x > 88 gives +inf, NaN stays NaN. exp(0) = 1 exactly.

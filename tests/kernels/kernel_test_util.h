@@ -22,6 +22,26 @@ inline std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1
   return v;
 }
 
+// Random blocks of a quant.h type: every byte random except the f16 scales d and dmin (finite, up to 0.1 in
+// magnitude) and m (finite, or one time in 16 each 0, -0 and NaN: the scalar dot's `m != 0` branch).
+template <typename Block>
+std::vector<Block> random_blocks(size_t n_blocks, std::mt19937& rng) {
+  std::vector<Block> blocks(n_blocks);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(-0.1f, 0.1f);
+  for (Block& b : blocks) {
+    auto* p = reinterpret_cast<uint8_t*>(&b);
+    for (size_t i = 0; i < sizeof(Block); ++i) p[i] = static_cast<uint8_t>(byte(rng));
+    b.d = f32_to_f16(scale(rng));
+    if constexpr (requires { b.dmin; }) b.dmin = f32_to_f16(scale(rng));
+    if constexpr (requires { b.m; }) {
+      const int kind = byte(rng) % 16;
+      b.m = kind == 0 ? uint16_t{0} : kind == 1 ? uint16_t{0x8000} : kind == 2 ? uint16_t{0x7e00} : f32_to_f16(scale(rng));
+    }
+  }
+  return blocks;
+}
+
 inline std::vector<uint16_t> to_f16(const std::vector<float>& v) {
   std::vector<uint16_t> h(v.size());  // [n]
   for (size_t i = 0; i < v.size(); ++i) h[i] = f32_to_f16(v[i]);

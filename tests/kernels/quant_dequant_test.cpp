@@ -17,6 +17,7 @@
 #include "kernels/dot.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
+#include "kernels/kernel_test_util.h"
 #include "support/shared_data.h"
 #include "util/fp16.h"
 
@@ -48,8 +49,8 @@ std::vector<float> dequantize_tensor(const QuantTraits& t, const gguf::TensorInf
 TEST(QuantDequant, EveryTensorMatchesGgmlBitForBit) {
   std::set<std::string> types_seen;
   for (const char* name : kFiles) {
-    const auto gguf_path = test::shared_file(std::string("models/") + name + ".gguf");
-    const auto oracle_path = test::shared_file(std::string("oracle/dequant/") + name + ".jsonl");
+    const auto gguf_path = preface::test::shared_file(std::string("models/") + name + ".gguf");
+    const auto oracle_path = preface::test::shared_file(std::string("oracle/dequant/") + name + ".jsonl");
     ASSERT_FALSE(gguf_path.empty() || oracle_path.empty());
     const gguf::File file = gguf::File::open(gguf_path.string());
     std::ifstream in(oracle_path);
@@ -82,7 +83,7 @@ TEST(QuantDot, EqualsTheDotOfTheDequantizedRows) {
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (const char* name : kFiles) {
-    const auto gguf_path = test::shared_file(std::string("models/") + name + ".gguf");
+    const auto gguf_path = preface::test::shared_file(std::string("models/") + name + ".gguf");
     ASSERT_FALSE(gguf_path.empty());
     const gguf::File file = gguf::File::open(gguf_path.string());
     for (const gguf::TensorInfo& info : file.tensors()) {
@@ -174,8 +175,8 @@ namespace {
 // thread count, also when matrices of different types (Q4_K beside Q6_K, Q8_0-format beside Q8_K-format rows)
 // are fused; get_row is the traits dequantization.
 TEST(QuantMatmul, EqualsTheRowDotsForAnyBatchAndThreads) {
-  const auto path = test::shared_file("models/synth-llama-d256-q4_k_m.gguf");
-  const auto path_q5_0 = test::shared_file("models/synth-llama-d256-q5_0.gguf");
+  const auto path = preface::test::shared_file("models/synth-llama-d256-q4_k_m.gguf");
+  const auto path_q5_0 = preface::test::shared_file("models/synth-llama-d256-q5_0.gguf");
   ASSERT_FALSE(path.empty() || path_q5_0.empty());
   const gguf::File file = gguf::File::open(path.string());
   const gguf::File file_q5_0 = gguf::File::open(path_q5_0.string());
@@ -226,21 +227,6 @@ TEST(QuantMatmul, EqualsTheRowDotsForAnyBatchAndThreads) {
 namespace preface::kernels {
 namespace {
 
-// Random super-blocks: every byte random except the f16 scales (finite, up to 0.1).
-template <typename Block>
-std::vector<Block> random_blocks(size_t n_blocks, std::mt19937& rng) {
-  std::vector<Block> blocks(n_blocks);
-  std::uniform_int_distribution<int> byte(0, 255);
-  std::uniform_real_distribution<float> scale(-0.1f, 0.1f);
-  for (Block& b : blocks) {
-    auto* p = reinterpret_cast<uint8_t*>(&b);
-    for (size_t i = 0; i < sizeof(Block); ++i) p[i] = static_cast<uint8_t>(byte(rng));
-    b.d = f32_to_f16(scale(rng));
-    if constexpr (requires { b.dmin; }) b.dmin = f32_to_f16(scale(rng));
-  }
-  return blocks;
-}
-
 TEST(QuantDotAvx2, SameBitsAsScalar) {
   if (!avx2::available()) GTEST_SKIP() << "no AVX2 on this CPU";
   std::mt19937 rng(11);
@@ -251,10 +237,10 @@ TEST(QuantDotAvx2, SameBitsAsScalar) {
     for (float& v : x) v = trial % 5 == 0 ? std::round(normal(rng)) : normal(rng);  // ties and outliers
     std::vector<BlockQ8_K> xq(n / kQK);
     quantize_row_q8_k(x.data(), xq.data(), n);
-    const auto q4 = random_blocks<BlockQ4_K>(n / kQK, rng);
-    const auto q6 = random_blocks<BlockQ6_K>(n / kQK, rng);
-    const auto q5 = random_blocks<BlockQ5_K>(n / kQK, rng);
-    const auto iq = random_blocks<BlockIQ4_XS>(n / kQK, rng);
+    const auto q4 = test::random_blocks<BlockQ4_K>(n / kQK, rng);
+    const auto q6 = test::random_blocks<BlockQ6_K>(n / kQK, rng);
+    const auto q5 = test::random_blocks<BlockQ5_K>(n / kQK, rng);
+    const auto iq = test::random_blocks<BlockIQ4_XS>(n / kQK, rng);
     const float s5 = scalar::dot_q5_k(q5.data(), xq.data(), n), v5 = avx2::dot_q5_k(q5.data(), xq.data(), n);
     const float si = scalar::dot_iq4_xs(iq.data(), xq.data(), n), vi = avx2::dot_iq4_xs(iq.data(), xq.data(), n);
     ASSERT_EQ(std::memcmp(&s5, &v5, sizeof(float)), 0) << "Q5_K trial " << trial << ": " << s5 << " vs " << v5;
