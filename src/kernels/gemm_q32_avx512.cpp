@@ -132,7 +132,8 @@ void gemm_lanes(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
   for (int64_t rb = row_begin; rb < row_end; rb += kLaneRowBlock) {
     const int64_t re = std::min(row_end, rb + kLaneRowBlock);
     for (size_t g = 0; g < n_groups; ++g) {
-      const int n_valid = static_cast<int>(std::min<int64_t>(kTokenLanes, a.n_tokens - static_cast<int64_t>(g) * kTokenLanes));
+      const int64_t left = a.n_tokens - static_cast<int64_t>(g) * kTokenLanes;
+      const int n_valid = static_cast<int>(std::min<int64_t>(kTokenLanes, left));
       int64_t r = rb;
       for (; r + kLaneRows <= re; r += kLaneRows) lane_tile<K, kLaneRows>(a, acts, r, g, n_valid);
       for (; r < re; ++r) lane_tile<K, 1>(a, acts, r, g, n_valid);

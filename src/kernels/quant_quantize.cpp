@@ -109,7 +109,9 @@ void quantize_row_q4_k(const float* x, void* out, size_t n) {
     uint8_t q[256];
     fit_k4(x, 15, &b[i].d, &b[i].dmin, b[i].scales, q);
     for (int p = 0; p < 4; ++p) {  // group 2p in the low nibbles of qs[32p..], group 2p+1 in the high ones
-      for (int l = 0; l < 32; ++l) b[i].qs[32 * p + l] = static_cast<uint8_t>(q[64 * p + l] | (q[64 * p + 32 + l] << 4));
+      for (int l = 0; l < 32; ++l) {
+        b[i].qs[32 * p + l] = static_cast<uint8_t>(q[64 * p + l] | (q[64 * p + 32 + l] << 4));
+      }
     }
   }
 }

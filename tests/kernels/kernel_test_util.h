@@ -36,7 +36,8 @@ std::vector<Block> random_blocks(size_t n_blocks, std::mt19937& rng) {
     if constexpr (requires { b.dmin; }) b.dmin = f32_to_f16(scale(rng));
     if constexpr (requires { b.m; }) {
       const int kind = byte(rng) % 16;
-      b.m = kind == 0 ? uint16_t{0} : kind == 1 ? uint16_t{0x8000} : kind == 2 ? uint16_t{0x7e00} : f32_to_f16(scale(rng));
+      constexpr uint16_t kSpecial[3] = {0x0000, 0x8000, 0x7e00};  // 0, -0, NaN
+      b.m = kind < 3 ? kSpecial[kind] : f32_to_f16(scale(rng));
     }
   }
   return blocks;
