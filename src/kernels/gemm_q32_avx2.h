@@ -90,25 +90,19 @@ struct Q41 {
   template <typename Isa> static __m256i levels(const Block& b) { return nibbles_32(b.qs); }
 };
 
-struct Q51 {
-  using Block = BlockQ5_1;
-  static constexpr bool kMin = true;
-  template <typename Isa> static constexpr int kShift = -1;
+// Q5_0 and Q5_1: the raw 5-bit levels (Q5_0's value is q - 16: kShift 4; Q5_1's is d * q + m).
+template <typename B, bool kHasMin, int kBiasShift>
+struct Q5 {
+  using Block = B;
+  static constexpr bool kMin = kHasMin;
+  template <typename Isa> static constexpr int kShift = kBiasShift;
   template <typename Isa> static constexpr bool kSigned = false;
   template <typename Isa> static __m256i levels(const Block& b) {
     return _mm256_or_si256(nibbles_32(b.qs), fifth_bits(b.qh));
   }
 };
-
-struct Q50 {
-  using Block = BlockQ5_0;
-  static constexpr bool kMin = false;
-  template <typename Isa> static constexpr int kShift = 4;
-  template <typename Isa> static constexpr bool kSigned = false;
-  template <typename Isa> static __m256i levels(const Block& b) {
-    return _mm256_or_si256(nibbles_32(b.qs), fifth_bits(b.qh));
-  }
-};
+using Q50 = Q5<BlockQ5_0, false, 4>;
+using Q51 = Q5<BlockQ5_1, true, -1>;
 
 struct IQ4NL {
   using Block = BlockIQ4_NL;
