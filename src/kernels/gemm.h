@@ -84,6 +84,9 @@ void gemm_vnni(const GemmArgs& args, int64_t row_begin, int64_t row_end);
 // avx512::gemm_q32.
 // Only where quant_available().
 void gemm_traits(const GemmArgs& args, int64_t row_begin, int64_t row_end);
+// IQ4_XS batches of 12 tokens or more in token-lane tiles (gemm_iq4xs_lanes_avx512.cpp): the same results as
+// scalar::gemm_traits; false (nothing computed) for other types and smaller batches. Only where quant_available().
+bool gemm_iq4xs_lanes(const GemmArgs& args, int64_t row_begin, int64_t row_end);
 // avx2::gemm_q32's tiles with EVEX vpdpbusd; the same results. Only where quant_available().
 void gemm_q32(const GemmArgs& args, int64_t row_begin, int64_t row_end);
 }  // namespace avx512

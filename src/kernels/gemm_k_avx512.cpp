@@ -345,6 +345,7 @@ void gemm_traits(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
     case gguf::TensorType::Q6_K:
       return gemm_k<Q6K>(a, row_begin, row_end);
     case gguf::TensorType::IQ4_XS:
+      if (gemm_iq4xs_lanes(a, row_begin, row_end)) return;
       return gemm_k<IQ4XS>(a, row_begin, row_end);
     case gguf::TensorType::Q4_1:
     case gguf::TensorType::Q5_0:

@@ -1,0 +1,166 @@
+// Token-lane GEMM tiles for IQ4_XS weights (Q8_K activations) on AVX-512 VNNI, for batches of kLaneMinTokens (12)
+// or more: lane t of a 512-bit register is token 16g + t of token group g. The activations are transposed once per
+// call so that one register holds 4 consecutive values of each of 16 tokens; a row's 32-value group then sums
+// over 16 tokens in 8 vpdpbusd of its levels (+ 128, unsigned) broadcast 4 at a time, with no horizontal sums,
+// where the 8-output tiles of gemm_k_avx512.cpp need three operations per row, token and 64 values plus a
+// reduction per super-block.
+//
+// Exactness: per output and super-block, isum = sum over groups of scale * (sum(u * x) - 128 * sum(x)) is the exact
+// int32 the scalar dot forms (quant_dot.cpp dot_k), and the float step acc += (d * x.d) * isum runs lane by lane in
+// super-block order, so every output is the bits of scalar::dot_iq4_xs of its row and token.
+//
+// Only called where avx512::quant_available(). Standard headers come before the target pragma; the tile header
+// after it has internal linkage.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "kernels/dot.h"
+#include "kernels/gemm.h"
+#include "kernels/quant.h"
+#include "util/fp16.h"
+
+#ifndef __clang__  // clang ignores target pragmas: its builds pass the ISA flags for this file instead
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
+// GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as a don't-care source, which -W(maybe-)uninitialized
+// reports as a false positive.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include "kernels/gemm_q32_avx2.h"  // nibbles_32; after the target pragma: compiled for AVX-512 here
+
+namespace preface::kernels::avx512 {
+namespace {
+
+// Below, the 8-output tiles are as fast or faster: a 16-lane tile costs about the same however few lanes are used.
+constexpr int64_t kLaneMinTokens = 12;
+constexpr int kLanes = 16;
+constexpr int kLaneRows = 4;           // rows per tile (8 activation registers + 4 accumulators)
+constexpr int64_t kLaneRowBlock = 16;  // rows whose weights stay in L1 while every token group passes
+constexpr size_t kGroups = kQK / 32;   // 32-value groups per super-block, one scale each
+
+// The activations of one call in token-lane order. For token group g and super-block b (i = g * n_sb + b), group
+// gi and k < 8: x[((i * 8 + gi) * 8 + k) * 64 + 4t + j] = value 32 gi + 4k + j of token 16g + t; bias[(i * 8 + gi)
+// * 16 + t] = 128 * the sum of that group's 32 values; dx[i * 16 + t] = the super-block's d. Tokens past n_tokens
+// are zero.
+struct LaneActs {
+  std::vector<int8_t> x;
+  std::vector<int32_t> bias;
+  std::vector<float> dx;
+};
+
+void prepare(const GemmArgs& a, LaneActs& acts) {
+  const size_t n_sb = a.n_cols / kQK, n_tokens = static_cast<size_t>(a.n_tokens);
+  const size_t n_groups = (n_tokens + kLanes - 1) / kLanes;
+  acts.x.assign(n_groups * n_sb * kQK * kLanes, 0);
+  acts.bias.assign(n_groups * n_sb * kGroups * kLanes, 0);
+  acts.dx.assign(n_groups * n_sb * kLanes, 0.0f);
+  for (size_t t = 0; t < n_tokens; ++t) {
+    const auto* x = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(a.x) + t * a.x_row_bytes);
+    const size_t g = t / kLanes, lane = t % kLanes;
+    for (size_t b = 0; b < n_sb; ++b) {
+      const size_t i = g * n_sb + b;
+      int8_t* out = acts.x.data() + i * kQK * kLanes + 4 * lane;
+      for (size_t q = 0; q < kQK / 4; ++q) std::memcpy(out + 64 * q, x[b].qs + 4 * q, 4);
+      for (size_t gi = 0; gi < kGroups; ++gi) {
+        acts.bias[(i * kGroups + gi) * kLanes + lane] = 128 * (x[b].bsums[2 * gi] + x[b].bsums[2 * gi + 1]);
+      }
+      acts.dx[i * kLanes + lane] = x[b].d;
+    }
+  }
+}
+
+// The 8 group scales of a super-block (6 bits, minus 32) as int32.
+void group_scales(const BlockIQ4_XS& b, int32_t* out) {
+  uint32_t l;
+  std::memcpy(&l, b.scales_l, sizeof(l));
+  const __m128i nibbles = _mm_unpacklo_epi8(_mm_cvtsi32_si128(static_cast<int>(l & 0x0F0F0F0Fu)),
+                                            _mm_cvtsi32_si128(static_cast<int>((l >> 4) & 0x0F0F0F0Fu)));
+  const __m128i high = _mm_and_si128(
+      _mm_srlv_epi16(_mm_set1_epi16(static_cast<int16_t>(b.scales_h)), _mm_setr_epi16(0, 2, 4, 6, 8, 10, 12, 14)),
+      _mm_set1_epi16(3));
+  const __m128i sc = _mm_sub_epi16(_mm_or_si128(_mm_cvtepu8_epi16(nibbles), _mm_slli_epi16(high, 4)),
+                                   _mm_set1_epi16(32));
+  _mm256_store_si256(reinterpret_cast<__m256i*>(out), _mm256_cvtepi16_epi32(sc));
+}
+
+// Outputs y[16g + t][r0 + r] for r < R and the group's first n_valid tokens.
+template <int R>
+void lane_tile(const GemmArgs& a, const LaneActs& acts, int64_t r0, size_t g, int n_valid) {
+  const size_t n_sb = a.n_cols / kQK;
+  const BlockIQ4_XS* w[R];
+  for (int r = 0; r < R; ++r) {
+    w[r] = reinterpret_cast<const BlockIQ4_XS*>(a.w + static_cast<size_t>(r0 + r) * a.w_row_bytes);
+  }
+  // The table's levels + 128 (v ^ 0x80): unsigned operands for vpdpbusd.
+  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
+  const __m256i table = _mm256_broadcastsi128_si256(_mm_xor_si128(t, _mm_set1_epi8(static_cast<char>(0x80))));
+  __m512 acc[R];
+  for (__m512& v : acc) v = _mm512_setzero_ps();
+  for (size_t b = 0; b < n_sb; ++b) {
+    const size_t i = g * n_sb + b;
+    alignas(64) uint32_t u[R][kQK / 4];  // the rows' 256 unsigned levels, 4 per broadcast
+    alignas(32) int32_t sc[R][kGroups];
+    for (int r = 0; r < R; ++r) {
+      for (size_t gi = 0; gi < kGroups; ++gi) {
+        const __m256i lv = _mm256_shuffle_epi8(table, avx2::nibbles_32(w[r][b].qs + 16 * gi));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(&u[r][8 * gi]), lv);
+      }
+      group_scales(w[r][b], sc[r]);
+    }
+    __m512i isum[R];
+    for (__m512i& v : isum) v = _mm512_setzero_si512();
+    for (size_t gi = 0; gi < kGroups; ++gi) {
+      const int8_t* xg = acts.x.data() + (i * kGroups + gi) * 8 * 64;
+      __m512i xv[8];
+      for (int k = 0; k < 8; ++k) xv[k] = _mm512_loadu_si512(xg + 64 * k);
+      const __m512i bias = _mm512_loadu_si512(acts.bias.data() + (i * kGroups + gi) * kLanes);
+      for (int r = 0; r < R; ++r) {
+        __m512i s = _mm512_setzero_si512();
+        for (int k = 0; k < 8; ++k) {
+          s = _mm512_dpbusd_epi32(s, _mm512_set1_epi32(static_cast<int>(u[r][8 * gi + k])), xv[k]);
+        }
+        const __m512i group = _mm512_sub_epi32(s, bias);  // sum(v * x) over the group, v = u - 128
+        isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(group, _mm512_set1_epi32(sc[r][gi])));
+      }
+    }
+    const __m512 vdx = _mm512_loadu_ps(acts.dx.data() + i * kLanes);
+    for (int r = 0; r < R; ++r) {
+      const __m512 vd = _mm512_set1_ps(_cvtsh_ss(w[r][b].d));  // F16C: exact, as f16_to_f32 for finite values
+      acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(_mm512_mul_ps(vd, vdx), _mm512_cvtepi32_ps(isum[r])));
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    alignas(64) float out[kLanes];
+    _mm512_store_ps(out, acc[r]);
+    for (int tk = 0; tk < n_valid; ++tk) {
+      a.y[(g * kLanes + static_cast<size_t>(tk)) * a.y_stride + static_cast<size_t>(r0 + r)] = out[tk];
+    }
+  }
+}
+
+}  // namespace
+
+bool gemm_iq4xs_lanes(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
+  if (a.type != gguf::TensorType::IQ4_XS || a.n_tokens < kLaneMinTokens) return false;
+  thread_local LaneActs acts;  // one per thread: grows to the largest call, reused
+  prepare(a, acts);
+  const size_t n_groups = (static_cast<size_t>(a.n_tokens) + kLanes - 1) / kLanes;
+  for (int64_t rb = row_begin; rb < row_end; rb += kLaneRowBlock) {
+    const int64_t re = std::min(row_end, rb + kLaneRowBlock);
+    for (size_t g = 0; g < n_groups; ++g) {
+      const int64_t left = a.n_tokens - static_cast<int64_t>(g) * kLanes;
+      const int n_valid = static_cast<int>(std::min<int64_t>(kLanes, left));
+      int64_t r = rb;
+      for (; r + kLaneRows <= re; r += kLaneRows) lane_tile<kLaneRows>(a, acts, r, g, n_valid);
+      for (; r < re; ++r) lane_tile<1>(a, acts, r, g, n_valid);
+    }
+  }
+  return true;
+}
+
+}  // namespace preface::kernels::avx512
