@@ -32,13 +32,13 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #include "kernels/gemm_q32_avx2.h"  // nibbles_32; after the target pragma: compiled for AVX-512 here
+#include "kernels/lanes_avx512.h"
 
 namespace preface::kernels::avx512 {
 namespace {
 
 // Below, the 8-output tiles are as fast or faster: a 16-lane tile costs about the same however few lanes are used.
 constexpr int64_t kLaneMinTokens = 12;
-constexpr int kLanes = 16;
 constexpr int kLaneRows = 4;           // rows per tile (8 activation registers + 4 accumulators)
 constexpr int64_t kLaneRowBlock = 16;  // rows whose weights stay in L1 while every token group passes
 constexpr size_t kGroups = kQK / 32;   // 32-value groups per super-block, one scale each
@@ -74,18 +74,9 @@ void prepare(const GemmArgs& a, LaneActs& acts) {
   }
 }
 
-// The 8 group scales of a super-block (6 bits, minus 32) as int32.
+// The 8 group scales of a super-block as int32.
 void group_scales(const BlockIQ4_XS& b, int32_t* out) {
-  uint32_t l;
-  std::memcpy(&l, b.scales_l, sizeof(l));
-  const __m128i nibbles = _mm_unpacklo_epi8(_mm_cvtsi32_si128(static_cast<int>(l & 0x0F0F0F0Fu)),
-                                            _mm_cvtsi32_si128(static_cast<int>((l >> 4) & 0x0F0F0F0Fu)));
-  const __m128i high = _mm_and_si128(
-      _mm_srlv_epi16(_mm_set1_epi16(static_cast<int16_t>(b.scales_h)), _mm_setr_epi16(0, 2, 4, 6, 8, 10, 12, 14)),
-      _mm_set1_epi16(3));
-  const __m128i sc = _mm_sub_epi16(_mm_or_si128(_mm_cvtepu8_epi16(nibbles), _mm_slli_epi16(high, 4)),
-                                   _mm_set1_epi16(32));
-  _mm256_store_si256(reinterpret_cast<__m256i*>(out), _mm256_cvtepi16_epi32(sc));
+  _mm256_store_si256(reinterpret_cast<__m256i*>(out), _mm256_cvtepi16_epi32(iq4xs_scales16(b)));
 }
 
 // Outputs y[16g + t][r0 + r] for r < R and the group's first n_valid tokens.
@@ -134,13 +125,7 @@ void lane_tile(const GemmArgs& a, const LaneActs& acts, int64_t r0, size_t g, in
       acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(_mm512_mul_ps(vd, vdx), _mm512_cvtepi32_ps(isum[r])));
     }
   }
-  for (int r = 0; r < R; ++r) {
-    alignas(64) float out[kLanes];
-    _mm512_store_ps(out, acc[r]);
-    for (int tk = 0; tk < n_valid; ++tk) {
-      a.y[(g * kLanes + static_cast<size_t>(tk)) * a.y_stride + static_cast<size_t>(r0 + r)] = out[tk];
-    }
-  }
+  store_lanes<R>(a, acc, r0, g, n_valid);
 }
 
 }  // namespace
@@ -149,17 +134,10 @@ bool gemm_iq4xs_lanes(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
   if (a.type != gguf::TensorType::IQ4_XS || a.n_tokens < kLaneMinTokens) return false;
   thread_local LaneActs acts;  // one per thread: grows to the largest call, reused
   prepare(a, acts);
-  const size_t n_groups = (static_cast<size_t>(a.n_tokens) + kLanes - 1) / kLanes;
-  for (int64_t rb = row_begin; rb < row_end; rb += kLaneRowBlock) {
-    const int64_t re = std::min(row_end, rb + kLaneRowBlock);
-    for (size_t g = 0; g < n_groups; ++g) {
-      const int64_t left = a.n_tokens - static_cast<int64_t>(g) * kLanes;
-      const int n_valid = static_cast<int>(std::min<int64_t>(kLanes, left));
-      int64_t r = rb;
-      for (; r + kLaneRows <= re; r += kLaneRows) lane_tile<kLaneRows>(a, acts, r, g, n_valid);
-      for (; r < re; ++r) lane_tile<1>(a, acts, r, g, n_valid);
-    }
-  }
+  for_each_lane_tile<kLaneRows, kLaneRowBlock>(a.n_tokens, row_begin, row_end,
+                                               [&]<int R>(int64_t r, size_t g, int n_valid) {
+                                                 lane_tile<R>(a, acts, r, g, n_valid);
+                                               });
   return true;
 }
 

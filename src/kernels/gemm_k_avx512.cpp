@@ -14,6 +14,7 @@
 // target pragma; this file defines only internal-linkage code besides avx512::gemm_traits.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -28,7 +29,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
-#include "kernels/simd_avx2.h"  // after the target pragma: its inline code is compiled for AVX-512 here
+#include "kernels/lanes_avx512.h"  // after the target pragma: their inline code is compiled for AVX-512 here
+#include "kernels/simd_avx2.h"
 
 namespace preface::kernels::avx512 {
 
@@ -206,18 +208,7 @@ struct IQ4XS {
   using Block = BlockIQ4_XS;
   static constexpr bool kMin = false, kBias = false;
   static void prep(const Block& b, RowPrep& p) {
-    // Group s's 6-bit scale: nibble s of scales_l (low nibble first) | bits 2s..2s+1 of scales_h << 4; minus 32.
-    // Formed in registers (scalar stores read back as one vector would stall store forwarding).
-    uint32_t l;
-    std::memcpy(&l, b.scales_l, sizeof(l));
-    const __m128i nibbles = _mm_unpacklo_epi8(_mm_cvtsi32_si128(static_cast<int>(l & 0x0F0F0F0Fu)),
-                                              _mm_cvtsi32_si128(static_cast<int>((l >> 4) & 0x0F0F0F0Fu)));
-    const __m128i high = _mm_and_si128(
-        _mm_srlv_epi16(_mm_set1_epi16(static_cast<int16_t>(b.scales_h)), _mm_setr_epi16(0, 2, 4, 6, 8, 10, 12, 14)),
-        _mm_set1_epi16(3));
-    group_scales(_mm_sub_epi16(_mm_or_si128(_mm_cvtepu8_epi16(nibbles), _mm_slli_epi16(high, 4)),
-                               _mm_set1_epi16(32)),
-                 p);
+    group_scales(iq4xs_scales16(b), p);
   }
   static __m512i levels(const Block& b, int p) {
     // Group g's 32 values: the low nibbles of its 16 bytes, then the high nibbles. 128-bit lanes: group 2p's

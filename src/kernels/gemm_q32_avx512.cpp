@@ -27,6 +27,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #include "kernels/gemm_q32_avx2.h"  // after the target pragma: its inline code is compiled for AVX-512 VNNI
+#include "kernels/lanes_avx512.h"
 
 namespace preface::kernels::avx512 {
 namespace {
@@ -41,7 +42,6 @@ struct EvexVnniQ32Isa {  // vpdpbusd (EVEX): the 4 products of each lane summed 
 // against the group's activations transposed, with no horizontal reduction; the float operations are the scalar
 // dot's, lane by lane, in block order, so every output is again the bits of the scalar traits dot.
 constexpr int64_t kTokenLaneMin = 4;
-constexpr int kTokenLanes = 16;
 constexpr int kLaneRows = 4;        // rows per token-lane tile (8 activation registers + 4 accumulators)
 constexpr int64_t kLaneRowBlock = 16;  // rows whose weights stay in L1 while every token group passes
 
@@ -56,23 +56,23 @@ struct LaneActs {
 
 void prepare_lane_acts(const GemmArgs& a, LaneActs& acts) {
   const size_t n_blocks = a.n_cols / kQuantBlock, n_tokens = static_cast<size_t>(a.n_tokens);
-  const size_t n_groups = (n_tokens + kTokenLanes - 1) / kTokenLanes;
-  acts.x.assign(n_groups * n_blocks * kTokenLanes * kQuantBlock, 0);
-  acts.dx.assign(n_groups * n_blocks * kTokenLanes, 0.0f);
-  acts.sum.assign(n_groups * n_blocks * kTokenLanes, 0);
+  const size_t n_groups = (n_tokens + kLanes - 1) / kLanes;
+  acts.x.assign(n_groups * n_blocks * kLanes * kQuantBlock, 0);
+  acts.dx.assign(n_groups * n_blocks * kLanes, 0.0f);
+  acts.sum.assign(n_groups * n_blocks * kLanes, 0);
   for (size_t t = 0; t < n_tokens; ++t) {
     const auto* x = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(a.x) + t * a.x_row_bytes);
-    const size_t g = t / kTokenLanes, lane = t % kTokenLanes;
+    const size_t g = t / kLanes, lane = t % kLanes;
     for (size_t b = 0; b < n_blocks; ++b) {
       const size_t i = g * n_blocks + b;
-      int8_t* out = acts.x.data() + i * kTokenLanes * kQuantBlock + 4 * lane;
+      int8_t* out = acts.x.data() + i * kLanes * kQuantBlock + 4 * lane;
       int32_t s = 0;
       for (size_t k = 0; k < 8; ++k) {
         std::memcpy(out + 64 * k, x[b].qs + 4 * k, 4);
         for (size_t j = 0; j < 4; ++j) s += x[b].qs[4 * k + j];
       }
-      acts.dx[i * kTokenLanes + lane] = f16_to_f32(x[b].d);
-      acts.sum[i * kTokenLanes + lane] = s;
+      acts.dx[i * kLanes + lane] = f16_to_f32(x[b].d);
+      acts.sum[i * kLanes + lane] = s;
     }
   }
 }
@@ -92,12 +92,12 @@ void lane_tile(const GemmArgs& a, const LaneActs& acts, int64_t r0, size_t g, in
   for (__m512& v : acc) v = _mm512_setzero_ps();
   for (size_t b = 0; b < n_blocks; ++b) {
     const size_t i = g * n_blocks + b;
-    const int8_t* xg = acts.x.data() + i * kTokenLanes * kQuantBlock;
+    const int8_t* xg = acts.x.data() + i * kLanes * kQuantBlock;
     __m512i xv[8];
     for (int k = 0; k < 8; ++k) xv[k] = _mm512_loadu_si512(xg + 64 * k);
-    const __m512 vdx = _mm512_loadu_ps(acts.dx.data() + i * kTokenLanes);
+    const __m512 vdx = _mm512_loadu_ps(acts.dx.data() + i * kLanes);
     __m512i xsum = _mm512_setzero_si512();
-    if constexpr (kSums) xsum = _mm512_loadu_si512(acts.sum.data() + i * kTokenLanes);
+    if constexpr (kSums) xsum = _mm512_loadu_si512(acts.sum.data() + i * kLanes);
     for (int r = 0; r < R; ++r) {
       alignas(32) uint32_t lv[8];  // the row's 32 unsigned levels, 4 per broadcast
       _mm256_store_si256(reinterpret_cast<__m256i*>(lv), K::template levels<Isa>(w[r][b]));
@@ -115,30 +115,17 @@ void lane_tile(const GemmArgs& a, const LaneActs& acts, int64_t r0, size_t g, in
       acc[r] = _mm512_add_ps(acc[r], term);
     }
   }
-  for (int r = 0; r < R; ++r) {
-    alignas(64) float out[kTokenLanes];
-    _mm512_store_ps(out, acc[r]);
-    for (int t = 0; t < n_valid; ++t) {
-      a.y[(g * kTokenLanes + static_cast<size_t>(t)) * a.y_stride + static_cast<size_t>(r0 + r)] = out[t];
-    }
-  }
+  store_lanes<R>(a, acc, r0, g, n_valid);
 }
 
 template <typename K>
 void gemm_lanes(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
   thread_local LaneActs acts;  // one per thread: grows to the largest call, reused
   prepare_lane_acts(a, acts);
-  const size_t n_groups = (static_cast<size_t>(a.n_tokens) + kTokenLanes - 1) / kTokenLanes;
-  for (int64_t rb = row_begin; rb < row_end; rb += kLaneRowBlock) {
-    const int64_t re = std::min(row_end, rb + kLaneRowBlock);
-    for (size_t g = 0; g < n_groups; ++g) {
-      const int64_t left = a.n_tokens - static_cast<int64_t>(g) * kTokenLanes;
-      const int n_valid = static_cast<int>(std::min<int64_t>(kTokenLanes, left));
-      int64_t r = rb;
-      for (; r + kLaneRows <= re; r += kLaneRows) lane_tile<K, kLaneRows>(a, acts, r, g, n_valid);
-      for (; r < re; ++r) lane_tile<K, 1>(a, acts, r, g, n_valid);
-    }
-  }
+  for_each_lane_tile<kLaneRows, kLaneRowBlock>(a.n_tokens, row_begin, row_end,
+                                               [&]<int R>(int64_t r, size_t g, int n_valid) {
+                                                 lane_tile<K, R>(a, acts, r, g, n_valid);
+                                               });
 }
 
 }  // namespace
