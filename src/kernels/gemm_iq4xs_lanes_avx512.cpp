@@ -19,10 +19,8 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/dot.h"
 #include "kernels/gemm.h"
 #include "kernels/quant.h"
-#include "util/fp16.h"
 
 #ifndef __clang__  // clang ignores target pragmas: its builds pass the ISA flags for this file instead
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")

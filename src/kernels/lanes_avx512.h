@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-
 #include <cstring>
 
 #include "kernels/gemm.h"
