@@ -44,11 +44,15 @@ constexpr size_t kGroups = kQK / 32;   // 32-value groups per super-block, one s
 // The activations of one call in token-lane order. For token group g and super-block b (i = g * n_sb + b), group
 // gi and k < 8: x[((i * 8 + gi) * 8 + k) * 64 + 4t + j] = value 32 gi + 4k + j of token 16g + t; bias[(i * 8 + gi)
 // * 16 + t] = 128 * the sum of that group's 32 values; dx[i * 16 + t] = the super-block's d. Tokens past n_tokens
-// are zero.
+// are zero. levels, scales: the current row block's unsigned levels [row - rb][super-block][64 x 4 bytes] and group
+// scales [row - rb][super-block][8], unpacked once for every token group (lane_levels).
 struct LaneActs {
   std::vector<int8_t> x;
   std::vector<int32_t> bias;
   std::vector<float> dx;
+  std::vector<uint32_t> levels;
+  std::vector<int32_t> scales;
+  int64_t rb = 0;  // the row block's first row
 };
 
 void prepare(const GemmArgs& a, LaneActs& acts) {
@@ -72,9 +76,27 @@ void prepare(const GemmArgs& a, LaneActs& acts) {
   }
 }
 
-// The 8 group scales of a super-block as int32.
-void group_scales(const BlockIQ4_XS& b, int32_t* out) {
-  _mm256_store_si256(reinterpret_cast<__m256i*>(out), _mm256_cvtepi16_epi32(iq4xs_scales16(b)));
+// Unpacks rows [rb, re) into acts.levels (the table's levels + 128, v ^ 0x80: unsigned operands for vpdpbusd) and
+// acts.scales.
+void lane_levels(const GemmArgs& a, LaneActs& acts, int64_t rb, int64_t re) {
+  const size_t n_sb = a.n_cols / kQK, rows = static_cast<size_t>(re - rb);
+  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
+  const __m256i table = _mm256_broadcastsi128_si256(_mm_xor_si128(t, _mm_set1_epi8(static_cast<char>(0x80))));
+  acts.rb = rb;
+  acts.levels.resize(rows * n_sb * kQK / 4);
+  acts.scales.resize(rows * n_sb * kGroups);
+  for (size_t r = 0; r < rows; ++r) {
+    const auto* w = reinterpret_cast<const BlockIQ4_XS*>(a.w + (static_cast<size_t>(rb) + r) * a.w_row_bytes);
+    for (size_t b = 0; b < n_sb; ++b) {
+      uint32_t* u = acts.levels.data() + (r * n_sb + b) * (kQK / 4);
+      for (size_t gi = 0; gi < kGroups; ++gi) {
+        const __m256i lv = _mm256_shuffle_epi8(table, avx2::nibbles_32(w[b].qs + 16 * gi));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(u + 8 * gi), lv);
+      }
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(acts.scales.data() + (r * n_sb + b) * kGroups),
+                          _mm256_cvtepi16_epi32(iq4xs_scales16(w[b])));
+    }
+  }
 }
 
 // Outputs y[16g + t][r0 + r] for r < R and the group's first n_valid tokens.
@@ -82,25 +104,18 @@ template <int R>
 void lane_tile(const GemmArgs& a, const LaneActs& acts, int64_t r0, size_t g, int n_valid) {
   const size_t n_sb = a.n_cols / kQK;
   const BlockIQ4_XS* w[R];
+  const uint32_t* lv[R];  // [super-block][64]: 4 levels per broadcast
+  const int32_t* lsc[R];  // [super-block][8]
   for (int r = 0; r < R; ++r) {
     w[r] = reinterpret_cast<const BlockIQ4_XS*>(a.w + static_cast<size_t>(r0 + r) * a.w_row_bytes);
+    const size_t row = static_cast<size_t>(r0 + r - acts.rb);
+    lv[r] = acts.levels.data() + row * n_sb * (kQK / 4);
+    lsc[r] = acts.scales.data() + row * n_sb * kGroups;
   }
-  // The table's levels + 128 (v ^ 0x80): unsigned operands for vpdpbusd.
-  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
-  const __m256i table = _mm256_broadcastsi128_si256(_mm_xor_si128(t, _mm_set1_epi8(static_cast<char>(0x80))));
   __m512 acc[R];
   for (__m512& v : acc) v = _mm512_setzero_ps();
   for (size_t b = 0; b < n_sb; ++b) {
     const size_t i = g * n_sb + b;
-    alignas(64) uint32_t u[R][kQK / 4];  // the rows' 256 unsigned levels, 4 per broadcast
-    alignas(32) int32_t sc[R][kGroups];
-    for (int r = 0; r < R; ++r) {
-      for (size_t gi = 0; gi < kGroups; ++gi) {
-        const __m256i lv = _mm256_shuffle_epi8(table, avx2::nibbles_32(w[r][b].qs + 16 * gi));
-        _mm256_store_si256(reinterpret_cast<__m256i*>(&u[r][8 * gi]), lv);
-      }
-      group_scales(w[r][b], sc[r]);
-    }
     __m512i isum[R];
     for (__m512i& v : isum) v = _mm512_setzero_si512();
     for (size_t gi = 0; gi < kGroups; ++gi) {
@@ -111,10 +126,10 @@ void lane_tile(const GemmArgs& a, const LaneActs& acts, int64_t r0, size_t g, in
       for (int r = 0; r < R; ++r) {
         __m512i s = _mm512_setzero_si512();
         for (int k = 0; k < 8; ++k) {
-          s = _mm512_dpbusd_epi32(s, _mm512_set1_epi32(static_cast<int>(u[r][8 * gi + k])), xv[k]);
+          s = _mm512_dpbusd_epi32(s, _mm512_set1_epi32(static_cast<int>(lv[r][b * (kQK / 4) + 8 * gi + k])), xv[k]);
         }
         const __m512i group = _mm512_sub_epi32(s, bias);  // sum(v * x) over the group, v = u - 128
-        isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(group, _mm512_set1_epi32(sc[r][gi])));
+        isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(group, _mm512_set1_epi32(lsc[r][b * kGroups + gi])));
       }
     }
     const __m512 vdx = _mm512_loadu_ps(acts.dx.data() + i * kLanes);
@@ -132,10 +147,9 @@ bool gemm_iq4xs_lanes(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
   if (a.type != gguf::TensorType::IQ4_XS || a.n_tokens < kLaneMinTokens) return false;
   thread_local LaneActs acts;  // one per thread: grows to the largest call, reused
   prepare(a, acts);
-  for_each_lane_tile<kLaneRows, kLaneRowBlock>(a.n_tokens, row_begin, row_end,
-                                               [&]<int R>(int64_t r, size_t g, int n_valid) {
-                                                 lane_tile<R>(a, acts, r, g, n_valid);
-                                               });
+  for_each_lane_tile<kLaneRows, kLaneRowBlock>(
+      a.n_tokens, row_begin, row_end, [&](int64_t rb, int64_t re) { lane_levels(a, acts, rb, re); },
+      [&]<int R>(int64_t r, size_t g, int n_valid) { lane_tile<R>(a, acts, r, g, n_valid); });
   return true;
 }
 

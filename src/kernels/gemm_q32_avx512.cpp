@@ -48,10 +48,14 @@ constexpr int64_t kLaneRowBlock = 16;  // rows whose weights stay in L1 while ev
 // The activations of one call in token-lane order. For token group g and block b (i = g * n_blocks + b):
 // x[(i * 8 + k) * 64 + 4t + j] = value 4k + j of token 16g + t's block b; dx[i * 16 + t] = f32 of its d (as the
 // scalar dot converts it); sum[i * 16 + t] = the sum of its 32 values. Tokens past n_tokens are zero.
+// levels: the current row block's unsigned levels, [row - rb][block][8 x 4 bytes], unpacked once for every token
+// group (lane_levels).
 struct LaneActs {
   std::vector<int8_t> x;
   std::vector<float> dx;
   std::vector<int32_t> sum;
+  std::vector<uint32_t> levels;
+  int64_t rb = 0;  // the row block's first row
 };
 
 void prepare_lane_acts(const GemmArgs& a, LaneActs& acts) {
@@ -77,7 +81,23 @@ void prepare_lane_acts(const GemmArgs& a, LaneActs& acts) {
   }
 }
 
-// Outputs y[16g + t][r0 + r] for r < R and the group's first n_valid tokens.
+// Unpacks rows [rb, re) into acts.levels.
+template <typename K>
+void lane_levels(const GemmArgs& a, LaneActs& acts, int64_t rb, int64_t re) {
+  using Block = typename K::Block;
+  const size_t n_blocks = a.n_cols / kQuantBlock;
+  acts.rb = rb;
+  acts.levels.resize(static_cast<size_t>(re - rb) * n_blocks * 8);
+  for (int64_t r = rb; r < re; ++r) {
+    const auto* w = reinterpret_cast<const Block*>(a.w + static_cast<size_t>(r) * a.w_row_bytes);
+    uint32_t* out = acts.levels.data() + static_cast<size_t>(r - rb) * n_blocks * 8;
+    for (size_t b = 0; b < n_blocks; ++b) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 8 * b), K::template levels<EvexVnniQ32Isa>(w[b]));
+    }
+  }
+}
+
+// Outputs y[16g + t][r0 + r] for r < R and the group's first n_valid tokens (rows within acts' row block).
 template <typename K, int R>
 void lane_tile(const GemmArgs& a, const LaneActs& acts, int64_t r0, size_t g, int n_valid) {
   using Block = typename K::Block;
@@ -87,7 +107,11 @@ void lane_tile(const GemmArgs& a, const LaneActs& acts, int64_t r0, size_t g, in
   constexpr bool kSums = kShift >= 0 || K::kMin;
   const size_t n_blocks = a.n_cols / kQuantBlock;
   const Block* w[R];
-  for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const Block*>(a.w + static_cast<size_t>(r0 + r) * a.w_row_bytes);
+  const uint32_t* lv[R];  // [block][8]
+  for (int r = 0; r < R; ++r) {
+    w[r] = reinterpret_cast<const Block*>(a.w + static_cast<size_t>(r0 + r) * a.w_row_bytes);
+    lv[r] = acts.levels.data() + static_cast<size_t>(r0 + r - acts.rb) * n_blocks * 8;
+  }
   __m512 acc[R];
   for (__m512& v : acc) v = _mm512_setzero_ps();
   for (size_t b = 0; b < n_blocks; ++b) {
@@ -99,10 +123,9 @@ void lane_tile(const GemmArgs& a, const LaneActs& acts, int64_t r0, size_t g, in
     __m512i xsum = _mm512_setzero_si512();
     if constexpr (kSums) xsum = _mm512_loadu_si512(acts.sum.data() + i * kLanes);
     for (int r = 0; r < R; ++r) {
-      alignas(32) uint32_t lv[8];  // the row's 32 unsigned levels, 4 per broadcast
-      _mm256_store_si256(reinterpret_cast<__m256i*>(lv), K::template levels<Isa>(w[r][b]));
+      const uint32_t* u = lv[r] + 8 * b;  // the row's 32 unsigned levels, 4 per broadcast
       __m512i isum = _mm512_setzero_si512();
-      for (int k = 0; k < 8; ++k) isum = _mm512_dpbusd_epi32(isum, _mm512_set1_epi32(static_cast<int>(lv[k])), xv[k]);
+      for (int k = 0; k < 8; ++k) isum = _mm512_dpbusd_epi32(isum, _mm512_set1_epi32(static_cast<int>(u[k])), xv[k]);
       if constexpr (kShift >= 0) isum = _mm512_sub_epi32(isum, _mm512_slli_epi32(xsum, kShift));
       const __m512 vd = _mm512_set1_ps(_cvtsh_ss(w[r][b].d));
       __m512 term = _mm512_mul_ps(_mm512_mul_ps(vd, vdx), _mm512_cvtepi32_ps(isum));
@@ -122,10 +145,9 @@ template <typename K>
 void gemm_lanes(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
   thread_local LaneActs acts;  // one per thread: grows to the largest call, reused
   prepare_lane_acts(a, acts);
-  for_each_lane_tile<kLaneRows, kLaneRowBlock>(a.n_tokens, row_begin, row_end,
-                                               [&]<int R>(int64_t r, size_t g, int n_valid) {
-                                                 lane_tile<K, R>(a, acts, r, g, n_valid);
-                                               });
+  for_each_lane_tile<kLaneRows, kLaneRowBlock>(
+      a.n_tokens, row_begin, row_end, [&](int64_t rb, int64_t re) { lane_levels<K>(a, acts, rb, re); },
+      [&]<int R>(int64_t r, size_t g, int n_valid) { lane_tile<K, R>(a, acts, r, g, n_valid); });
 }
 
 }  // namespace

@@ -19,14 +19,16 @@ namespace {
 
 constexpr int kLanes = 16;  // tokens per register
 
-// Calls tile.template operator()<R>(r, g, n_valid) over rows [row_begin, row_end) x token groups: blocks of
-// kRowBlock rows (their weights stay in L1 while every token group passes), kRows rows per tile and then single
+// Over rows [row_begin, row_end) x token groups: per block of kRowBlock rows (their weights stay in L1 while every
+// token group passes), row_block(rb, re) once (what the tiles read of those rows, prepared once for every token
+// group), then per token group tile.template operator()<R>(r, g, n_valid) for kRows rows at a time and then single
 // rows; n_valid = the group's tokens (16, fewer in the last group).
-template <int kRows, int64_t kRowBlock, typename Tile>
-void for_each_lane_tile(int64_t n_tokens, int64_t row_begin, int64_t row_end, Tile tile) {
+template <int kRows, int64_t kRowBlock, typename RowBlock, typename Tile>
+void for_each_lane_tile(int64_t n_tokens, int64_t row_begin, int64_t row_end, RowBlock row_block, Tile tile) {
   const size_t n_groups = (static_cast<size_t>(n_tokens) + kLanes - 1) / kLanes;
   for (int64_t rb = row_begin; rb < row_end; rb += kRowBlock) {
     const int64_t re = std::min(row_end, rb + kRowBlock);
+    row_block(rb, re);
     for (size_t g = 0; g < n_groups; ++g) {
       const int n_valid = static_cast<int>(std::min<int64_t>(kLanes, n_tokens - static_cast<int64_t>(g) * kLanes));
       int64_t r = rb;
