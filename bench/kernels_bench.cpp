@@ -107,6 +107,7 @@ void BM_MatmulQ4_0(benchmark::State& state) { run_matmul(state, gguf::TensorType
 void BM_MatmulF16(benchmark::State& state) { run_matmul(state, gguf::TensorType::F16, 1); }
 void BM_MatmulF32(benchmark::State& state) { run_matmul(state, gguf::TensorType::F32, 1); }
 void BM_MatmulQ4_K(benchmark::State& state) { run_matmul(state, gguf::TensorType::Q4_K, 1); }
+void BM_MatmulQ6_K(benchmark::State& state) { run_matmul(state, gguf::TensorType::Q6_K, 1); }
 void BM_MatmulIQ4_XS(benchmark::State& state) { run_matmul(state, gguf::TensorType::IQ4_XS, 1); }
 void BM_MatmulQ5_0(benchmark::State& state) { run_matmul(state, gguf::TensorType::Q5_0, 1); }
 void BM_MatmulIQ4_NL(benchmark::State& state) { run_matmul(state, gguf::TensorType::IQ4_NL, 1); }
@@ -114,6 +115,7 @@ void BM_MatmulIQ4_NL(benchmark::State& state) { run_matmul(state, gguf::TensorTy
 // large model.
 void BM_MatmulQ8_0Dram(benchmark::State& state) { run_matmul(state, gguf::TensorType::Q8_0, 96); }
 void BM_MatmulQ4_0Dram(benchmark::State& state) { run_matmul(state, gguf::TensorType::Q4_0, 182); }
+void BM_MatmulQ4_KDram(benchmark::State& state) { run_matmul(state, gguf::TensorType::Q4_K, 182); }
 
 #define PREFACE_MATMUL_ARGS                                                                                  \
   ArgNames({"rows", "cols", "tokens", "threads"})                                                            \
@@ -130,6 +132,7 @@ BENCHMARK(BM_MatmulQ4_0)->PREFACE_MATMUL_ARGS;
 BENCHMARK(BM_MatmulF16)->PREFACE_MATMUL_ARGS;
 BENCHMARK(BM_MatmulF32)->PREFACE_MATMUL_ARGS;
 BENCHMARK(BM_MatmulQ4_K)->PREFACE_MATMUL_ARGS;
+BENCHMARK(BM_MatmulQ6_K)->PREFACE_MATMUL_ARGS;
 BENCHMARK(BM_MatmulIQ4_XS)->PREFACE_MATMUL_ARGS;
 BENCHMARK(BM_MatmulQ5_0)->PREFACE_MATMUL_ARGS;
 BENCHMARK(BM_MatmulIQ4_NL)->PREFACE_MATMUL_ARGS;
@@ -141,12 +144,15 @@ BENCHMARK(BM_MatmulIQ4_NL)->PREFACE_MATMUL_ARGS;
       ->UseRealTime()
 BENCHMARK(BM_MatmulQ8_0Dram)->PREFACE_DRAM_ARGS;
 BENCHMARK(BM_MatmulQ4_0Dram)->PREFACE_DRAM_ARGS;
+BENCHMARK(BM_MatmulQ4_KDram)->PREFACE_DRAM_ARGS;
 
 // Copies of 2048 x 768 weights cycled (~40 MB in all, Q8_0 and Q4_0 alike): beyond L2, within a 300 MiB shared
 // L3 (Emerald Rapids), as the 125M model's weights are between decode steps when the machine is quiet; beyond a
 // Zen 5 CCX's 32 MiB. The 2-thread rows show what splitting a decode GEMM over two cores gains.
 void BM_MatmulQ8_0L3(benchmark::State& state) { run_matmul(state, gguf::TensorType::Q8_0, 24); }
 void BM_MatmulQ4_0L3(benchmark::State& state) { run_matmul(state, gguf::TensorType::Q4_0, 44); }
+void BM_MatmulQ4_KL3(benchmark::State& state) { run_matmul(state, gguf::TensorType::Q4_K, 40); }
+void BM_MatmulQ6_KL3(benchmark::State& state) { run_matmul(state, gguf::TensorType::Q6_K, 28); }
 #define PREFACE_L3_ARGS                           \
   ArgNames({"rows", "cols", "tokens", "threads"}) \
       ->Args({2048, 768, 1, 1})                   \
@@ -156,6 +162,8 @@ void BM_MatmulQ4_0L3(benchmark::State& state) { run_matmul(state, gguf::TensorTy
       ->UseRealTime()
 BENCHMARK(BM_MatmulQ8_0L3)->PREFACE_L3_ARGS;
 BENCHMARK(BM_MatmulQ4_0L3)->PREFACE_L3_ARGS;
+BENCHMARK(BM_MatmulQ4_KL3)->PREFACE_L3_ARGS;
+BENCHMARK(BM_MatmulQ6_KL3)->PREFACE_L3_ARGS;
 
 void BM_DotQ8_0(benchmark::State& state) {
   const size_t n = static_cast<size_t>(state.range(0));

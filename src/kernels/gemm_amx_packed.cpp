@@ -42,7 +42,7 @@ using gguf::kQuantBlock;
 // tile load into ring[b % 3] (a tile load right after the stores it reads waits for them).
 template <gguf::TensorType kType>
 struct PackedB {
-  static constexpr size_t kUnitBytes = row_group_unit_bytes(kType);
+  static constexpr size_t kUnitBytes = kType == gguf::TensorType::Q8_0 ? kQ8_0UnitBytes : kQ4_0UnitBytes;
   PackedB(const uint8_t* group, int8_t* ring_buf) : w(group), ring(ring_buf) {}
   void prepare(size_t b) {
     if constexpr (kType == gguf::TensorType::Q4_0) {

@@ -21,6 +21,7 @@
 
 #include "kernels/gemm.h"
 #include "kernels/quant.h"
+#include "kernels/repack.h"
 
 #ifndef __clang__  // clang ignores target pragmas: its builds pass the ISA flags for this file instead
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi,avx2,fma,f16c")
@@ -324,6 +325,7 @@ void gemm_k(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
 }  // namespace
 
 void gemm_traits(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
+  if (a.row_groups) return split_row_groups(a, row_begin, row_end, gemm_k_groups, gemm_traits);
   switch (a.type) {
     case gguf::TensorType::Q2_K:
       return gemm_k<Q2K>(a, row_begin, row_end);

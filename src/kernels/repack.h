@@ -1,20 +1,26 @@
-// Row groups: Q4_0 and Q8_0 weights rearranged once, at load, into the order the AVX-512 VNNI and AMX kernels
-// read them.
+// Row groups: weights rearranged once, at load, into the order the AVX-512 VNNI and AMX kernels read them
+// (Q4_0 and Q8_0: gemm_groups_avx512.cpp, gemm_amx.cpp; Q4_K, Q6_K and IQ4_XS: gemm_k_groups_avx512.cpp).
 //
-// In GGUF layout a row is n_blocks blocks {f16 d; qs} (Q4_0: uint8 qs[16], 18 bytes; Q8_0: int8 qs[32], 34
-// bytes), rows one after another, so a kernel working on 16 rows at once reads 16 scattered pieces per block and
-// gathers 16 scales. Packed, a group of 16 consecutive rows (rows 16 g .. 16 g + 15) keeps exactly the bytes its
-// rows had (16 x row_bytes at offset 16 g x row_bytes), rearranged as n_blocks units of row_group_unit_bytes(type),
-// unit b holding block b of all 16 rows:
+// In GGUF layout a row is n_blocks blocks, rows one after another, so a kernel working on 16 rows at once reads 16
+// scattered pieces per block. Packed, a group of 16 consecutive rows (rows 16 g .. 16 g + 15) keeps exactly the
+// bytes its rows had (16 x row_bytes at offset 16 g x row_bytes), rearranged as n_blocks units of
+// row_group_unit_bytes(type) = 16 x block bytes, unit b holding block b of all 16 rows.
+//
+// Q4_0 ({f16 d; uint8 qs[16]}, 18 bytes) and Q8_0 ({f16 d; int8 qs[32]}, 34 bytes):
 //   bytes  0..31              16 x f16 d, row order
 //   bytes 32..32 + 16 x |qs|  for k = 0 .. |qs| / 4 - 1, for row r = 0..15: qs_r[4k .. 4k + 3] (4 bytes)
 // where qs_r is row r's GGUF qs. So a 64-byte load at 32 + 64 k holds, in 32-bit lane r, row r's qs bytes
 // 4k..4k+3 — Q8_0: values 4k..4k+3; Q4_0 (byte j: value j + 8 in the low nibble, value j + 16 + 8 in the high
 // one): values 4k..4k+3 and 16+4k..16+4k+3 — the VNNI order in which one vpdpbusd against a broadcast 4-byte
-// piece of the activations adds 4 products to each of the 16 rows' sums, with no horizontal reduction. Rows past
-// the last whole group keep GGUF layout at their GGUF offsets: row r of any matrix starts at byte r x row_bytes
-// either way, and only the inside of whole groups differs. Values, and so every result, are the same in both
-// layouts.
+// piece of the activations adds 4 products to each of the 16 rows' sums, with no horizontal reduction.
+//
+// Q4_K (144 bytes), Q6_K (210) and IQ4_XS (136), super-blocks of 256 values: the block's bytes in 4-byte pieces,
+// in GGUF order: piece k of row r at 64 k + 4 r (so a 64-byte load at 64 k holds piece k of the 16 rows in its
+// 32-bit lanes); Q6_K's last 2 bytes (f16 d) as 16 x f16 in row order after the 52 pieces (unit bytes 3328..3359).
+//
+// Rows past the last whole group keep GGUF layout at their GGUF offsets: row r of any matrix starts at byte
+// r x row_bytes either way, and only the inside of whole groups differs. Values, and so every result, are the same
+// in both layouts.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -29,17 +35,18 @@ inline constexpr int64_t kRowGroupRows = 16;
 inline constexpr size_t kQ4_0UnitBytes = 2 * kRowGroupRows + kRowGroupRows * gguf::kQuantBlock / 2;  // 288
 inline constexpr size_t kQ8_0UnitBytes = 2 * kRowGroupRows + kRowGroupRows * gguf::kQuantBlock;      // 544
 
-// Bytes of one unit of a packed matrix of `type` (Q4_0 or Q8_0).
-constexpr size_t row_group_unit_bytes(gguf::TensorType type) {
-  return type == gguf::TensorType::Q8_0 ? kQ8_0UnitBytes : kQ4_0UnitBytes;
-}
+// True for the types with a packed layout: Q4_0, Q8_0, Q4_K, Q6_K, IQ4_XS.
+bool row_group_type(gguf::TensorType type);
 
-// True when the dispatched kernels read w (Q4_0 or Q8_0, at least one whole group) faster packed (AVX-512 VNNI,
-// with or without AMX); only then does matmul accept a packed matrix.
+// Bytes of one unit of a packed matrix of `type` (a row_group_type): 16 x its block bytes.
+size_t row_group_unit_bytes(gguf::TensorType type);
+
+// True when the dispatched kernels read w (a row_group_type with at least one whole group) faster packed (AVX-512
+// VNNI, with or without AMX); only then does matmul accept a packed matrix.
 bool row_groups_preferred(const Matrix& w);
 
 // w packed into storage (resized to w's bytes); returns the packed matrix, which points into storage.
-// w must be Q4_0 or Q8_0 in GGUF layout.
+// w must be of a row_group_type, in GGUF layout.
 Matrix pack_row_groups(const Matrix& w, std::vector<uint8_t>& storage);
 
 // GGUF rows of group g of a packed matrix of `type` (n_blocks blocks per row) into out: [16][row_bytes].

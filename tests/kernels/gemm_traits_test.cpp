@@ -2,7 +2,9 @@
 // avx512::gemm_traits: gemm_k_avx512.cpp and gemm_q32_avx512.cpp) against the scalar row dots: every output of
 // every path is the bits of scalar::dot_<type> of its row and token (memcmp), for random blocks, odd row counts
 // and row ranges, every batch size from 1 to 19 (each tile shape and its tails, the token-lane tiles of the
-// 32-value types from 4 tokens) and one to three super-blocks (K-quants) or one to nine blocks (32-value types).
+// 32-value types from 4 tokens) and one to three super-blocks (K-quants) or one to nine blocks (32-value types);
+// and the same for matrices packed into row groups (repack.h: Q4_K, Q6_K, IQ4_XS through avx512::gemm_k_groups),
+// with row ranges on and off group boundaries.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +17,7 @@
 #include "kernels/gemm.h"
 #include "kernels/kernel_test_util.h"
 #include "kernels/quant.h"
+#include "kernels/repack.h"
 #include "util/fp16.h"
 
 namespace preface::kernels {
@@ -77,17 +80,25 @@ bool same_bits_or_nan(float a, float b) {
   return std::memcmp(&a, &b, sizeof(float)) == 0 || (std::isnan(a) && std::isnan(b));
 }
 
-void expect_scalar_row_dots(GemmFn gemm) {
+// packed: only the types with a row-group layout, packed (at least one whole group), rows split on a group boundary
+// in even trials and off one in odd ones.
+void expect_scalar_row_dots(GemmFn gemm, bool packed = false) {
   std::mt19937 rng(24);
   std::normal_distribution<float> normal(0.0f, 2.0f);
   for (const Case& c : kCases) {
+    if (packed && !row_group_type(c.type)) continue;
     const size_t block_values = gguf::type_block_values(c.type);
     for (int trial = 0; trial < 40; ++trial) {
       const size_t n_blocks = block_values == kQK ? 1 + trial % 3 : 1 + trial % 9;
       const size_t n_cols = block_values * n_blocks;
-      const int64_t n_rows = 1 + trial % 23, n_tokens = 1 + trial % 19;
+      const int64_t n_rows = packed ? 16 + trial % 41 : 1 + trial % 23, n_tokens = 1 + trial % 19;
       const size_t row_bytes = gguf::row_bytes(c.type, n_cols);
       const std::vector<uint8_t> w = c.rows(static_cast<size_t>(n_rows) * n_blocks, rng);
+      std::vector<uint8_t> storage;
+      const uint8_t* w_data = w.data();
+      if (packed) {
+        w_data = pack_row_groups(Matrix{c.type, w.data(), n_rows, static_cast<int64_t>(n_cols)}, storage).data;
+      }
       std::vector<float> xf(static_cast<size_t>(n_tokens) * n_cols);
       for (float& v : xf) v = trial % 5 == 0 ? std::round(normal(rng)) : normal(rng);  // ties and outliers
       if (trial % 7 == 3) std::fill(xf.begin(), xf.begin() + 32, 0.0f);              // an all-zero block
@@ -95,7 +106,8 @@ void expect_scalar_row_dots(GemmFn gemm) {
       const std::vector<uint8_t> x = quantize_activations(c.type, xf, n_cols, &x_row_bytes);
       GemmArgs a;
       a.type = c.type;
-      a.w = w.data();
+      a.w = w_data;
+      a.row_groups = packed;
       a.w_row_bytes = row_bytes;
       a.x = x.data();
       a.x_row_bytes = x_row_bytes;
@@ -105,8 +117,9 @@ void expect_scalar_row_dots(GemmFn gemm) {
       a.y_stride = static_cast<size_t>(n_rows) + 3;  // a wider output row: untouched columns stay NaN
       std::vector<float> y(static_cast<size_t>(n_tokens) * a.y_stride, std::nanf(""));
       a.y = y.data();
-      // Two row ranges that split the rows at an odd point, as a thread's share would.
-      const int64_t split = n_rows / 3;
+      // Two row ranges that split the rows at an odd point or (packed, even trials) on a group boundary, as a
+      // thread's share would.
+      const int64_t split = packed && trial % 2 == 0 ? n_rows / 32 * kRowGroupRows : n_rows / 3;
       gemm(a, 0, split);
       gemm(a, split, n_rows);
       for (int64_t t = 0; t < n_tokens; ++t) {
@@ -131,6 +144,11 @@ TEST(GemmTraits, EveryAvx2OutputIsTheScalarRowDot) {
 TEST(GemmTraits, EveryAvx512OutputIsTheScalarRowDot) {
   if (!avx512::quant_available()) GTEST_SKIP() << "CPU lacks AVX-512 VNNI/VBMI";
   expect_scalar_row_dots(avx512::gemm_traits);
+}
+
+TEST(GemmTraits, EveryPackedAvx512OutputIsTheScalarRowDot) {
+  if (!avx512::quant_available()) GTEST_SKIP() << "CPU lacks AVX-512 VNNI/VBMI";
+  expect_scalar_row_dots(avx512::gemm_traits, true);
 }
 
 }  // namespace
