@@ -51,7 +51,7 @@ constexpr KernelTable kScalar = {
     scalar::axpy_bf16,         scalar::f32_to_f16_row, scalar::f32_to_bf16_row, scalar::attention_tile,
     scalar::gemm,              scalar::gemm,           scalar::swiglu,          scalar::logit_stats,
     scalar::dot_q4_k,          scalar::dot_q5_k,       scalar::dot_q6_k,        scalar::dot_iq4_xs,
-    scalar::geglu,             scalar::softcap,        scalar::gemm_traits,
+    scalar::geglu,             scalar::softcap,        scalar::gemm_traits,     scalar::quantize_row_q8_k,
 };
 
 constexpr KernelTable kAvx2 = {
@@ -60,7 +60,7 @@ constexpr KernelTable kAvx2 = {
     avx2::axpy_bf16,         avx2::f32_to_f16_row, avx2::f32_to_bf16_row, avx2::attention_tile,
     avx2::gemm,              avx2::gemm,           avx2::swiglu,          avx2::logit_stats,
     avx2::dot_q4_k,          avx2::dot_q5_k,       avx2::dot_q6_k,        avx2::dot_iq4_xs,
-    avx2::geglu,             avx2::softcap,        avx2::gemm_traits,
+    avx2::geglu,             avx2::softcap,        avx2::gemm_traits,     avx2::quantize_row_q8_k,
 };
 
 // PREFACE_KERNELS=scalar forces the scalar kernels (to cross-check a whole model run against the reference);

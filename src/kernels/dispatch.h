@@ -36,6 +36,7 @@ struct KernelTable {
   void (*geglu)(float*, const float*, size_t);  // every path the same bits (ops.h)
   void (*softcap)(float*, size_t, float);
   GemmFn gemm_traits;  // the types of quant.h (Q4_1 ... IQ4_XS): each output the bits of its traits dot
+  void (*quantize_row_q8_k)(const float*, BlockQ8_K*, size_t);
   // gemm_quant reads Q4_0 and Q8_0, gemm_traits Q4_K, Q6_K and IQ4_XS packed into row groups (repack.h) fast:
   // matmul accepts packed matrices.
   bool row_group_layouts = false;

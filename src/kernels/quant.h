@@ -35,12 +35,14 @@ struct QuantTraits {
 // The row of a type computed through this table (Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K..Q6_K, IQ4_XS), else nullptr.
 const QuantTraits* quant_traits(gguf::TensorType type);
 
-// ggml's quantize_row_q8_K_ref: per 256 values, d = max / -127 where max is the value of largest magnitude (so
-// it maps to -127), q = min(127, nearest(x * -127 / max)) (ties to even), bsums the sums of each 16 q; an all-zero
-// block has d = 0. n % 256 == 0.
+// ggml's quantize_row_q8_K_ref: per 256 values, d = max / -127 where max is the value of largest magnitude (the
+// first of equals; NaN never), so it maps to -127, q = min(127, nearest(x * -127 / max)) (ties to even), bsums the
+// sums of each 16 q; a block without a nonzero magnitude has d = 0. n % 256 == 0. Dispatched: every path writes
+// the same bytes.
 void quantize_row_q8_k(const float* x, BlockQ8_K* out, size_t n);
 
 namespace scalar {
+void quantize_row_q8_k(const float* x, BlockQ8_K* out, size_t n);
 void dequantize_row_q4_1(const BlockQ4_1* x, float* y, size_t n);
 void dequantize_row_q5_0(const BlockQ5_0* x, float* y, size_t n);
 void dequantize_row_q5_1(const BlockQ5_1* x, float* y, size_t n);
@@ -74,6 +76,7 @@ void quantize_row_iq4_xs(const float* x, void* out, size_t n); // out: BlockIQ4_
 }  // namespace scalar
 
 namespace avx2 {
+void quantize_row_q8_k(const float* x, BlockQ8_K* out, size_t n);  // the same bytes as scalar::
 // The same bits as the scalar dots (exact integer sums, then the same float operations per super-block).
 float dot_q4_k(const BlockQ4_K* w, const BlockQ8_K* x, size_t n);
 float dot_q5_k(const BlockQ5_K* w, const BlockQ8_K* x, size_t n);

@@ -207,6 +207,10 @@ float dot_32(const Block* w, const gguf::BlockQ8_0* x, size_t n) {
 
 }  // namespace
 
+void quantize_row_q8_k(const float* x, BlockQ8_K* out, size_t n) { kernel_table().quantize_row_q8_k(x, out, n); }
+
+namespace scalar {
+
 void quantize_row_q8_k(const float* x, BlockQ8_K* out, size_t n) {
   for (size_t b = 0; b < n / kQK; ++b, x += kQK) {
     float amax = 0.0f, max = 0.0f;
@@ -241,8 +245,6 @@ void quantize_row_q8_k(const float* x, BlockQ8_K* out, size_t n) {
     o.d = 1.0f / iscale;
   }
 }
-
-namespace scalar {
 
 float dot_q4_1(const BlockQ4_1* w, const gguf::BlockQ8_0* x, size_t n) { return dot_32(w, x, n); }
 float dot_q5_0(const BlockQ5_0* w, const gguf::BlockQ8_0* x, size_t n) { return dot_32(w, x, n); }

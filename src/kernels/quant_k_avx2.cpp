@@ -1,8 +1,10 @@
-// AVX2 row dots for Q4_K, Q5_K, Q6_K and IQ4_XS with Q8_K activations. The integer part of each super-block (sum over groups of
+// AVX2 Q8_K activation quantization, and row dots for Q4_K, Q5_K, Q6_K and IQ4_XS with Q8_K activations. The integer part of each super-block (sum over groups of
 // scale * sum(q * x), and the min term from the activations' bsums) is exact, so it equals the scalar unpacked
 // sum whatever the lane order; the float operations that follow are the scalar ones (quant_dot.cpp dot_k), so the
 // results are the same bits.
 #include <immintrin.h>
+
+#include <cstring>
 
 #include "kernels/quant.h"
 #include "kernels/simd_avx2.h"
@@ -135,6 +137,63 @@ float dot_q6_k(const BlockQ6_K* w, const BlockQ8_K* x, size_t n) {
     acc += f16_to_f32(w[b].d) * x[b].d * static_cast<float>(isum);
   }
   return acc;
+}
+
+// The bytes of scalar::quantize_row_q8_k: the same max (vmaxps returns its second operand, the running maximum,
+// when the first is NaN, as the scalar `|x| > amax` skips NaN; the first index holding it), the same float steps
+// per value (x * iscale, then + 1.5 * 2^23, no fusing) and integer steps on the sum's bits.
+void quantize_row_q8_k(const float* x, BlockQ8_K* out, size_t n) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (size_t b = 0; b < n / kQK; ++b, x += kQK) {
+    __m256 m = _mm256_setzero_ps();
+    for (size_t j = 0; j < kQK; j += 8) m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)), m);
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+    const float amax = _mm_cvtss_f32(m4);
+    BlockQ8_K& o = out[b];
+    if (amax == 0.0f) {
+      o.d = 0.0f;
+      std::memset(o.qs, 0, sizeof(o.qs));
+      std::memset(o.bsums, 0, sizeof(o.bsums));
+      continue;
+    }
+    float max = 0.0f;
+    const __m256 vamax = _mm256_set1_ps(amax);
+    for (size_t j = 0; j < kQK; j += 8) {
+      const __m256 ax = _mm256_andnot_ps(sign, _mm256_loadu_ps(x + j));
+      const int hit = _mm256_movemask_ps(_mm256_cmp_ps(ax, vamax, _CMP_EQ_OQ));
+      if (hit != 0) {
+        max = x[j + static_cast<size_t>(__builtin_ctz(static_cast<unsigned>(hit)))];
+        break;
+      }
+    }
+    const float iscale = -127.0f / max;
+    const __m256 vscale = _mm256_set1_ps(iscale), magic = _mm256_set1_ps(12582912.0f);
+    const __m256i mantissa = _mm256_set1_epi32(0x007fffff), half = _mm256_set1_epi32(0x00400000);
+    const __m256i top = _mm256_set1_epi32(127);
+    const __m256i low_byte = _mm256_set1_epi32(0xff);
+    // Each q's low byte (q is far outside int8 when iscale overflows, as for denormal blocks: the scalar int8
+    // cast keeps the low byte), so the unsigned saturating packs below never saturate.
+    const auto level = [&](size_t j) {
+      const __m256 v = _mm256_add_ps(_mm256_mul_ps(vscale, _mm256_loadu_ps(x + j)), magic);
+      const __m256i q = _mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(v), mantissa), half);
+      return _mm256_and_si256(_mm256_min_epi32(q, top), low_byte);
+    };
+    for (size_t j = 0; j < kQK; j += 32) {
+      const __m256i q16a = _mm256_packus_epi32(level(j), level(j + 8));
+      const __m256i q16b = _mm256_packus_epi32(level(j + 16), level(j + 24));
+      const __m256i q8 = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(q16a, q16b),
+                                                     _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.qs + j), q8);
+    }
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int g = 0; g < 16; ++g) {
+      const __m256i q = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(o.qs + 16 * g)));
+      o.bsums[g] = static_cast<int16_t>(hsum_i32(_mm256_madd_epi16(q, ones)));
+    }
+    o.d = 1.0f / iscale;
+  }
 }
 
 }  // namespace preface::kernels::avx2

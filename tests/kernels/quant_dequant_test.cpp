@@ -6,7 +6,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
@@ -144,6 +146,38 @@ TEST(QuantQ8K, ScaleIsTheSignedMaxOver127) {
   quantize_row_q8_k(zeros.data(), b.data(), 256);
   EXPECT_EQ(b[0].d, 0.0f);
   EXPECT_EQ(b[0].bsums[0], 0);
+}
+
+// The dispatched (SIMD) quantizer writes the scalar reference's bytes: random rows with ties for the largest
+// magnitude (the first wins), NaN and infinite values, -0, denormals, all-zero and all-NaN blocks.
+TEST(QuantQ8K, EveryPathWritesTheScalarBytes) {
+  std::mt19937 rng(8);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::uniform_int_distribution<int> pick(0, 255);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<float> x(3 * 256);
+    for (float& v : x) v = trial % 4 == 0 ? std::round(normal(rng)) : normal(rng);
+    const size_t at = static_cast<size_t>(pick(rng));
+    switch (trial % 10) {
+      case 1: x[at] = -9.0f, x[(at + 100) % 256] = 9.0f; break;  // equal magnitudes: the first wins
+      case 2: x[at] = nan; break;
+      case 3: x[at] = trial % 20 == 3 ? inf : -inf; break;
+      case 4: std::fill(x.begin(), x.begin() + 256, 0.0f); x[at] = -0.0f; break;
+      case 5: std::fill(x.begin() + 256, x.begin() + 512, nan); break;
+      case 6: for (float& v : x) v *= 1e-40f; break;  // denormals
+      case 7: x[at] = -nan; x[(at + 1) % 256] = 1e30f; break;
+      default: break;
+    }
+    std::vector<BlockQ8_K> want(3), got(3);
+    scalar::quantize_row_q8_k(x.data(), want.data(), x.size());
+    quantize_row_q8_k(x.data(), got.data(), x.size());
+    ASSERT_EQ(std::memcmp(want.data(), got.data(), 3 * sizeof(BlockQ8_K)), 0) << "trial " << trial;
+    if (avx2::available()) {
+      avx2::quantize_row_q8_k(x.data(), got.data(), x.size());
+      ASSERT_EQ(std::memcmp(want.data(), got.data(), 3 * sizeof(BlockQ8_K)), 0) << "avx2, trial " << trial;
+    }
+  }
 }
 
 TEST(QuantTraits, OneRowPerComputedType) {
