@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/gemm.h"
 #include "kernels/quant.h"
@@ -60,6 +61,16 @@ inline __m512i bcast(const int8_t* x, int at) {
   int32_t v;
   std::memcpy(&v, x + at, sizeof(v));
   return _mm512_set1_epi32(v);
+}
+
+// fn(t0, n) for the tile's tokens in slices of kSlice (n = min(kSlice, T), a std::integral_constant, so that
+// arrays of n accumulators stay in registers): the slice's accumulators are independent chains, enough of them
+// in flight to cover vpdpbusd's latency while the level vectors stay loaded.
+template <int T, int kSlice, typename Fn>
+inline void for_token_slices(Fn fn) {
+  constexpr int kN = T < kSlice ? T : kSlice;
+  static_assert(T % kN == 0);
+  for (int t0 = 0; t0 < T; t0 += kN) fn(t0, std::integral_constant<int, kN>{});
 }
 
 inline __m512i byte_set(int v) { return _mm512_set1_epi8(static_cast<char>(v)); }
@@ -106,17 +117,23 @@ struct Q4K {
         lo[i] = _mm512_and_si512(v, byte_set(0x0f));
         hi[i] = _mm512_and_si512(v, byte_set(0xf0));  // 16 x the high nibble: 0..240, still unsigned bytes
       }
-      for (int t = 0; t < T; ++t) {
-        const int8_t* xs = x[t] + 64 * s;
-        __m512i s_lo = _mm512_setzero_si512(), s_hi = _mm512_setzero_si512();
+      for_token_slices<T, 4>([&](int t0, auto n) {
+        __m512i s_lo[n], s_hi[n];
+        for (int u = 0; u < n; ++u) s_lo[u] = s_hi[u] = _mm512_setzero_si512();
+#pragma GCC unroll 8
         for (int i = 0; i < 8; ++i) {
-          s_lo = _mm512_dpbusd_epi32(s_lo, lo[i], bcast(xs, 4 * i));
-          s_hi = _mm512_dpbusd_epi32(s_hi, hi[i], bcast(xs, 32 + 4 * i));
+          for (int u = 0; u < n; ++u) {
+            const int8_t* xs = x[t0 + u] + 64 * s;
+            s_lo[u] = _mm512_dpbusd_epi32(s_lo[u], lo[i], bcast(xs, 4 * i));
+            s_hi[u] = _mm512_dpbusd_epi32(s_hi[u], hi[i], bcast(xs, 32 + 4 * i));
+          }
         }
-        const __m512i g = _mm512_add_epi32(_mm512_mullo_epi32(p.scale[2 * s], s_lo),
-                                           _mm512_mullo_epi32(p.scale[2 * s + 1], _mm512_srai_epi32(s_hi, 4)));
-        isum[t] = _mm512_add_epi32(isum[t], g);
-      }
+        for (int u = 0; u < n; ++u) {
+          const __m512i g = _mm512_add_epi32(_mm512_mullo_epi32(p.scale[2 * s], s_lo[u]),
+                                             _mm512_mullo_epi32(p.scale[2 * s + 1], _mm512_srai_epi32(s_hi[u], 4)));
+          isum[t0 + u] = _mm512_add_epi32(isum[t0 + u], g);
+        }
+      });
     }
   }
 };
@@ -199,19 +216,25 @@ struct IQ4XS {
         lo[i] = _mm512_shuffle_epi8(table, _mm512_and_si512(v, byte_set(0x0f)));
         hi[i] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v, 4), byte_set(0x0f)));
       }
-      for (int t = 0; t < T; ++t) {
-        const int8_t* xs = x[t] + 64 * s;
-        __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+      for_token_slices<T, 4>([&](int t0, auto n) {
+        __m512i s0[n], s1[n];
+        for (int u = 0; u < n; ++u) s0[u] = s1[u] = _mm512_setzero_si512();
+#pragma GCC unroll 4
         for (int i = 0; i < 4; ++i) {
-          s0 = _mm512_dpbusd_epi32(s0, lo[i], bcast(xs, 4 * i));
-          s0 = _mm512_dpbusd_epi32(s0, hi[i], bcast(xs, 16 + 4 * i));
-          s1 = _mm512_dpbusd_epi32(s1, lo[4 + i], bcast(xs, 32 + 4 * i));
-          s1 = _mm512_dpbusd_epi32(s1, hi[4 + i], bcast(xs, 48 + 4 * i));
+          for (int u = 0; u < n; ++u) {
+            const int8_t* xs = x[t0 + u] + 64 * s;
+            s0[u] = _mm512_dpbusd_epi32(s0[u], lo[i], bcast(xs, 4 * i));
+            s0[u] = _mm512_dpbusd_epi32(s0[u], hi[i], bcast(xs, 16 + 4 * i));
+            s1[u] = _mm512_dpbusd_epi32(s1[u], lo[4 + i], bcast(xs, 32 + 4 * i));
+            s1[u] = _mm512_dpbusd_epi32(s1[u], hi[4 + i], bcast(xs, 48 + 4 * i));
+          }
         }
-        const __m512i g = _mm512_add_epi32(_mm512_mullo_epi32(p.scale[2 * s], s0),
-                                           _mm512_mullo_epi32(p.scale[2 * s + 1], s1));
-        isum[t] = _mm512_add_epi32(isum[t], g);
-      }
+        for (int u = 0; u < n; ++u) {
+          const __m512i g = _mm512_add_epi32(_mm512_mullo_epi32(p.scale[2 * s], s0[u]),
+                                             _mm512_mullo_epi32(p.scale[2 * s + 1], s1[u]));
+          isum[t0 + u] = _mm512_add_epi32(isum[t0 + u], g);
+        }
+      });
     }
   }
 };
