@@ -1,4 +1,4 @@
-// Packed Q4_K, Q6_K and IQ4_XS weights (repack.h: per 16-row group and super-block, the rows' blocks in 4-byte
+// Packed Q4_K, Q5_K, Q6_K and IQ4_XS weights (repack.h: per 16-row group and super-block, the rows' blocks in 4-byte
 // pieces, piece k of the 16 rows in one 64-byte vector) times Q8_K activations with AVX-512 VNNI. Lane r of every
 // register is row r of the group, so a super-block's 256 products per row and token are 64 vpdpbusd of the rows'
 // levels against broadcast 4-byte pieces of the token's activations, and no sum is ever horizontal.
@@ -131,6 +131,47 @@ struct Q4K {
         for (int u = 0; u < n; ++u) {
           const __m512i g = _mm512_add_epi32(_mm512_mullo_epi32(p.scale[2 * s], s_lo[u]),
                                              _mm512_mullo_epi32(p.scale[2 * s + 1], _mm512_srai_epi32(s_hi[u], 4)));
+          isum[t0 + u] = _mm512_add_epi32(isum[t0 + u], g);
+        }
+      });
+    }
+  }
+};
+
+// Q5_K: Q4_K's pieces 0..3, then qh (pieces 4..11: bit 2s of qh[l] is the fifth bit of value 64s + l, bit 2s + 1
+// that of value 64s + 32 + l), then qs (pieces 12..43, as Q4_K's).
+struct Q5K {
+  static constexpr bool kMin = true, kBias = false;
+  static constexpr int kBiasShift = 0;
+  static void prep(const uint8_t* unit, Prep& p) { Q4K::prep(unit, p); }
+  template <int T>
+  static void sums(const uint8_t* unit, const int8_t* const* x, const Prep& p, __m512i* isum) {
+    const __m512i low = byte_set(0x0f), fifth = byte_set(0x10);
+    for (int s = 0; s < 4; ++s) {
+      __m512i lo[8], hi[8];
+      for (int i = 0; i < 8; ++i) {
+        const __m512i v = piece(unit, 12 + 8 * s + i), h = piece(unit, 4 + i);  // qs and qh bytes 4i..4i+3
+        // Bit 2s (2s + 1) of each qh byte moved to bit 4: shifts within 16-bit words stay inside the byte for
+        // the bit kept.
+        const __m512i h_lo = 4 - 2 * s >= 0 ? _mm512_slli_epi16(h, 4 - 2 * s) : _mm512_srli_epi16(h, 2 * s - 4);
+        const __m512i h_hi = 3 - 2 * s >= 0 ? _mm512_slli_epi16(h, 3 - 2 * s) : _mm512_srli_epi16(h, 2 * s - 3);
+        lo[i] = _mm512_or_si512(_mm512_and_si512(v, low), _mm512_and_si512(h_lo, fifth));
+        hi[i] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), low), _mm512_and_si512(h_hi, fifth));
+      }
+      for_token_slices<T, 4>([&](int t0, auto n) {
+        __m512i s_lo[n], s_hi[n];
+        for (int u = 0; u < n; ++u) s_lo[u] = s_hi[u] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; ++i) {
+          for (int u = 0; u < n; ++u) {
+            const int8_t* xs = x[t0 + u] + 64 * s;
+            s_lo[u] = _mm512_dpbusd_epi32(s_lo[u], lo[i], bcast(xs, 4 * i));
+            s_hi[u] = _mm512_dpbusd_epi32(s_hi[u], hi[i], bcast(xs, 32 + 4 * i));
+          }
+        }
+        for (int u = 0; u < n; ++u) {
+          const __m512i g = _mm512_add_epi32(_mm512_mullo_epi32(p.scale[2 * s], s_lo[u]),
+                                             _mm512_mullo_epi32(p.scale[2 * s + 1], s_hi[u]));
           isum[t0 + u] = _mm512_add_epi32(isum[t0 + u], g);
         }
       });
@@ -300,6 +341,8 @@ void gemm_k_groups(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
   switch (a.type) {
     case gguf::TensorType::Q4_K:
       return gemm_groups_k<Q4K>(a, row_begin, row_end);
+    case gguf::TensorType::Q5_K:
+      return gemm_groups_k<Q5K>(a, row_begin, row_end);
     case gguf::TensorType::Q6_K:
       return gemm_groups_k<Q6K>(a, row_begin, row_end);
     case gguf::TensorType::IQ4_XS:

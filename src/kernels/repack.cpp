@@ -64,6 +64,7 @@ bool row_group_type(TensorType type) {
     case TensorType::Q4_0:
     case TensorType::Q8_0:
     case TensorType::Q4_K:
+    case TensorType::Q5_K:
     case TensorType::Q6_K:
     case TensorType::IQ4_XS:
       return true;

@@ -1,5 +1,5 @@
-// Row groups (Q4_0, Q8_0, Q4_K, Q6_K, IQ4_XS): packing keeps every row's bytes recoverable, rows past the last whole group untouched,
-// the documented unit layout, and matmul / matmul_multi / get_row on a packed matrix give the GGUF matrix's bits
+// Row groups (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS): packing keeps every row's bytes recoverable, rows past the
+// last whole group untouched, the documented unit layout, and matmul / matmul_multi / get_row on a packed matrix give the GGUF matrix's bits
 // for any batch and thread count.
 #include "kernels/repack.h"
 
@@ -19,8 +19,8 @@ namespace {
 
 using gguf::TensorType;
 
-constexpr TensorType kPackable[] = {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K,
-                                     TensorType::IQ4_XS};
+constexpr TensorType kPackable[] = {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K,
+                                     TensorType::Q5_K, TensorType::Q6_K, TensorType::IQ4_XS};
 
 template <typename Block>
 void fill_random(std::vector<uint8_t>& bytes, uint32_t seed) {
@@ -44,6 +44,8 @@ struct QMatrix {
       std::memcpy(bytes.data(), blocks.data(), bytes.size());
     } else if (type == TensorType::Q4_K) {
       fill_random<BlockQ4_K>(bytes, seed);
+    } else if (type == TensorType::Q5_K) {
+      fill_random<BlockQ5_K>(bytes, seed);
     } else if (type == TensorType::Q6_K) {
       fill_random<BlockQ6_K>(bytes, seed);
     } else {
@@ -131,9 +133,9 @@ TEST(Repack, RejectsWhatItCannotPack) {
   for (TensorType type : kPackable) {
     EXPECT_FALSE(row_groups_preferred(QMatrix(type, 15, 1, 2).m)) << "no whole group";
   }
-  std::vector<uint8_t> q5_k(16 * sizeof(BlockQ5_K));
-  EXPECT_THROW(pack_row_groups(Matrix{TensorType::Q5_K, q5_k.data(), 16, 256}, again), Error) << "no layout";
-  EXPECT_FALSE(row_groups_preferred(Matrix{TensorType::Q5_K, q5_k.data(), 16, 256}));
+  std::vector<uint8_t> q2_k(16 * sizeof(BlockQ2_K));
+  EXPECT_THROW(pack_row_groups(Matrix{TensorType::Q2_K, q2_k.data(), 16, 256}, again), Error) << "no layout";
+  EXPECT_FALSE(row_groups_preferred(Matrix{TensorType::Q2_K, q2_k.data(), 16, 256}));
 }
 
 TEST(Repack, MatmulOnPackedEqualsGguf) {
