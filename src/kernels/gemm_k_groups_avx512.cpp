@@ -83,6 +83,31 @@ inline __m512i pair16(__m512i v, __m512i w) {
   return _mm512_or_si512(_mm512_and_si512(v, _mm512_set1_epi32(0xffff)), _mm512_slli_epi32(w, 16));
 }
 
+// Q4_K / Q5_K step s (values 64s .. 64s + 63): isum[t] += scale[2s] x sum(lo[i] . x_t[64s + 4i ..]) +
+// scale[2s + 1] x (sum(hi[i] . x_t[64s + 32 + 4i ..]) >> kHiShift) over the tokens, in slices of 4 (8 independent
+// vpdpbusd chains per slice).
+template <int T, int kHiShift>
+inline void nibble_step(const __m512i* lo, const __m512i* hi, int s, const int8_t* const* x, const Prep& p,
+                        __m512i* isum) {
+  for_token_slices<T, 4>([&](int t0, auto n) {
+    __m512i s_lo[n], s_hi[n];
+    for (int u = 0; u < n; ++u) s_lo[u] = s_hi[u] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) {
+      for (int u = 0; u < n; ++u) {
+        const int8_t* xs = x[t0 + u] + 64 * s;
+        s_lo[u] = _mm512_dpbusd_epi32(s_lo[u], lo[i], bcast(xs, 4 * i));
+        s_hi[u] = _mm512_dpbusd_epi32(s_hi[u], hi[i], bcast(xs, 32 + 4 * i));
+      }
+    }
+    for (int u = 0; u < n; ++u) {
+      const __m512i g = _mm512_add_epi32(_mm512_mullo_epi32(p.scale[2 * s], s_lo[u]),
+                                         _mm512_mullo_epi32(p.scale[2 * s + 1], _mm512_srai_epi32(s_hi[u], kHiShift)));
+      isum[t0 + u] = _mm512_add_epi32(isum[t0 + u], g);
+    }
+  });
+}
+
 // Q4_K: piece 0 = {d, dmin}, pieces 1..3 = the 12 scale bytes, pieces 4..35 = qs (qs[32p + l]: value 64p + l in
 // the low nibble, 64p + 32 + l in the high one). Scale groups of 32 values; mins weight bsums 2g and 2g + 1.
 struct Q4K {
@@ -117,23 +142,7 @@ struct Q4K {
         lo[i] = _mm512_and_si512(v, byte_set(0x0f));
         hi[i] = _mm512_and_si512(v, byte_set(0xf0));  // 16 x the high nibble: 0..240, still unsigned bytes
       }
-      for_token_slices<T, 4>([&](int t0, auto n) {
-        __m512i s_lo[n], s_hi[n];
-        for (int u = 0; u < n; ++u) s_lo[u] = s_hi[u] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-        for (int i = 0; i < 8; ++i) {
-          for (int u = 0; u < n; ++u) {
-            const int8_t* xs = x[t0 + u] + 64 * s;
-            s_lo[u] = _mm512_dpbusd_epi32(s_lo[u], lo[i], bcast(xs, 4 * i));
-            s_hi[u] = _mm512_dpbusd_epi32(s_hi[u], hi[i], bcast(xs, 32 + 4 * i));
-          }
-        }
-        for (int u = 0; u < n; ++u) {
-          const __m512i g = _mm512_add_epi32(_mm512_mullo_epi32(p.scale[2 * s], s_lo[u]),
-                                             _mm512_mullo_epi32(p.scale[2 * s + 1], _mm512_srai_epi32(s_hi[u], 4)));
-          isum[t0 + u] = _mm512_add_epi32(isum[t0 + u], g);
-        }
-      });
+      nibble_step<T, 4>(lo, hi, s, x, p, isum);
     }
   }
 };
@@ -158,23 +167,7 @@ struct Q5K {
         lo[i] = _mm512_or_si512(_mm512_and_si512(v, low), _mm512_and_si512(h_lo, fifth));
         hi[i] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), low), _mm512_and_si512(h_hi, fifth));
       }
-      for_token_slices<T, 4>([&](int t0, auto n) {
-        __m512i s_lo[n], s_hi[n];
-        for (int u = 0; u < n; ++u) s_lo[u] = s_hi[u] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-        for (int i = 0; i < 8; ++i) {
-          for (int u = 0; u < n; ++u) {
-            const int8_t* xs = x[t0 + u] + 64 * s;
-            s_lo[u] = _mm512_dpbusd_epi32(s_lo[u], lo[i], bcast(xs, 4 * i));
-            s_hi[u] = _mm512_dpbusd_epi32(s_hi[u], hi[i], bcast(xs, 32 + 4 * i));
-          }
-        }
-        for (int u = 0; u < n; ++u) {
-          const __m512i g = _mm512_add_epi32(_mm512_mullo_epi32(p.scale[2 * s], s_lo[u]),
-                                             _mm512_mullo_epi32(p.scale[2 * s + 1], s_hi[u]));
-          isum[t0 + u] = _mm512_add_epi32(isum[t0 + u], g);
-        }
-      });
+      nibble_step<T, 0>(lo, hi, s, x, p, isum);
     }
   }
 };
