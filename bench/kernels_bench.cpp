@@ -53,10 +53,22 @@ std::vector<uint8_t> random_weights(gguf::TensorType type, int64_t n_rows, int64
     }
     default: {  // the types of kernels/quant.h that synth can write
       const QuantTraits* t = quant_traits(type);
-      if (t == nullptr || t->quantize == nullptr) {
-        throw std::invalid_argument("kernels_bench: no quantizer for " + std::string(gguf::tensor_type_name(type)));
+      if (t == nullptr) {
+        throw std::invalid_argument("kernels_bench: no kernel for " + std::string(gguf::tensor_type_name(type)));
       }
-      t->quantize(values.data(), bytes.data(), n);
+      if (t->quantize != nullptr) {
+        t->quantize(values.data(), bytes.data(), n);
+        break;
+      }
+      // No quantizer (Q2_K, Q3_K): random bytes, the 16-bit scales at the types' offsets set to small finite f16.
+      for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
+      const size_t block_bytes = gguf::row_bytes(type, kQK);
+      const size_t d_at = type == gguf::TensorType::Q2_K ? 80 : 108;  // {d, dmin} / d after the levels
+      for (size_t at = d_at; at < bytes.size(); at += block_bytes) {
+        const uint16_t d = f32_to_f16(uni(rng) * 0.01f);
+        std::memcpy(bytes.data() + at, &d, sizeof(d));
+        if (type == gguf::TensorType::Q2_K) std::memcpy(bytes.data() + at + 2, &d, sizeof(d));
+      }
       break;
     }
   }
@@ -108,6 +120,8 @@ void BM_MatmulF16(benchmark::State& state) { run_matmul(state, gguf::TensorType:
 void BM_MatmulF32(benchmark::State& state) { run_matmul(state, gguf::TensorType::F32, 1); }
 void BM_MatmulQ4_K(benchmark::State& state) { run_matmul(state, gguf::TensorType::Q4_K, 1); }
 void BM_MatmulQ6_K(benchmark::State& state) { run_matmul(state, gguf::TensorType::Q6_K, 1); }
+void BM_MatmulQ3_K(benchmark::State& state) { run_matmul(state, gguf::TensorType::Q3_K, 1); }
+void BM_MatmulQ2_K(benchmark::State& state) { run_matmul(state, gguf::TensorType::Q2_K, 1); }
 void BM_MatmulIQ4_XS(benchmark::State& state) { run_matmul(state, gguf::TensorType::IQ4_XS, 1); }
 void BM_MatmulQ5_0(benchmark::State& state) { run_matmul(state, gguf::TensorType::Q5_0, 1); }
 void BM_MatmulIQ4_NL(benchmark::State& state) { run_matmul(state, gguf::TensorType::IQ4_NL, 1); }
@@ -133,6 +147,8 @@ BENCHMARK(BM_MatmulF16)->PREFACE_MATMUL_ARGS;
 BENCHMARK(BM_MatmulF32)->PREFACE_MATMUL_ARGS;
 BENCHMARK(BM_MatmulQ4_K)->PREFACE_MATMUL_ARGS;
 BENCHMARK(BM_MatmulQ6_K)->PREFACE_MATMUL_ARGS;
+BENCHMARK(BM_MatmulQ3_K)->PREFACE_MATMUL_ARGS;
+BENCHMARK(BM_MatmulQ2_K)->PREFACE_MATMUL_ARGS;
 BENCHMARK(BM_MatmulIQ4_XS)->PREFACE_MATMUL_ARGS;
 BENCHMARK(BM_MatmulQ5_0)->PREFACE_MATMUL_ARGS;
 BENCHMARK(BM_MatmulIQ4_NL)->PREFACE_MATMUL_ARGS;

@@ -37,7 +37,7 @@ struct KernelTable {
   void (*softcap)(float*, size_t, float);
   GemmFn gemm_traits;  // the types of quant.h (Q4_1 ... IQ4_XS): each output the bits of its traits dot
   void (*quantize_row_q8_k)(const float*, BlockQ8_K*, size_t);
-  // gemm_quant reads Q4_0 and Q8_0, gemm_traits Q4_K, Q5_K, Q6_K and IQ4_XS packed into row groups (repack.h) fast:
+  // gemm_quant reads Q4_0 and Q8_0, gemm_traits the K-quants and IQ4_XS packed into row groups (repack.h) fast:
   // matmul accepts packed matrices.
   bool row_group_layouts = false;
   // Runs qualifying tiles together (avx512::attention_tiles_shared), or returns false; null: one at a time.

@@ -15,8 +15,8 @@ struct GemmArgs {
   gguf::TensorType type = gguf::TensorType::F32;
   const uint8_t* w = nullptr;  // [n_rows][w_row_bytes] weights of `type`
   size_t w_row_bytes = 0;
-  // w's whole 16-row groups are packed (repack.h: Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS). Only kernels of a table with
-  // row_group_layouts (dispatch.h) are given packed weights.
+  // w's whole 16-row groups are packed (repack.h: Q4_0, Q8_0, the K-quants, IQ4_XS). Only kernels of a table
+  // with row_group_layouts (dispatch.h) are given packed weights.
   bool row_groups = false;
   // Float weights: x is const float [n_tokens][n_cols]. Q8_0/Q4_0 weights: x is const BlockQ8_0
   // [n_tokens][n_cols / 32] (activations quantized by quantize_row_q8_0) and x_scales [n_tokens][n_cols / 32]
@@ -87,10 +87,12 @@ void gemm_traits(const GemmArgs& args, int64_t row_begin, int64_t row_end);
 // IQ4_XS batches of 12 tokens or more in token-lane tiles (gemm_iq4xs_lanes_avx512.cpp): the same results as
 // scalar::gemm_traits; false (nothing computed) for other types and smaller batches. Only where quant_available().
 bool gemm_iq4xs_lanes(const GemmArgs& args, int64_t row_begin, int64_t row_end);
-// Packed (row_groups) Q4_K, Q5_K, Q6_K and IQ4_XS weights, whole 16-row groups [row_begin, row_end) (multiples of 16),
-// any number of tokens: lane r of each register is row r of a group (gemm_k_groups_avx512.cpp). The same results
+// Packed (row_groups) K-quant (Q2_K ... Q6_K) and IQ4_XS weights, whole 16-row groups [row_begin, row_end)
+// (multiples of 16), any number of tokens: lane r of each register is row r of a group (gemm_k_groups_avx512.cpp). The same results
 // as scalar::gemm_traits. Only where quant_available().
 void gemm_k_groups(const GemmArgs& args, int64_t row_begin, int64_t row_end);
+// gemm_k_groups for Q2_K, Q3_K and Q6_K (gemm_k16_groups_avx512.cpp), which it calls for them.
+void gemm_k16_groups(const GemmArgs& args, int64_t row_begin, int64_t row_end);
 // avx2::gemm_q32's tiles with EVEX vpdpbusd; the same results. Only where quant_available().
 void gemm_q32(const GemmArgs& args, int64_t row_begin, int64_t row_end);
 }  // namespace avx512

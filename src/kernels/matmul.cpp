@@ -137,8 +137,8 @@ void check_matrix(const Matrix& w) {
   if (w.data == nullptr && w.n_rows > 0 && w.n_cols > 0) throw Error("matrix has no data");
   if (w.row_groups && (!row_group_type(w.type) || !kernel_table().row_group_layouts)) {
     throw Error("matrix of " + std::string(gguf::tensor_type_name(w.type)) +
-                " is packed into row groups, which only the AVX-512 VNNI and AMX kernels read (Q4_0, Q8_0, Q4_K, "
-                "Q5_K, Q6_K and IQ4_XS only)");
+                " is packed into row groups, which only the AVX-512 VNNI and AMX kernels read (Q4_0, Q8_0, the "
+                "K-quants and IQ4_XS only)");
   }
   // Rows are read through typed pointers: f32 needs 4-byte alignment, the 16-bit and block types 2.
   const size_t align = w.type == gguf::TensorType::F32 ? 4 : 2;

@@ -16,7 +16,7 @@ struct Matrix {
   const uint8_t* data = nullptr;
   int64_t n_rows = 0;
   int64_t n_cols = 0;
-  bool row_groups = false;  // packed into row groups (repack.h: Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS)
+  bool row_groups = false;  // packed into row groups (repack.h: Q4_0, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS)
 };
 
 // y[t * n_rows + r] = dot(W row r, x[t * n_cols ...]) for t < n_tokens, r < W.n_rows.

@@ -63,6 +63,8 @@ bool row_group_type(TensorType type) {
   switch (type) {
     case TensorType::Q4_0:
     case TensorType::Q8_0:
+    case TensorType::Q2_K:
+    case TensorType::Q3_K:
     case TensorType::Q4_K:
     case TensorType::Q5_K:
     case TensorType::Q6_K:

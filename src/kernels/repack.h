@@ -1,5 +1,6 @@
 // Row groups: weights rearranged once, at load, into the order the AVX-512 VNNI and AMX kernels read them
-// (Q4_0 and Q8_0: gemm_groups_avx512.cpp, gemm_amx.cpp; Q4_K, Q5_K, Q6_K and IQ4_XS: gemm_k_groups_avx512.cpp).
+// (Q4_0 and Q8_0: gemm_groups_avx512.cpp, gemm_amx.cpp; the K-quants and IQ4_XS: gemm_k_groups_avx512.cpp,
+// gemm_k16_groups_avx512.cpp).
 //
 // In GGUF layout a row is n_blocks blocks, rows one after another, so a kernel working on 16 rows at once reads 16
 // scattered pieces per block. Packed, a group of 16 consecutive rows (rows 16 g .. 16 g + 15) keeps exactly the
@@ -14,9 +15,10 @@
 // one): values 4k..4k+3 and 16+4k..16+4k+3 — the VNNI order in which one vpdpbusd against a broadcast 4-byte
 // piece of the activations adds 4 products to each of the 16 rows' sums, with no horizontal reduction.
 //
-// Q4_K (144 bytes), Q5_K (176), Q6_K (210) and IQ4_XS (136), super-blocks of 256 values: the block's bytes in
-// 4-byte pieces, in GGUF order: piece k of row r at 64 k + 4 r (so a 64-byte load at 64 k holds piece k of the 16
-// rows in its 32-bit lanes); Q6_K's last 2 bytes (f16 d) as 16 x f16 in row order after the 52 pieces (unit bytes 3328..3359).
+// Q2_K (84 bytes), Q3_K (110), Q4_K (144), Q5_K (176), Q6_K (210) and IQ4_XS (136), super-blocks of 256 values:
+// the block's bytes in 4-byte pieces, in GGUF order: piece k of row r at 64 k + 4 r (so a 64-byte load at 64 k
+// holds piece k of the 16 rows in its 32-bit lanes); Q3_K's and Q6_K's last 2 bytes (f16 d) as 16 x f16 in row order after the pieces
+// (Q6_K: unit bytes 3328..3359 after 52 pieces).
 //
 // Rows past the last whole group keep GGUF layout at their GGUF offsets: row r of any matrix starts at byte
 // r x row_bytes either way, and only the inside of whole groups differs. Values, and so every result, are the same
@@ -35,7 +37,7 @@ inline constexpr int64_t kRowGroupRows = 16;
 inline constexpr size_t kQ4_0UnitBytes = 2 * kRowGroupRows + kRowGroupRows * gguf::kQuantBlock / 2;  // 288
 inline constexpr size_t kQ8_0UnitBytes = 2 * kRowGroupRows + kRowGroupRows * gguf::kQuantBlock;      // 544
 
-// True for the types with a packed layout: Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS.
+// True for the types with a packed layout: Q4_0, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS.
 bool row_group_type(gguf::TensorType type);
 
 // Bytes of one unit of a packed matrix of `type` (a row_group_type): 16 x its block bytes.

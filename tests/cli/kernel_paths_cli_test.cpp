@@ -20,12 +20,13 @@ TEST(CliKernelPaths, EvalIdenticalOnEveryNonScalarPathAndThreadCount) {
       "Once upon a time there was a little dog who liked to run in the park. Every morning he ran to the big tree "
       "by the pond, barked at the ducks, and then went home to sleep in the sun.";
   // gemma2: windowed, soft-capped attention tiles, GeGLU and the final soft-cap on every path. Q4_K_M (Q4_K and
-  // Q6_K tensors), Q5_K_M and IQ4_XS: the AVX2 and AVX-512 K-quant tiles. Q4_1 and Q5_0: the 32-value block
-  // tiles (the AVX-512 token-lane tiles for the prompt).
+  // Q6_K tensors), Q5_K_M, Q3_K_M, Q2_K and IQ4_XS: the AVX2 K-quant tiles and, with AVX-512, the packed row-group
+  // kernels. Q4_1 and Q5_0: the 32-value block tiles (the AVX-512 token-lane tiles for the prompt).
   for (const char* name : {"models/synth-spm-d128-q4_0.gguf", "models/synth-spm-d128-q8_0.gguf",
                            "models/synth-gemma2-d128-f16.gguf", "models/synth-llama-d256-q4_k_m.gguf",
                            "models/synth-llama-d256-q5_k_m.gguf", "models/synth-llama-d256-iq4_xs.gguf",
-                           "models/synth-llama-d256-q4_1.gguf", "models/synth-llama-d256-q5_0.gguf"}) {
+                           "models/synth-llama-d256-q4_1.gguf", "models/synth-llama-d256-q5_0.gguf",
+                           "models/synth-llama-d256-q3_k_m.gguf", "models/synth-llama-d256-q2_k.gguf"}) {
     const auto model = shared_file(name);
     ASSERT_FALSE(model.empty()) << name << " not found: this test needs ../shared (see ../shared/README.md)";
     std::string reference;

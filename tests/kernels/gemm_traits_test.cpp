@@ -3,8 +3,8 @@
 // every path is the bits of scalar::dot_<type> of its row and token (memcmp), for random blocks, odd row counts
 // and row ranges, every batch size from 1 to 19 (each tile shape and its tails, the token-lane tiles of the
 // 32-value types from 4 tokens) and one to three super-blocks (K-quants) or one to nine blocks (32-value types);
-// and the same for matrices packed into row groups (repack.h: Q4_K, Q5_K, Q6_K, IQ4_XS through
-// avx512::gemm_k_groups), with row ranges on and off group boundaries.
+// and the same for matrices packed into row groups (repack.h: the K-quants and IQ4_XS
+// through avx512::gemm_k_groups), with row ranges on and off group boundaries.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,6 +1,6 @@
-// Row groups (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS): packing keeps every row's bytes recoverable, rows past the
-// last whole group untouched, the documented unit layout, and matmul / matmul_multi / get_row on a packed matrix give the GGUF matrix's bits
-// for any batch and thread count.
+// Row groups (Q4_0, Q8_0, the K-quants, IQ4_XS): packing keeps every row's bytes recoverable, rows past the
+// last whole group untouched, the documented unit layout, and matmul / matmul_multi / get_row on a packed matrix
+// give the GGUF matrix's bits for any batch and thread count.
 #include "kernels/repack.h"
 
 #include <gtest/gtest.h>
@@ -19,8 +19,8 @@ namespace {
 
 using gguf::TensorType;
 
-constexpr TensorType kPackable[] = {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K,
-                                     TensorType::Q5_K, TensorType::Q6_K, TensorType::IQ4_XS};
+constexpr TensorType kPackable[] = {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q2_K, TensorType::Q3_K,
+                                     TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K, TensorType::IQ4_XS};
 
 template <typename Block>
 void fill_random(std::vector<uint8_t>& bytes, uint32_t seed) {
@@ -42,6 +42,10 @@ struct QMatrix {
     } else if (type == TensorType::Q8_0) {
       const auto blocks = test::random_q8_0(n, seed);
       std::memcpy(bytes.data(), blocks.data(), bytes.size());
+    } else if (type == TensorType::Q2_K) {
+      fill_random<BlockQ2_K>(bytes, seed);
+    } else if (type == TensorType::Q3_K) {
+      fill_random<BlockQ3_K>(bytes, seed);
     } else if (type == TensorType::Q4_K) {
       fill_random<BlockQ4_K>(bytes, seed);
     } else if (type == TensorType::Q5_K) {
@@ -109,13 +113,13 @@ TEST(Repack, UnitLayoutIsDocumented) {
       for (size_t j = 0; j + 2 < block_bytes; ++j) EXPECT_EQ(unit[32 + 64 * (j / 4) + 20 + j % 4], block[2 + j]) << j;
       continue;
     }
-    // Byte j of the block at 64 (j / 4) + 4 x 5 + j % 4; Q6_K's last two at 64 x 52 + 2 x 5.
+    // Byte j of the block at 64 (j / 4) + 4 x 5 + j % 4; Q3_K's and Q6_K's last two at 64 x n4 + 2 x 5.
     const size_t n4 = block_bytes / 4;
     for (size_t j = 0; j < 4 * n4; ++j) EXPECT_EQ(unit[64 * (j / 4) + 20 + j % 4], block[j]) << j;
-    if (type == TensorType::Q6_K) {
-      ASSERT_EQ(n4, 52u);
-      EXPECT_EQ(unit[64 * 52 + 10], block[208]);
-      EXPECT_EQ(unit[64 * 52 + 11], block[209]);
+    if (type == TensorType::Q3_K || type == TensorType::Q6_K) {
+      ASSERT_EQ(n4, type == TensorType::Q3_K ? 27u : 52u);
+      EXPECT_EQ(unit[64 * n4 + 10], block[4 * n4]);
+      EXPECT_EQ(unit[64 * n4 + 11], block[4 * n4 + 1]);
     }
   }
 }
@@ -133,9 +137,9 @@ TEST(Repack, RejectsWhatItCannotPack) {
   for (TensorType type : kPackable) {
     EXPECT_FALSE(row_groups_preferred(QMatrix(type, 15, 1, 2).m)) << "no whole group";
   }
-  std::vector<uint8_t> q2_k(16 * sizeof(BlockQ2_K));
-  EXPECT_THROW(pack_row_groups(Matrix{TensorType::Q2_K, q2_k.data(), 16, 256}, again), Error) << "no layout";
-  EXPECT_FALSE(row_groups_preferred(Matrix{TensorType::Q2_K, q2_k.data(), 16, 256}));
+  std::vector<uint8_t> q4_1(16 * sizeof(BlockQ4_1));
+  EXPECT_THROW(pack_row_groups(Matrix{TensorType::Q4_1, q4_1.data(), 16, 32}, again), Error) << "no layout";
+  EXPECT_FALSE(row_groups_preferred(Matrix{TensorType::Q4_1, q4_1.data(), 16, 32}));
 }
 
 TEST(Repack, MatmulOnPackedEqualsGguf) {
