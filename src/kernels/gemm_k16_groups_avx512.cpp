@@ -62,7 +62,6 @@ inline __m512i field2(__m512i v, int k) { return _mm512_and_si512(_mm512_srli_ep
 // bits 2k, 2k + 1 are value 128h + 32k + l), piece 20 = {d, dmin}.
 struct Q2K {
   static constexpr bool kMin = true, kBias = false;
-  static constexpr int kBiasShift = 0;
   static void prep(const uint8_t* unit, Prep& p) {
     const __m512i p20 = piece(unit, 20);
     p.d = f16_low(p20);

@@ -71,7 +71,6 @@ inline void nibble_step(const __m512i* lo, const __m512i* hi, int s, const int8_
 // the low nibble, 64p + 32 + l in the high one). Scale groups of 32 values; mins weight bsums 2g and 2g + 1.
 struct Q4K {
   static constexpr bool kMin = true, kBias = false;
-  static constexpr int kBiasShift = 0;
   static void prep(const uint8_t* unit, Prep& p) {
     const __m512i p0 = piece(unit, 0), u0 = piece(unit, 1), u1 = piece(unit, 2), u2 = piece(unit, 3);
     p.d = f16_low(p0);
@@ -110,7 +109,6 @@ struct Q4K {
 // that of value 64s + 32 + l), then qs (pieces 12..43, as Q4_K's).
 struct Q5K {
   static constexpr bool kMin = true, kBias = false;
-  static constexpr int kBiasShift = 0;
   static void prep(const uint8_t* unit, Prep& p) { Q4K::prep(unit, p); }
   template <int T>
   static void sums(const uint8_t* unit, const int8_t* const* x, const Prep& p, __m512i* isum) {

@@ -1,8 +1,8 @@
 // The driver and shared pieces of the packed K-quant kernels (gemm_k_groups_avx512.cpp: Q4_K, Q5_K, IQ4_XS;
 // gemm_k16_groups_avx512.cpp: Q2_K, Q3_K, Q6_K): per 16-row group (repack.h) and tile of up to 8 tokens, lane r of
 // every register is row r. A type K provides
-//   kMin, kBias, kBiasShift: whether the bsum term is a min (subtracted after the float step) or a level bias
-//                            (isum -= bsum term << kBiasShift), or neither;
+//   kMin, kBias:             whether the bsum term is a min (subtracted after the float step) or a level bias
+//                            (isum -= bsum term << kBiasShift, defined with kBias), or neither;
 //   prep(unit, Prep&):       the rows' scales, bsum weights and f16 scales of one super-block;
 //   sums<T>(unit, x, p, isum): isum[t] += sum over scale groups of scale x (the group's level sum with token t).
 // Exactness: see gemm_k_groups_avx512.cpp.
