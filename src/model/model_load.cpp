@@ -1,8 +1,15 @@
 // Model::load: opens the GGUF, checks every tensor the forward pass reads (presence, shape, type), decodes
 // the small vectors (norms, biases) to f32 once and sizes the activation buffers.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <deque>
+#include <exception>
+#include <mutex>
 #include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
 
 #include "gguf/writer.h"
 #include "kernels/repack.h"
@@ -67,6 +74,47 @@ std::vector<float> load_vector(const gguf::File& file, const std::string& name, 
   return out;
 }
 
+// Packing writes a fresh copy of each matrix it packs, and first touches of new pages dominate its cost on some
+// hosts (a VM's page faults), so matrices are packed on up to 8 threads, each taking the next one; a matrix's
+// storage (an element of the deque, which never moves) is created up front, and no two matrices share the pages
+// released (row views of one fused tensor are disjoint rows; partial pages stay resident).
+void prepare_matrices(const std::vector<kernels::Matrix*>& matrices, std::deque<std::vector<uint8_t>>& packed,
+                      const gguf::File& file, const uint8_t* tok_embd) {
+  std::vector<std::vector<uint8_t>*> storage;
+  for (size_t i = 0; i < matrices.size(); ++i) storage.push_back(&packed.emplace_back());
+  std::atomic<size_t> next{0};
+  std::mutex error_mutex;
+  std::exception_ptr error;
+  const auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < matrices.size();) {
+      try {
+        kernels::Matrix& w = *matrices[i];
+        const kernels::Matrix source = w;
+        w = kernels::prepare_matrix(w, *storage[i]);
+        if (w.data != source.data && source.data != tok_embd) {
+          file.mapping().release(source.data, gguf::row_bytes(source.type, static_cast<size_t>(source.n_cols)) *
+                                                   static_cast<size_t>(source.n_rows));
+        }
+      } catch (...) {
+        const std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
+      }
+    }
+  };
+  const size_t n_threads = std::min<size_t>({std::max(1u, std::thread::hardware_concurrency()), 8, matrices.size()});
+  std::vector<std::thread> helpers;
+  for (size_t t = 1; t < n_threads; ++t) {
+    try {
+      helpers.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // no more threads: the ones running (and this one) take every matrix
+    }
+  }
+  work();
+  for (std::thread& t : helpers) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
 }  // namespace
 
 std::unique_ptr<Model> Model::load(const std::string& path, int32_t max_batch_tokens, MappedFile::Mode mode) {
@@ -128,21 +176,14 @@ Model::Model(gguf::File file, Config config, int32_t max_batch_tokens)
       l.ffn_post_norm = load_vector(file_, p + "post_ffw_norm.weight", dim);
     }
   }
-  // Where the kernels read them faster, Q4_0 and Q8_0 matrices get a packed copy, and the mapped bytes it was
+  // Where the kernels read them faster, matrices get a packed copy (kernels/repack.h), and the mapped bytes it was
   // made from leave resident memory (so a packed model holds its weights once); tok_embd_ keeps GGUF layout for
   // row lookups, so a tied output_ gets its own copy and the mapped bytes stay.
-  const auto prepare = [this](kernels::Matrix& w) {
-    const kernels::Matrix source = w;
-    w = kernels::prepare_matrix(w, packed_.emplace_back());
-    if (w.data != source.data && source.data != tok_embd_.data) {
-      file_.mapping().release(source.data, gguf::row_bytes(source.type, static_cast<size_t>(source.n_cols)) *
-                                               static_cast<size_t>(source.n_rows));
-    }
-  };
-  prepare(output_);
+  std::vector<kernels::Matrix*> matrices{&output_};
   for (LayerWeights& l : layers_) {
-    for (kernels::Matrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) prepare(*w);
+    for (kernels::Matrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) matrices.push_back(w);
   }
+  prepare_matrices(matrices, packed_, file_, tok_embd_.data);
 
   const size_t n = static_cast<size_t>(max_batch_tokens_);
   x_.assign(n * dim, 0.0f);         // [n][dim] residual stream
