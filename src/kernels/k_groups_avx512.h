@@ -29,8 +29,8 @@ constexpr int kMaxTokens = 8;  // tokens per tile: their sums share each unpacke
 constexpr size_t kPrefetchUnits = 2;
 
 // What a 16-row group contributes to one super-block, lane r = row r: each scale group's int32 scale, the int16
-// pairs that weight the activations' bsums 2i and 2i + 1 (Q4_K: its mins; Q6_K, IQ4_XS: its scales, for the level
-// bias), and the f16 scales as f32.
+// pairs that weight the activations' bsums 2i and 2i + 1 (the mins of the types with a min, the scales of those
+// with a level bias), and the f16 scales as f32.
 struct Prep {
   __m512i scale[16];
   __m512i bsum_w[8];
@@ -66,9 +66,10 @@ inline __m512i pair16(__m512i v, __m512i w) {
   return _mm512_or_si512(_mm512_and_si512(v, _mm512_set1_epi32(0xffff)), _mm512_slli_epi32(w, 16));
 }
 
-// y[t0 + t][r0 .. r0 + 15] for t < T: the 16 rows of the group at `group` (n_blocks units).
+// y[t0 + t][r0 .. r0 + 15] for t < T: the 16 rows of the group at `group` (n_blocks units). prefetch: fetch
+// units ahead (the group's first token tile; later tiles find the group's units in cache).
 template <typename K, int T>
-void group_tile(const GemmArgs& a, const uint8_t* group, size_t unit_bytes, int64_t r0, int64_t t0) {
+void group_tile(const GemmArgs& a, const uint8_t* group, size_t unit_bytes, int64_t r0, int64_t t0, bool prefetch) {
   const auto* xrow = static_cast<const uint8_t*>(a.x) + static_cast<size_t>(t0) * a.x_row_bytes;
   const auto x_of = [&](int t, size_t b) {
     return reinterpret_cast<const BlockQ8_K*>(xrow + static_cast<size_t>(t) * a.x_row_bytes) + b;
@@ -80,7 +81,7 @@ void group_tile(const GemmArgs& a, const uint8_t* group, size_t unit_bytes, int6
     // The last units of a group fetch the next group's first (the next tile's), or bytes past the matrix: a
     // prefetch never faults.
     const uintptr_t ahead = reinterpret_cast<uintptr_t>(unit) + kPrefetchUnits * unit_bytes;
-    for (size_t off = 0; off < unit_bytes; off += 64) {
+    for (size_t off = 0; prefetch && off < unit_bytes; off += 64) {
       _mm_prefetch(reinterpret_cast<const char*>(ahead + off), _MM_HINT_T0);
     }
     Prep p;
@@ -114,10 +115,12 @@ void gemm_groups_k(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
   for (int64_t r = row_begin; r < row_end; r += kRowGroupRows) {
     const uint8_t* group = a.w + static_cast<size_t>(r) * a.w_row_bytes;
     int64_t t = 0;
-    for (; t + kMaxTokens <= a.n_tokens; t += kMaxTokens) group_tile<K, kMaxTokens>(a, group, unit_bytes, r, t);
-    if (t + 4 <= a.n_tokens) group_tile<K, 4>(a, group, unit_bytes, r, t), t += 4;
-    if (t + 2 <= a.n_tokens) group_tile<K, 2>(a, group, unit_bytes, r, t), t += 2;
-    if (t < a.n_tokens) group_tile<K, 1>(a, group, unit_bytes, r, t);
+    for (; t + kMaxTokens <= a.n_tokens; t += kMaxTokens) {
+      group_tile<K, kMaxTokens>(a, group, unit_bytes, r, t, t == 0);
+    }
+    if (t + 4 <= a.n_tokens) group_tile<K, 4>(a, group, unit_bytes, r, t, t == 0), t += 4;
+    if (t + 2 <= a.n_tokens) group_tile<K, 2>(a, group, unit_bytes, r, t, t == 0), t += 2;
+    if (t < a.n_tokens) group_tile<K, 1>(a, group, unit_bytes, r, t, t == 0);
   }
 }
 

@@ -223,9 +223,7 @@ void quantize_row_q8_k(const float* x, BlockQ8_K* out, size_t n) {
     }
     BlockQ8_K& o = out[b];
     if (amax == 0.0f) {
-      o.d = 0.0f;
-      std::memset(o.qs, 0, sizeof(o.qs));
-      std::memset(o.bsums, 0, sizeof(o.bsums));
+      o = BlockQ8_K{};  // d = 0, every q and bsum 0
       continue;
     }
     const float iscale = -127.0f / max;

@@ -153,9 +153,7 @@ void quantize_row_q8_k(const float* x, BlockQ8_K* out, size_t n) {
     const float amax = _mm_cvtss_f32(m4);
     BlockQ8_K& o = out[b];
     if (amax == 0.0f) {
-      o.d = 0.0f;
-      std::memset(o.qs, 0, sizeof(o.qs));
-      std::memset(o.bsums, 0, sizeof(o.bsums));
+      o = BlockQ8_K{};  // d = 0, every q and bsum 0
       continue;
     }
     float max = 0.0f;
