@@ -88,8 +88,8 @@ void gemm_traits(const GemmArgs& args, int64_t row_begin, int64_t row_end);
 // scalar::gemm_traits; false (nothing computed) for other types and smaller batches. Only where quant_available().
 bool gemm_iq4xs_lanes(const GemmArgs& args, int64_t row_begin, int64_t row_end);
 // Packed (row_groups) K-quant (Q2_K ... Q6_K) and IQ4_XS weights, whole 16-row groups [row_begin, row_end)
-// (multiples of 16), any number of tokens: lane r of each register is row r of a group (gemm_k_groups_avx512.cpp). The same results
-// as scalar::gemm_traits. Only where quant_available().
+// (multiples of 16), any number of tokens: lane r of each register is row r of a group
+// (gemm_k_groups_avx512.cpp). The same results as scalar::gemm_traits. Only where quant_available().
 void gemm_k_groups(const GemmArgs& args, int64_t row_begin, int64_t row_end);
 // gemm_k_groups for Q2_K, Q3_K and Q6_K (gemm_k16_groups_avx512.cpp), which it calls for them.
 void gemm_k16_groups(const GemmArgs& args, int64_t row_begin, int64_t row_end);

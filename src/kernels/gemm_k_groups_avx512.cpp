@@ -42,11 +42,11 @@ namespace preface::kernels::avx512 {
 
 namespace {
 
-// Q4_K / Q5_K step s (values 64s .. 64s + 63): isum[t] += scale[2s] x sum(lo[i] . x_t[64s + 4i ..]) +
-// scale[2s + 1] x (sum(hi[i] . x_t[64s + 32 + 4i ..]) >> kHiShift) over the tokens, in slices of 4 (8 independent
-// vpdpbusd chains per slice).
+// Step s (values 64s .. 64s + 63, scale groups 2s and 2s + 1), each group's 8 level vectors in activation order:
+// isum[t] += scale[2s] x sum(g0[i] . x_t[64s + 4i ..]) + scale[2s + 1] x (sum(g1[i] . x_t[64s + 32 + 4i ..]) >>
+// kHiShift) over the tokens, in slices of 4 (8 independent vpdpbusd chains per slice).
 template <int T, int kHiShift>
-inline void nibble_step(const __m512i* lo, const __m512i* hi, int s, const int8_t* const* x, const Prep& p,
+inline void step64(const __m512i* g0, const __m512i* g1, int s, const int8_t* const* x, const Prep& p,
                         __m512i* isum) {
   for_token_slices<T, 4>([&](int t0, auto n) {
     __m512i s_lo[n], s_hi[n];
@@ -55,8 +55,8 @@ inline void nibble_step(const __m512i* lo, const __m512i* hi, int s, const int8_
     for (int i = 0; i < 8; ++i) {
       for (int u = 0; u < n; ++u) {
         const int8_t* xs = x[t0 + u] + 64 * s;
-        s_lo[u] = _mm512_dpbusd_epi32(s_lo[u], lo[i], bcast(xs, 4 * i));
-        s_hi[u] = _mm512_dpbusd_epi32(s_hi[u], hi[i], bcast(xs, 32 + 4 * i));
+        s_lo[u] = _mm512_dpbusd_epi32(s_lo[u], g0[i], bcast(xs, 4 * i));
+        s_hi[u] = _mm512_dpbusd_epi32(s_hi[u], g1[i], bcast(xs, 32 + 4 * i));
       }
     }
     for (int u = 0; u < n; ++u) {
@@ -100,7 +100,7 @@ struct Q4K {
         lo[i] = _mm512_and_si512(v, byte_set(0x0f));
         hi[i] = _mm512_and_si512(v, byte_set(0xf0));  // 16 x the high nibble: 0..240, still unsigned bytes
       }
-      nibble_step<T, 4>(lo, hi, s, x, p, isum);
+      step64<T, 4>(lo, hi, s, x, p, isum);
     }
   }
 };
@@ -124,7 +124,7 @@ struct Q5K {
         lo[i] = _mm512_or_si512(_mm512_and_si512(v, low), _mm512_and_si512(h_lo, fifth));
         hi[i] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), low), _mm512_and_si512(h_hi, fifth));
       }
-      nibble_step<T, 0>(lo, hi, s, x, p, isum);
+      step64<T, 0>(lo, hi, s, x, p, isum);
     }
   }
 };
@@ -155,32 +155,21 @@ struct IQ4XS {
   template <int T>
   static void sums(const uint8_t* unit, const int8_t* const* x, const Prep& p, __m512i* isum) {
     const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kIq4Biased)));
-    for (int s = 0; s < 4; ++s) {  // groups 2s (pieces 8s..8s+3) and 2s + 1 (8s+4..8s+7)
-      __m512i lo[8], hi[8];
-      for (int i = 0; i < 8; ++i) {
-        const __m512i v = piece(unit, 2 + 8 * s + i);
-        lo[i] = _mm512_shuffle_epi8(table, _mm512_and_si512(v, byte_set(0x0f)));
-        hi[i] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v, 4), byte_set(0x0f)));
-      }
-      for_token_slices<T, 4>([&](int t0, auto n) {
-        __m512i s0[n], s1[n];
-        for (int u = 0; u < n; ++u) s0[u] = s1[u] = _mm512_setzero_si512();
-#pragma GCC unroll 4
+    const auto level = [&](__m512i nibbles) {  // the low nibble of each byte through the table
+      return _mm512_shuffle_epi8(table, _mm512_and_si512(nibbles, byte_set(0x0f)));
+    };
+    for (int s = 0; s < 4; ++s) {
+      // Group 2s + j reads pieces 2 + 8s + 4j + i (i < 4): values 4i.. of the group in the low nibbles, 16 + 4i..
+      // in the high ones.
+      __m512i g[2][8];
+      for (int j = 0; j < 2; ++j) {
         for (int i = 0; i < 4; ++i) {
-          for (int u = 0; u < n; ++u) {
-            const int8_t* xs = x[t0 + u] + 64 * s;
-            s0[u] = _mm512_dpbusd_epi32(s0[u], lo[i], bcast(xs, 4 * i));
-            s0[u] = _mm512_dpbusd_epi32(s0[u], hi[i], bcast(xs, 16 + 4 * i));
-            s1[u] = _mm512_dpbusd_epi32(s1[u], lo[4 + i], bcast(xs, 32 + 4 * i));
-            s1[u] = _mm512_dpbusd_epi32(s1[u], hi[4 + i], bcast(xs, 48 + 4 * i));
-          }
+          const __m512i v = piece(unit, 2 + 8 * s + 4 * j + i);
+          g[j][i] = level(v);
+          g[j][4 + i] = level(_mm512_srli_epi16(v, 4));
         }
-        for (int u = 0; u < n; ++u) {
-          const __m512i g = _mm512_add_epi32(_mm512_mullo_epi32(p.scale[2 * s], s0[u]),
-                                             _mm512_mullo_epi32(p.scale[2 * s + 1], s1[u]));
-          isum[t0 + u] = _mm512_add_epi32(isum[t0 + u], g);
-        }
-      });
+      }
+      step64<T, 0>(g[0], g[1], s, x, p, isum);
     }
   }
 };

@@ -1,7 +1,7 @@
-// AVX2 Q8_K activation quantization, and row dots for Q4_K, Q5_K, Q6_K and IQ4_XS with Q8_K activations. The integer part of each super-block (sum over groups of
-// scale * sum(q * x), and the min term from the activations' bsums) is exact, so it equals the scalar unpacked
-// sum whatever the lane order; the float operations that follow are the scalar ones (quant_dot.cpp dot_k), so the
-// results are the same bits.
+// AVX2 Q8_K activation quantization, and row dots for Q4_K, Q5_K, Q6_K and IQ4_XS with Q8_K activations. The
+// integer part of each super-block (sum over groups of scale * sum(q * x), and the min term from the activations'
+// bsums) is exact, so it equals the scalar unpacked sum whatever the lane order; the float operations that follow
+// are the scalar ones (quant_dot.cpp dot_k), so the results are the same bits.
 #include <immintrin.h>
 
 #include <cstring>

@@ -17,8 +17,8 @@
 //
 // Q2_K (84 bytes), Q3_K (110), Q4_K (144), Q5_K (176), Q6_K (210) and IQ4_XS (136), super-blocks of 256 values:
 // the block's bytes in 4-byte pieces, in GGUF order: piece k of row r at 64 k + 4 r (so a 64-byte load at 64 k
-// holds piece k of the 16 rows in its 32-bit lanes); Q3_K's and Q6_K's last 2 bytes (f16 d) as 16 x f16 in row order after the pieces
-// (Q6_K: unit bytes 3328..3359 after 52 pieces).
+// holds piece k of the 16 rows in its 32-bit lanes); Q3_K's and Q6_K's last 2 bytes (f16 d) as 16 x f16 in row
+// order after the pieces (Q6_K: unit bytes 3328..3359 after 52 pieces).
 //
 // Rows past the last whole group keep GGUF layout at their GGUF offsets: row r of any matrix starts at byte
 // r x row_bytes either way, and only the inside of whole groups differs. Values, and so every result, are the same
