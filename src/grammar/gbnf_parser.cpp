@@ -332,10 +332,14 @@ class Parser {
       } else if (c == '(') {
         ++i_;
         skip_space(true);
+        if (++depth_ > kMaxGrammarNesting) {
+          fail("groups nested deeper than " + std::to_string(kMaxGrammarNesting) + " levels");
+        }
         const int32_t r = b_.synthesized(name);
         parse_alternates(r, name, true);
         if (peek() != ')') fail("expected ')'");
         ++i_;
+        --depth_;
         last = seq.size();
         seq.push_back({true, r});
       } else if (is_word_char(c)) {
@@ -371,6 +375,7 @@ class Parser {
 
   std::string_view s_;
   size_t i_ = 0;
+  size_t depth_ = 0;  // open groups around the current position (the parser recurses once per group)
   Builder& b_;
 };
 

@@ -22,6 +22,9 @@ namespace preface::grammar {
 
 inline constexpr size_t kMaxGrammarElements = 1u << 20;
 inline constexpr size_t kMaxGrammarTextBytes = 1u << 20;
+// Parenthesised groups nest at most this deep (the parser recurses once per group; llama.cpp's grammars and the
+// GBNF that JSON Schemas compile to stay far below it).
+inline constexpr size_t kMaxGrammarNesting = 256;
 
 // A grammar the input does not describe validly. `where` names the place (a GBNF rule and offset, or a JSON
 // Schema path such as "properties.x.items"); what() is the complete message.
@@ -50,7 +53,7 @@ struct Grammar {
 // Parses GBNF text (https://github.com/ggml-org/llama.cpp/blob/master/grammars/README.md): `name ::= alts`,
 // "literals" with \n \r \t \\ \" \xHH \uHHHH \UHHHHHHHH escapes, [classes] (ranges, ^ negation), `.`, groups,
 // and the repetitions * + ? {m} {m,} {m,n}; `#` comments. The start rule is `root` (or `start_rule`). Throws
-// GrammarError naming the rule or the text offset.
+// GrammarError naming the rule or the text offset, also for groups nested deeper than kMaxGrammarNesting.
 Grammar parse_gbnf(std::string_view text, std::string_view start_rule = "root");
 
 // A plain reference matcher over bytes (copied stacks, no interning or caching; tests compare the token

@@ -233,9 +233,13 @@ class RegexParser {
           fail("lookaround and named groups are not supported");
         }
       }
+      if (++depth_ > kMaxPatternNesting) {
+        fail("groups nested deeper than " + std::to_string(kMaxPatternNesting) + " levels");
+      }
       std::string inner = alternation(nullptr);
       if (peek() != ')') fail("expected ')'");
       ++i_;
+      --depth_;
       return cat("(", inner.empty() ? std::string("\"\"") : inner, ")");
     }
     if (c == '[') {
@@ -294,6 +298,7 @@ class RegexParser {
   std::string_view p_;
   const std::string& char_rule_;
   size_t i_ = 0;
+  size_t depth_ = 0;  // open groups around the current position (the parser recurses once per group)
 };
 
 }  // namespace

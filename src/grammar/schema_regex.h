@@ -6,9 +6,13 @@
 
 namespace preface::grammar {
 
+// Groups nest at most this deep: the parser recurses once per group, and each group becomes a GBNF group (plus
+// one more for a quantifier), which parse_gbnf() accepts up to kMaxGrammarNesting deep.
+inline constexpr size_t kMaxPatternNesting = 64;
+
 // char_rule: the name of the GBNF rule for one JSON string character (any character, escaped as needed).
 // Throws GrammarError (where "") for syntax outside the subset: backreferences, lookaround, lazy quantifiers,
-// unicode property escapes, and so on.
+// unicode property escapes, and so on; and for groups nested deeper than kMaxPatternNesting.
 std::string pattern_to_gbnf(std::string_view pattern, const std::string& char_rule);
 
 // Concatenation by appending: GCC 12's -Wrestrict misfires on `"literal" + std::string&&`.

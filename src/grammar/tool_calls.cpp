@@ -3,6 +3,7 @@
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 #include "grammar/schema_regex.h"
+#include "util/json_depth.h"
 
 namespace preface::grammar {
 namespace {
@@ -41,6 +42,13 @@ std::string trim(std::string_view s) {
   return std::string(s.substr(a, b - a + 1));
 }
 
+// JSON text as a value, or a discarded value when it is malformed or nests deeper than kMaxToolCallDepth (the
+// copies and dumps that follow recurse once per level).
+json parse_bounded(std::string_view text) {
+  if (!json_depth_within(text, kMaxToolCallDepth)) return json(json::value_t::discarded);
+  return json::parse(text, nullptr, false);
+}
+
 // {"name": "...", "<args_key>": {...}} with the arguments an object (or a string holding one).
 std::optional<ParsedToolCall> call_from_json(const json& j, const char* args_key) {
   if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return std::nullopt;
@@ -49,7 +57,7 @@ std::optional<ParsedToolCall> call_from_json(const json& j, const char* args_key
   ParsedToolCall c{j["name"].get<std::string>(), json::object()};
   if (it != j.end()) {
     json args = *it;
-    if (args.is_string()) args = json::parse(args.get<std::string>(), nullptr, false);
+    if (args.is_string()) args = parse_bounded(args.get_ref<const std::string&>());
     if (!args.is_object()) return std::nullopt;
     c.arguments = std::move(args);
   }
@@ -102,7 +110,7 @@ std::optional<ParsedOutput> parse_tool_calls(ToolCallFormat format, std::string_
       std::optional<ParsedToolCall> c;
       size_t end = text.find(close, pos);
       for (; end != std::string_view::npos && !c; end = c ? end : text.find(close, end + 1)) {
-        c = call_from_json(json::parse(text.substr(pos + open.size(), end - pos - open.size()), nullptr, false),
+        c = call_from_json(parse_bounded(text.substr(pos + open.size(), end - pos - open.size())),
                            f.args_key);
       }
       if (!c) return std::nullopt;
@@ -116,7 +124,7 @@ std::optional<ParsedOutput> parse_tool_calls(ToolCallFormat format, std::string_
   std::string body = trim(text);
   if (format == ToolCallFormat::Mistral) {
     if (body.rfind(f.marker, 0) == 0) body = trim(std::string_view(body).substr(std::string_view(f.marker).size()));
-    const json j = json::parse(body, nullptr, false);
+    const json j = parse_bounded(body);
     if (!j.is_array() || j.empty()) return std::nullopt;
     for (const json& e : j) {
       auto c = call_from_json(e, f.args_key);
@@ -126,7 +134,7 @@ std::optional<ParsedOutput> parse_tool_calls(ToolCallFormat format, std::string_
     return out;
   }
   if (body.rfind(f.marker, 0) == 0) body = trim(std::string_view(body).substr(std::string_view(f.marker).size()));
-  auto c = call_from_json(json::parse(body, nullptr, false), f.args_key);
+  auto c = call_from_json(parse_bounded(body), f.args_key);
   if (!c) return std::nullopt;
   out.calls.push_back(std::move(*c));
   return out;

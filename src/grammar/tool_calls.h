@@ -18,6 +18,10 @@
 
 namespace preface::grammar {
 
+// Deepest nesting of objects and arrays accepted in a parsed call (its arguments included); deeper output is
+// not a call.
+inline constexpr size_t kMaxToolCallDepth = 64;
+
 enum class ToolCallFormat { Hermes, Llama3, Mistral };
 
 // The format a chat template's source implies, from the markers it writes; nullopt when none is recognised.

@@ -94,6 +94,26 @@ TEST(GbnfParser, ErrorsNameTheProblem) {
   EXPECT_NE(message("root ::= \"\\q\"\n").find("unknown escape"), std::string::npos);
 }
 
+// The parser recurses once per group: 30,000 nested groups (60 KB) once overflowed the stack (issue 41).
+TEST(GbnfParser, GroupNestingIsBounded) {
+  auto nested = [](size_t depth) {
+    std::string g = "root ::= ";  // appended: GCC 12's -Wrestrict misfires on "literal" + std::string&&
+    return g.append(depth, '(').append("\"a\"").append(depth, ')').append("\n");
+  };
+  const Grammar at_limit = parse_gbnf(nested(kMaxGrammarNesting));
+  EXPECT_TRUE(accepts(at_limit, "a"));
+  for (const size_t depth : {kMaxGrammarNesting + 1, size_t{30000}}) {
+    try {
+      (void)parse_gbnf(nested(depth));
+      ADD_FAILURE() << depth << " nested groups were accepted";
+    } catch (const GrammarError& e) {
+      EXPECT_NE(std::string(e.what()).find("nested deeper than " + std::to_string(kMaxGrammarNesting)),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST(Utf8Ranges, EverySequenceMatchesExactlyItsCodePoints) {
   // Brute force over the whole code space, sampled: each code point's encoding is matched by exactly one
   // sequence of the full range, and none matches an encoding outside [lo, hi].

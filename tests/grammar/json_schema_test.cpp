@@ -5,6 +5,7 @@
 
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
+#include "grammar/schema_regex.h"
 
 namespace preface::grammar {
 namespace {
@@ -106,6 +107,24 @@ TEST(JsonSchema, UnsupportedAndInvalidAreNamedWithTheirPath) {
   std::string deep = "{}";
   for (int i = 0; i < 80; ++i) deep = R"({"type":"array","items":)" + deep + "}";
   EXPECT_NE(error_of(deep).find("nested deeper than"), std::string::npos);
+}
+
+// The pattern compiler recurses once per group: 30,000 nested groups once overflowed the stack (issue 41). The
+// deepest accepted pattern compiles to GBNF that parse_gbnf() accepts.
+TEST(JsonSchema, PatternGroupNestingIsBounded) {
+  auto pattern = [](size_t depth) {
+    std::string p = "^";  // appended: GCC 12's -Wrestrict misfires on "literal" + std::string&&
+    p.append(depth, '(').append("a").append(depth, ')').append("+$");
+    return json{{"type", "string"}, {"pattern", p}};
+  };
+  const Grammar at_limit = compile(pattern(kMaxPatternNesting));
+  EXPECT_TRUE(accepts(at_limit, "\"aa\""));
+  EXPECT_FALSE(accepts(at_limit, "\"ab\""));
+  for (const size_t depth : {kMaxPatternNesting + 1, size_t{30000}}) {
+    EXPECT_NE(error_of(pattern(depth).dump()).find("nested deeper than " + std::to_string(kMaxPatternNesting)),
+              std::string::npos)
+        << depth;
+  }
 }
 
 }  // namespace

@@ -125,6 +125,27 @@ TEST(ToolCalls, ParsingModelOutput) {
   EXPECT_FALSE(parse_tool_calls(ToolCallFormat::Mistral, "[]"));
 }
 
+// Output nested deeper than kMaxToolCallDepth is not a call (its copies would recurse once per level), whether
+// the nesting is in the call or in an arguments string.
+TEST(ToolCalls, DeepOutputIsNotACall) {
+  // Appended: GCC 12's -Wrestrict misfires on "literal" + std::string&&.
+  const auto args = [](size_t depth) {
+    std::string a = "{\"a\":";
+    return a.append(depth, '[').append(depth, ']').append("}");
+  };
+  const auto hermes = [](const std::string& a) {
+    std::string s = "<tool_call>{\"name\":\"f\",\"arguments\":";
+    return s.append(a).append("}</tool_call>");
+  };
+  const auto as_string = [](const std::string& a) { return json(a).dump(); };
+  ASSERT_TRUE(parse_tool_calls(ToolCallFormat::Hermes, hermes(args(kMaxToolCallDepth - 2))));
+  ASSERT_TRUE(parse_tool_calls(ToolCallFormat::Hermes, hermes(as_string(args(kMaxToolCallDepth - 1)))));
+  EXPECT_FALSE(parse_tool_calls(ToolCallFormat::Hermes, hermes(args(kMaxToolCallDepth))));
+  EXPECT_FALSE(parse_tool_calls(ToolCallFormat::Hermes, hermes(as_string(args(150000)))));
+  std::string llama = "{\"name\":\"f\",\"parameters\":";
+  EXPECT_FALSE(parse_tool_calls(ToolCallFormat::Llama3, llama.append(args(150000)).append("}")));
+}
+
 TEST(ToolCalls, BadToolSchemasAreNamed) {
   try {
     tool_call_gbnf(ToolCallFormat::Hermes, {{"a", json::object()}, {"b", json::parse(R"({"not":{}})")}}, true);

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "grammar/grammar.h"
+#include "util/json_depth.h"
 
 namespace preface::server {
 namespace {
@@ -61,7 +62,12 @@ ordered_json canonical_json(const json& v) {
 std::optional<ordered_json> arguments_object(const json& v) {
   if (v.is_object()) return canonical_json(v);
   if (!v.is_string()) return std::nullopt;
-  ordered_json parsed = ordered_json::parse(v.get<std::string>(), nullptr, false);
+  // The string's own nesting counts against the body's limit: it is copied and rendered like any other value.
+  const std::string& text = v.get_ref<const std::string&>();
+  if (!json_depth_within(text, kMaxJsonDepth)) {
+    throw ApiError(400, "tool call arguments nest JSON deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+  }
+  ordered_json parsed = ordered_json::parse(text, nullptr, false);
   if (!parsed.is_object()) return std::nullopt;
   return parsed;
 }

@@ -62,6 +62,7 @@ bool openai_uses_tools(const nlohmann::json& body);
 // A JSON value with every object's keys sorted.
 nlohmann::ordered_json canonical_json(const nlohmann::json& v);
 // A tool call's arguments: an object, or a string holding one (kept in its own key order); nullopt otherwise.
+// Throws ApiError 400 when the string nests deeper than kMaxJsonDepth (the limit of the body it came in).
 std::optional<nlohmann::ordered_json> arguments_object(const nlohmann::json& v);
 
 }  // namespace preface::server
