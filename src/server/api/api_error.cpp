@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "util/json_depth.h"
+
 namespace preface::server {
 
 using nlohmann::json;
@@ -42,18 +44,15 @@ std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error
 
 json parse_json_object(const std::string& body) {
   // nlohmann's parser is iterative, but copying, comparing and dumping a value recurse once per level, so a
-  // body nested 100k deep would overflow the stack wherever it is touched; refuse it while parsing instead. The
-  // callback sees the depth of every value before it is added to the DOM.
-  const json::parser_callback_t depth_check = [](int depth, json::parse_event_t event, json&) {
-    const bool opens = event == json::parse_event_t::object_start || event == json::parse_event_t::array_start;
-    if (opens && depth >= kMaxJsonDepth) {  // depth: the containers around this one
-      throw ApiError(400, "the request body nests JSON deeper than " + std::to_string(kMaxJsonDepth) + " levels");
-    }
-    return true;
-  };
+  // body nested 100k deep would overflow the stack wherever it is touched; refuse it before parsing. A linear
+  // pre-scan, not the parser's depth callback: with a callback, nlohmann scans the enclosing container for
+  // discarded values after every value closes, which is quadratic in the values of one container.
+  if (!json_depth_within(body, kMaxJsonDepth)) {
+    throw ApiError(400, "the request body nests JSON deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+  }
   json j;
   try {
-    j = json::parse(body, depth_check);
+    j = json::parse(body);
   } catch (const json::exception& e) {
     // parse_error, and out_of_range for numbers beyond double's range (1e309).
     throw ApiError(400, std::string("the request body is not valid JSON: ") + e.what());
