@@ -13,10 +13,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <mutex>
-#include <sstream>
 #include <string>
 #include <thread>
 
@@ -33,6 +31,8 @@
 #include "server/http/server.h"
 #include "util/bytes.h"
 #include "util/error.h"
+#include "util/json_depth.h"
+#include "util/read_file.h"
 
 namespace preface::cli {
 namespace {
@@ -56,6 +56,7 @@ struct ServeOptions {
   double cache_ttl_s = 0;          // 0: no expiry
   int32_t pin_budget_per_tenant = 0;  // blocks; 0: only the half-pool cap
   std::string metrics_key_file;    // --metrics-key-file: the metrics key on the file's first line
+  std::string admin_key_file;      // --admin-key-file: the admin key on the file's first line
   double drain_s = 20;             // --drain-seconds: how long SIGTERM waits for in-flight requests
   double verify_fraction = 0;      // --verify-fraction: share of cache hits recomputed cold and compared
   engine::TierConfig tiers;          // --cache-dir, --cache-redis (engine/kv_tiers.h)
@@ -129,12 +130,11 @@ class SignalWatcher {
   std::thread thread_;  // last: starts once the members above exist
 };
 
-// The key on the first line of `path` (trailing blanks dropped), for --api-key-file and --metrics-key-file.
+// The key on the first line of `path` (trailing blanks dropped), for --api-key-file, --metrics-key-file and
+// --admin-key-file.
 std::string read_key_file(const std::string& path, const char* flag) {
-  std::ifstream in(path);
-  if (!in) throw Error(std::string("cannot read ") + flag + " " + path);
-  std::string key;
-  std::getline(in, key);
+  const std::string text = read_regular_file(path, 1u << 16, std::string(flag) + " file");
+  std::string key = text.substr(0, text.find('\n'));
   while (!key.empty() && std::isspace(static_cast<unsigned char>(key.back()))) key.pop_back();
   if (key.empty()) throw Error(std::string(flag) + " " + path + " holds no key on its first line");
   return key;
@@ -153,6 +153,12 @@ void configure_keys(ServeOptions& opts) {
     }
     opts.server.metrics_key = read_key_file(opts.metrics_key_file, "--metrics-key-file");
   }
+  if (!opts.admin_key_file.empty()) {
+    if (!opts.server.admin_key.empty()) {
+      throw Error("give the admin key with --admin-key (or PREFACE_ADMIN_KEY) or --admin-key-file, not both");
+    }
+    opts.server.admin_key = read_key_file(opts.admin_key_file, "--admin-key-file");
+  }
   if (!opts.api_keys_file.empty()) opts.server.api_keys = server::load_api_keys(opts.api_keys_file);
   if (opts.api_key.empty()) return;
   for (const auto& [key, tenant] : opts.server.api_keys) {
@@ -168,19 +174,15 @@ void configure_keys(ServeOptions& opts) {
 // file with a "chat_template" or "template" string (a tokenizer_config.json, or the template corpus's .json
 // form) gives that string.
 std::string read_template_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot read chat template file '" + path + "'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (text.str().size() > (1u << 20)) throw Error("chat template file '" + path + "' is larger than 1 MiB");
-  const size_t first = text.str().find_first_not_of(" \t\r\n");
-  if (first != std::string::npos && text.str()[first] == '{') {
-    const nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
+  const std::string text = read_regular_file(path, 1u << 20, "chat template file");
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && text[first] == '{' && json_depth_within(text, 64)) {
+    const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
     for (const char* key : {"chat_template", "template"}) {
       if (j.is_object() && j.contains(key) && j[key].is_string()) return j[key].get<std::string>();
     }
   }
-  return text.str();
+  return text;
 }
 
 // --chat-template NAME picks a built-in family; --chat-template FILE and --chat-template-file FILE a Jinja file.
@@ -396,7 +398,11 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--api-key-file", opts->api_key_file, "Read --api-key's key from the first line of this file");
   cmd->add_option("--api-keys", opts->api_keys_file,
                   "File of `key tenant` lines (# comments): each tenant gets its own prompt cache");
-  cmd->add_option("--admin-key", s.admin_key, "Key allowed to purge a tenant's cache (DELETE /v1/cache)");
+  cmd->add_option("--admin-key", s.admin_key,
+                  "Key allowed to purge a tenant's cache (DELETE /v1/cache). Prefer PREFACE_ADMIN_KEY or "
+                  "--admin-key-file: a key on the command line is visible to every local user in the process list")
+      ->envname("PREFACE_ADMIN_KEY");
+  cmd->add_option("--admin-key-file", opts->admin_key_file, "Read --admin-key's key from the first line of this file");
   cmd->add_option("--pin-budget-per-tenant", opts->pin_budget_per_tenant,
                   "KV blocks one tenant's cache_control breakpoints may pin at once (0: no per-tenant cap; all pins "
                   "together never take more than half the pool)")

@@ -18,9 +18,23 @@ namespace {
 
 constexpr const char* kSuffix = ".kvb";
 
-// The whole file (at most max_bytes; more counts as unreadable); false on any error.
+// Opens a record for reading without blocking: a FIFO (or device) planted under the cache directory would
+// otherwise block open() or read() forever, inside the engine's step. -1 unless it is a regular file.
+int open_regular(const char* path) {
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return -1;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// The whole file (at most max_bytes; more counts as unreadable); false on any error or when it is not a regular
+// file.
 bool read_file(const std::string& path, std::vector<uint8_t>& out, uint64_t max_bytes, bool touch) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = open_regular(path.c_str());
   if (fd < 0) return false;
   struct stat st {};
   bool ok = ::fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) <= max_bytes;
@@ -118,7 +132,7 @@ void DiskTier::scan() {
       const uint64_t size = f.file_size(e3);
       RecordStatus status = RecordStatus::Truncated;
       HeaderView h;
-      const int fd = ::open(f.path().c_str(), O_RDONLY | O_CLOEXEC);
+      const int fd = open_regular(f.path().c_str());
       if (fd >= 0) {
         ssize_t n = ::pread(fd, head.data(), head.size(), 0);
         if (n == static_cast<ssize_t>(head.size())) {

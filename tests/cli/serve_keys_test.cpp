@@ -46,5 +46,31 @@ TEST(ServeKeys, KeyFromTheEnvironmentOrAFile) {
   EXPECT_EQ(status_of(srv.url(), "from-file"), 200);
 }
 
+// --admin-key-file and PREFACE_ADMIN_KEY, like the API key's: the admin key need not be on the command line.
+TEST(ServeKeys, AdminKeyFromAFileOrTheEnvironment) {
+  const auto model = shared_file("models/stories260K.gguf");
+  ASSERT_FALSE(model.empty()) << "needs ../shared/models/stories260K.gguf";
+  const auto purge_status = [](const std::string& url, const std::string& key) {
+    httplib::Client c(url);
+    const auto r = c.Delete("/v1/cache", {{"Authorization", "Bearer " + key}}, R"({"tenant": "t"})",
+                            "application/json");
+    return r ? r->status : -1;
+  };
+  const auto key_file = (temp_dir("admin-key-file") / "key").string();
+  std::ofstream(key_file) << "adm-file\n";
+  {
+    ServeProcess srv({"-m", model.string(), "--quiet", "--admin-key-file", key_file}, "admin-key-file");
+    ASSERT_FALSE(srv.url().empty()) << srv.log();
+    EXPECT_EQ(purge_status(srv.url(), "wrong"), 401);
+    EXPECT_EQ(purge_status(srv.url(), "adm-file"), 200);
+  }
+  ::setenv("PREFACE_ADMIN_KEY", "adm-env", 1);
+  ServeProcess srv({"-m", model.string(), "--quiet"}, "admin-key-env");
+  ::unsetenv("PREFACE_ADMIN_KEY");
+  ASSERT_FALSE(srv.url().empty()) << srv.log();
+  EXPECT_EQ(purge_status(srv.url(), "wrong"), 401);
+  EXPECT_EQ(purge_status(srv.url(), "adm-env"), 200);
+}
+
 }  // namespace
 }  // namespace preface::test

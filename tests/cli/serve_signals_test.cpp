@@ -21,6 +21,22 @@ TEST(ServeStartup, FifoAsTheModelIsAClearErrorAtOnce) {
   EXPECT_NE(r.all().find("is not a regular file"), std::string::npos) << r.all();
 }
 
+// A FIFO given as a key, key list or chat template file once hung start-up the same way (issue 41).
+TEST(ServeStartup, FifoAsAKeyOrTemplateFileIsAClearErrorAtOnce) {
+  const auto model = shared_file("models/stories260K.gguf");
+  ASSERT_FALSE(model.empty()) << "needs ../shared/models/stories260K.gguf";
+  const auto fifo = (temp_dir("serve-fifo-files") / "file").string();
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const char* flag : {"--api-key-file", "--admin-key-file", "--metrics-key-file", "--api-keys",
+                           "--chat-template-file"}) {
+    const CliResult r = run_preface({"serve", "--port", "0", "-m", model.string(), flag, fifo}, "timeout 30");
+    EXPECT_NE(r.exit_code, 124) << flag << ": start-up hung on the FIFO";
+    EXPECT_NE(r.exit_code, 0) << flag;
+    EXPECT_NE(r.all().find("not a regular file"), std::string::npos) << flag << ": " << r.all();
+  }
+}
+
 TEST(ServeStartup, SigtermWhileTheModelLoadsEndsTheProcess) {
   const auto model = shared_file("models/stories260K.gguf");
   ASSERT_FALSE(model.empty()) << "needs ../shared/models/stories260K.gguf";

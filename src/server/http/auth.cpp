@@ -1,10 +1,10 @@
 #include "server/http/auth.h"
 
-#include <fstream>
 #include <sstream>
 
 #include "server/api/api_error.h"
 #include "util/error.h"
+#include "util/read_file.h"
 
 namespace preface::server {
 namespace {
@@ -20,8 +20,7 @@ bool same_secret(const std::string& a, const std::string& b) {
 }  // namespace
 
 std::unordered_map<std::string, std::string> load_api_keys(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("cannot read the API keys file " + path);
+  std::istringstream in(read_regular_file(path, 64u << 20, "the API keys file"));
   std::unordered_map<std::string, std::string> keys;  // key -> tenant
   int line_no = 0;
   for (std::string line; std::getline(in, line);) {
