@@ -11,7 +11,7 @@
 #include "server/api/api_error.h"
 #include "server/api/context.h"
 #include "server/api/generation.h"
-#include "server/http/metrics.h"
+#include "server/observability/metrics.h"
 
 namespace preface::fuzz {
 

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "server/http/cache_stats.h"
+#include "server/observability/cache_stats.h"
 #include "server_harness.h"
 
 namespace preface::test {

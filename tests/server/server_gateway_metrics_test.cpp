@@ -1,5 +1,5 @@
 // The gauges the Gateway API Inference Extension's endpoint picker reads under vLLM's names
-// (server/http/metrics_gateway.h): the older KV usage name, the cache configuration in labels, and the LoRA info
+// (server/observability/metrics_gateway.h): the older KV usage name, the cache configuration in labels, and the LoRA info
 // series with no adapter; the preface_* series stay as they were.
 #include <chrono>
 #include <regex>

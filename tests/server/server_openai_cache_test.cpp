@@ -6,7 +6,7 @@
 
 #include "server/api/openai_api.h"
 #include "server/api/openai_cache.h"
-#include "server/http/metrics.h"
+#include "server/observability/metrics.h"
 #include "server_harness.h"
 
 namespace preface::test {

@@ -13,14 +13,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/engine.h"
 #include "chat/chat_renderer.h"
 #include "chat/chat_template.h"
+#include "engine/engine.h"
 #include "grammar/grammar_cache.h"
 #include "server/api/generation.h"
 #include "server/api/request_fingerprint.h"
 #include "server/api/tenant_namespaces.h"
-#include "server/http/metrics.h"
+#include "server/observability/metrics.h"
 #include "tokenizer/tokenizer.h"
 
 namespace preface::server {

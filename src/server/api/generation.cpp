@@ -46,17 +46,6 @@ std::string StopMatcher::flush() {
 
 const std::string& StopMatcher::matched_stop() const { return stops_.at(static_cast<size_t>(matched_)); }
 
-const StopKindNames& stop_kind_names(StopKind kind) {
-  static constexpr StopKindNames kNames[] = {
-      {"eos", "stop", "end_turn"},                // EndOfGeneration
-      {"stop_string", "stop", "stop_sequence"},   // StopString
-      {"length", "length", "max_tokens"},         // Length
-      {"cancelled", "stop", "end_turn"},          // Cancelled (never sent as a normal ending)
-      {"error", "stop", "end_turn"},              // Error (never sent as a normal ending)
-  };
-  return kNames[static_cast<size_t>(kind)];
-}
-
 Generation::Generation(engine::Engine& engine, const Tokenizer& tokenizer, GenerationRequest request)
     : n_prompt_(static_cast<int32_t>(request.params.prompt.size())),
       n_top_logprobs_(request.params.n_logprobs),

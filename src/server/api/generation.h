@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "server/observability/generation_summary.h"
 #include "tokenizer/tokenizer.h"
 
 namespace preface::server {
@@ -50,26 +51,6 @@ using TokenLogprob = engine::TokenLogprob;
 struct GenerationDelta {
   std::string text;                   // newly released UTF-8 text (may be empty)
   std::vector<TokenLogprob> logprobs; // the tokens consumed for this delta, when log-probabilities are wanted
-};
-
-enum class StopKind { EndOfGeneration, StopString, Length, Cancelled, Error };
-
-// The one table of how a generation ended, in every vocabulary: metrics and log label, OpenAI finish_reason,
-// Anthropic stop_reason.
-struct StopKindNames {
-  const char* label;                  // "eos" | "stop_string" | "length" | "cancelled" | "error"
-  const char* openai;                 // "stop" | "length"
-  const char* anthropic;              // "end_turn" | "stop_sequence" | "max_tokens"
-};
-const StopKindNames& stop_kind_names(StopKind kind);
-
-struct GenerationSummary {
-  StopKind kind = StopKind::Length;
-  std::string stop_string;            // the stop string that ended it (kind == StopString)
-  std::string error;                  // kind == Error
-  engine::RequestStats stats;         // the engine's record (prompt / cached / written tokens, timings)
-  int32_t n_completion_tokens = 0;    // tokens generated up to the stop (an end-of-generation token counts)
-  std::vector<float> inter_token_s;   // [n_tokens - 1] gaps between consecutive tokens reaching the server
 };
 
 inline const char* openai_finish_reason(StopKind kind) { return stop_kind_names(kind).openai; }

@@ -18,8 +18,8 @@
 #include "server/api/context.h"
 #include "server/api/generation.h"
 #include "server/http/request_log.h"
-#include "server/http/cache_stats.h"
 #include "server/http/server.h"
+#include "server/observability/cache_stats.h"
 
 namespace preface::server {
 

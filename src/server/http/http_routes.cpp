@@ -6,7 +6,7 @@
 #include "server/api/openai_api.h"
 #include "server/http/auth.h"
 #include "server/http/http_internal.h"
-#include "server/http/metrics_gateway.h"
+#include "server/observability/metrics_gateway.h"
 
 namespace preface::server {
 namespace {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "engine/engine.h"
-#include "server/api/generation.h"
+#include "server/observability/generation_summary.h"
 
 namespace preface::server {
 

@@ -1,5 +1,5 @@
-#include "server/http/cache_stats.h"
-#include "server/http/metrics.h"
+#include "server/observability/cache_stats.h"
+#include "server/observability/metrics.h"
 
 #include <algorithm>
 #include <cstdio>

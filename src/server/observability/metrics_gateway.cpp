@@ -1,6 +1,6 @@
-#include "server/http/metrics_gateway.h"
+#include "server/observability/metrics_gateway.h"
 
-#include "server/http/metrics.h"
+#include "server/observability/metrics.h"
 
 namespace preface::server {
 namespace {

@@ -1,4 +1,4 @@
-#include "server/http/metrics.h"
+#include "server/observability/metrics.h"
 
 #include <cstdio>
 #include <cstdlib>

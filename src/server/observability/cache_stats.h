@@ -25,7 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
-#include "server/api/generation.h"
+#include "server/observability/generation_summary.h"
 
 namespace preface::server {
 
