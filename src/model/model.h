@@ -1,5 +1,6 @@
-// A loaded GGUF model (weights memory-mapped and read in place, except Q4_0 and Q8_0 matrices that the AVX-512
-// VNNI kernels read packed: those are copied once, at load, into row groups, kernels/repack.h) and its forward pass.
+// A loaded GGUF model (weights memory-mapped and read in place, except the matrices the dispatched kernels read
+// faster packed, kernels::row_groups_preferred: the row-group types of kernels/repack.h on AVX-512 VNNI, copied
+// once, at load, into row groups) and its forward pass.
 //
 // forward() runs one batch of tokens from any number of sequences. For each layer it first writes every batch
 // token's K and V into the paged KV storage, then computes each token's attention reading *only* from that

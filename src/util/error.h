@@ -1,5 +1,6 @@
 // Error type for everything that can go wrong with user input (files, requests, options).
-// Bugs are asserts; bad input is an Error with a message that names what is wrong.
+// Bad input is an Error with a message that names what is wrong. A broken internal invariant is a bug, not an
+// Error: the components that own state say how it is checked (check_invariants() throws std::logic_error).
 #pragma once
 #include <stdexcept>
 #include <string>
