@@ -12,7 +12,7 @@
 #include <string>
 
 #include "kv/block_storage.h"
-#include "model/config.h"
+#include "model/base/config.h"
 #include "model/model.h"
 
 namespace preface::engine {

@@ -9,7 +9,7 @@
 
 #include "cli_harness.h"
 #include "gguf/reader.h"
-#include "model/config.h"
+#include "model/base/config.h"
 #include "model/synth_kv_models.h"
 #include "support/shared_data.h"
 

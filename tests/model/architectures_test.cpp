@@ -1,4 +1,4 @@
-// The architecture readers (model/architectures.h, gemma2.cpp, gemma3.cpp): what the shared gemma files say reaches
+// The architecture readers (model/arch/registry.h: llama.cpp, gemma.cpp, ...): what the shared gemma files say reaches
 // Config (scales, caps, windows, which layers are local, the local RoPE), the keys that change it (window pattern,
 // query_pre_attn_scalar, a present final cap), Mistral's window on a llama file, phi3's window left unapplied, and
 // clear errors naming a missing key or tensor.
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "gguf/writer.h"
-#include "model/config.h"
+#include "model/base/config.h"
 #include "model/model.h"
 #include "model_harness.h"
 #include "support/shared_data.h"

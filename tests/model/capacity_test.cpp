@@ -12,7 +12,7 @@
 
 #include "gguf/reader.h"
 #include "kernels/kv_type.h"
-#include "model/config.h"
+#include "model/base/config.h"
 #include "model/synth_kv_models.h"
 #include "support/shared_data.h"
 #include "util/bytes.h"

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "gguf/writer.h"
-#include "model/config.h"
+#include "model/base/config.h"
 #include "model/model.h"
 #include "model_harness.h"
 #include "support/shared_data.h"

@@ -1,4 +1,4 @@
-#include "model/attention.h"
+#include "model/layers/paged_attention.h"
 
 #include <algorithm>
 #include <cmath>

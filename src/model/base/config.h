@@ -11,7 +11,7 @@
 namespace preface::model {
 
 struct Config {
-  std::string arch_name;      // general.architecture, a row of model/architectures.h
+  std::string arch_name;      // general.architecture, a row of model/arch/registry.h
   std::string name;           // general.name, may be empty
   int32_t n_vocab = 0;
   int32_t dim = 0;            // embedding length
@@ -38,11 +38,11 @@ struct Config {
   int32_t ctx_len = 0;        // context_length
   bool qkv_bias = false;      // qwen2
   bool qk_norm = false;       // qwen3: per-head RMSNorm of Q and K before RoPE
-  bool fused_projections = false;  // phi3: attn_qkv and a gate+up ffn_up (model/architectures.h)
+  bool fused_projections = false;  // phi3: attn_qkv and a gate+up ffn_up (model/arch/phi3.cpp)
   bool tied_embeddings = false;  // no output.weight: the output head is token_embd.weight
   float query_scale = 0.0f;   // > 0: multiplies q . k (gemma: 1 / sqrt(attention.query_pre_attn_scalar)); 0: the default
 
-  // Set by an architecture's reader (model/architectures.h); the defaults leave the llama layer as it is.
+  // Set by an architecture's reader (model/arch/); the defaults leave the llama block as it is.
   float embd_scale = 0.0f;    // > 0: token embeddings multiplied by it (gemma: sqrt(dim))
   bool post_norms = false;    // gemma: attention and FFN outputs RMS-normalized (post_attention_norm, post_ffw_norm)
                               // before their residual add
@@ -74,7 +74,14 @@ struct Config {
 // differ), for cache namespaces: two configs with the same description rotate every position identically.
 std::string rope_description(const Config& config);
 
-// Throws preface::Error for an unsupported architecture or missing/inconsistent values.
+// The keys every architecture shares (`<arch_name>.embedding_length`, heads, context, RoPE and its scaling,
+// norm epsilon, vocabulary); the architecture's own flags and keys are left at their defaults. Throws
+// preface::Error naming a missing or inconsistent value.
+Config read_common_config(const gguf::File& file, const std::string& arch_name);
+
+// The whole configuration: the common keys, then the architecture row's flags and reader (model/arch/registry.h;
+// defined in model/arch/read_config.cpp). Throws preface::Error for an unsupported architecture or a missing or
+// inconsistent value.
 Config read_config(const gguf::File& file);
 
 }  // namespace preface::model

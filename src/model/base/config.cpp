@@ -1,4 +1,4 @@
-#include "model/config.h"
+#include "model/base/config.h"
 
 #include <cmath>
 #include <limits>
@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "gguf/writer.h"
-#include "model/architectures.h"
 #include "util/error.h"
 
 namespace preface::model {
@@ -166,17 +165,9 @@ std::string rope_description(const Config& c) {
   return s.str();
 }
 
-Config read_config(const gguf::File& file) {
+Config read_common_config(const gguf::File& file, const std::string& arch_name) {
   Config c;
-  c.arch_name = file.get_string("general.architecture");
-  const Architecture* arch = find_architecture(c.arch_name);
-  if (arch == nullptr) {
-    throw Error("unsupported architecture '" + c.arch_name + "' (supported: " + architecture_names() + ")");
-  }
-  c.rope_neox = arch->rope_neox;
-  c.qkv_bias = arch->qkv_bias;
-  c.qk_norm = arch->qk_norm;
-  c.fused_projections = arch->fused_projections;
+  c.arch_name = arch_name;
   c.name = file.try_string("general.name").value_or("");
   const std::string p = c.arch_name + ".";
 
@@ -222,7 +213,6 @@ Config read_config(const gguf::File& file) {
   c.tied_embeddings = file.find_tensor("output.weight") == nullptr;
   c.rope_base_local = c.rope_base;
   c.rope_freq_scale_local = c.rope_freq_scale;
-  if (arch->read != nullptr) arch->read(file, p, c);
   return c;
 }
 

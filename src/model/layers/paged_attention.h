@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "kernels/kv_view.h"
-#include "model/config.h"
-#include "model/model.h"
+#include "model/base/config.h"
+#include "model/base/batch.h"
 #include "util/thread_pool.h"
 
 namespace preface::model::detail {

@@ -1,0 +1,27 @@
+// The shared block: attention, then a gated FFN, with the options the Config's architecture flags give.
+#include <memory>
+
+#include "model/arch/registry.h"
+#include "model/layers/attention_layer.h"
+#include "model/layers/gated_ffn.h"
+
+namespace preface::model {
+
+Block standard_block(const gguf::File& file, const Config& c, int32_t il) {
+  AttentionOptions a;
+  a.fused_qkv = c.fused_projections;
+  a.bias = c.qkv_bias;
+  a.qk_norm = c.qk_norm;
+  a.post_norm = c.post_norms;
+  a.local = c.is_local(il);
+  FfnOptions f;
+  f.fused_gate_up = c.fused_projections;
+  f.activation = c.ffn_gelu ? FfnActivation::GeGLU : FfnActivation::SwiGLU;
+  f.post_norm = c.post_norms;
+  Block b;
+  b.mixer = std::make_unique<AttentionLayer>(file, c, il, a);
+  b.ffn = std::make_unique<GatedFfn>(file, c, il, f);
+  return b;
+}
+
+}  // namespace preface::model

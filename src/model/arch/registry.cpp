@@ -1,0 +1,48 @@
+#include "model/arch/registry.h"
+
+#include <cmath>
+
+#include "util/error.h"
+
+namespace preface::model {
+
+// The rows, one per file of model/arch/.
+extern const Architecture kLlama;                 // llama.cpp
+extern const Architecture kQwen2, kQwen3;         // qwen.cpp
+extern const Architecture kPhi3;                  // phi3.cpp
+extern const Architecture kGemma2, kGemma3;       // gemma.cpp
+
+namespace {
+
+const Architecture* const kArchitectures[] = {&kLlama, &kQwen2, &kQwen3, &kPhi3, &kGemma2, &kGemma3};
+
+}  // namespace
+
+std::optional<float> positive_float(const gguf::File& file, const std::string& key) {
+  const std::optional<double> v = file.try_float(key);
+  if (!v) return std::nullopt;
+  if (!(*v > 0.0) || !std::isfinite(*v)) throw Error("metadata " + key + " must be a finite value > 0");
+  return static_cast<float>(*v);
+}
+
+int32_t read_window(const gguf::File& file, const std::string& prefix, int64_t fallback) {
+  const std::string key = prefix + "attention.sliding_window";
+  const int64_t w = file.try_int(key).value_or(fallback);
+  if (w < 0 || w > (int64_t{1} << 30)) throw Error("metadata " + key + " = " + std::to_string(w) + " is out of range");
+  return static_cast<int32_t>(w);
+}
+
+const Architecture* find_architecture(std::string_view name) {
+  for (const Architecture* a : kArchitectures) {
+    if (name == a->name) return a;
+  }
+  return nullptr;
+}
+
+std::string architecture_names() {
+  std::string out;
+  for (const Architecture* a : kArchitectures) out += (out.empty() ? "" : ", ") + std::string(a->name);
+  return out;
+}
+
+}  // namespace preface::model

@@ -1,0 +1,46 @@
+// The architectures preface runs, keyed by general.architecture: one file each under model/arch/ (llama.cpp,
+// qwen.cpp, phi3.cpp, gemma.cpp), each defining its row, and the one table in registry.cpp that lists them. A
+// row says which hyper-parameters the architecture reads beyond the common ones (config.cpp) and which layer
+// kinds make each of its blocks (model/layers/). Adding an architecture: a file with its row (and any new layer
+// kind it needs) and a line in the table.
+#pragma once
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "gguf/reader.h"
+#include "model/base/config.h"
+#include "model/layers/layer.h"
+
+namespace preface::model {
+
+struct Architecture {
+  const char* name;  // general.architecture
+  bool rope_neox;    // rotate halves (x[i], x[i + n_rot/2]) rather than adjacent pairs (x[2i], x[2i+1])
+  bool qkv_bias;     // Q/K/V projections always carry biases (attn_{q,k,v}.bias)
+  bool qk_norm;      // Q and K RMS-normalized per head before RoPE (attn_q_norm, attn_k_norm: [head_dim])
+  // One attn_qkv matrix (rows: Q, then K, then V) and one ffn_up matrix (rows: gate, then up) instead of separate
+  // ones; the layers take row views of them.
+  bool fused_projections;
+  // Reads what else the architecture needs (`<arch>.` keys; prefix = "<arch>.") into c, after the common keys;
+  // throws preface::Error naming the key on a bad value. nullptr: nothing else.
+  void (*read)(const gguf::File& file, const std::string& prefix, Config& c);
+  // Block il's layer kinds with their weights read from the file (throws preface::Error naming a bad tensor).
+  Block (*block)(const gguf::File& file, const Config& c, int32_t il);
+};
+
+// Attention then a gated FFN, their options from the Config (what read_config and the row's reader set): the
+// block of every architecture today.
+Block standard_block(const gguf::File& file, const Config& c, int32_t il);
+
+// The float at key, which must be finite and > 0 (preface::Error naming the key otherwise), or nullopt when absent.
+std::optional<float> positive_float(const gguf::File& file, const std::string& key);
+// The window of <prefix>attention.sliding_window, else fallback (0: none); preface::Error when out of range.
+int32_t read_window(const gguf::File& file, const std::string& prefix, int64_t fallback);
+
+// The row for `name`, or nullptr.
+const Architecture* find_architecture(std::string_view name);
+// "llama, qwen2, qwen3": for messages.
+std::string architecture_names();
+
+}  // namespace preface::model

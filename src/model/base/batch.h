@@ -1,0 +1,22 @@
+// One forward pass's tokens: any number of sequences, each token with its position and its sequence's block
+// table (the paged KV rows it reads and writes).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace preface::model {
+
+struct ForwardBatch {
+  std::vector<int32_t> tokens;        // [n] token ids
+  std::vector<int32_t> pos;           // [n] position of each token in its sequence
+  std::vector<int32_t> seq;           // [n] index into block_tables
+  std::vector<uint8_t> want_logits;   // [n] 1 = produce logits for this token
+  std::vector<const std::vector<int32_t>*> block_tables;  // [n_seqs] physical block ids, cover pos of each token
+
+  size_t size() const { return tokens.size(); }
+  void clear();
+  void add(int32_t token, int32_t position, int32_t seq_index, bool logits);
+};
+
+}  // namespace preface::model

@@ -1,0 +1,92 @@
+#include "model/layers/attention_layer.h"
+
+#include <string>
+
+#include "kernels/ops.h"
+#include "model/layers/paged_attention.h"
+#include "model/layers/weights.h"
+
+namespace preface::model {
+namespace {
+
+void add_bias(float* row, const std::vector<float>& bias) {
+  for (size_t i = 0; i < bias.size(); ++i) row[i] += bias[i];
+}
+
+}  // namespace
+
+AttentionLayer::AttentionLayer(const gguf::File& file, const Config& c, int32_t il, const AttentionOptions& o)
+    : local_(o.local) {
+  const int64_t dim = c.dim, q_dim = c.q_dim(), kv = c.kv_row_values();
+  const std::string p = "blk." + std::to_string(il) + ".";
+  norm_ = load_vector(file, p + "attn_norm.weight", dim);
+  if (o.fused_qkv) {
+    const kernels::Matrix qkv = load_matrix(file, p + "attn_qkv.weight", q_dim + 2 * kv, dim);
+    wq_ = row_view(qkv, 0, q_dim);
+    wk_ = row_view(qkv, q_dim, kv);
+    wv_ = row_view(qkv, q_dim + kv, kv);
+  } else {
+    wq_ = load_matrix(file, p + "attn_q.weight", q_dim, dim);
+    wk_ = load_matrix(file, p + "attn_k.weight", kv, dim);
+    wv_ = load_matrix(file, p + "attn_v.weight", kv, dim);
+  }
+  wo_ = load_matrix(file, p + "attn_output.weight", dim, q_dim);
+  if (o.bias || file.find_tensor(p + "attn_q.bias") != nullptr) {
+    bq_ = load_vector(file, p + "attn_q.bias", q_dim);
+    bk_ = load_vector(file, p + "attn_k.bias", kv);
+    bv_ = load_vector(file, p + "attn_v.bias", kv);
+  }
+  if (o.qk_norm) {
+    q_norm_ = load_vector(file, p + "attn_q_norm.weight", c.head_dim);
+    k_norm_ = load_vector(file, p + "attn_k_norm.weight", c.head_dim);
+  }
+  if (o.post_norm) post_norm_ = load_vector(file, p + "post_attention_norm.weight", dim);
+}
+
+void AttentionLayer::collect_matrices(std::vector<kernels::Matrix*>& out) {
+  for (kernels::Matrix* w : {&wq_, &wk_, &wv_, &wo_}) out.push_back(w);
+}
+
+void AttentionLayer::forward(const Step& s, int32_t il) const {
+  const Config& c = s.config;
+  Activations& a = s.act;
+  const int64_t nt = static_cast<int64_t>(s.batch.size());
+  const size_t kv_dim = static_cast<size_t>(c.kv_row_values());
+  const size_t q_dim = static_cast<size_t>(c.q_dim()), head_dim = static_cast<size_t>(c.head_dim);
+  const size_t n_rot = static_cast<size_t>(c.n_rot);
+  const std::vector<float>& rope = local_ && !s.rope.local.empty() ? s.rope.local : s.rope.global;
+
+  norm_input(s, norm_);
+  kernels::matmul_multi(s.pool, {&wq_, &wk_, &wv_}, a.xb.data(), nt, {a.q.data(), a.k.data(), a.v.data()},
+                        a.quant_scratch);
+  for_tokens(s.pool, nt, [&](size_t t0, size_t t1) {
+    for (size_t t = t0; t < t1; ++t) {
+      float* q = a.q.data() + t * q_dim;  // [n_heads][head_dim]
+      float* k = a.k.data() + t * kv_dim;  // [n_kv_heads][head_dim]
+      add_bias(q, bq_);
+      add_bias(k, bk_);
+      add_bias(a.v.data() + t * kv_dim, bv_);
+      if (!q_norm_.empty()) {  // each head normalized on its own, in place, before RoPE
+        for (int32_t h = 0; h < c.n_heads; ++h) {
+          float* qh = q + static_cast<size_t>(h) * head_dim;
+          kernels::rmsnorm(qh, q_norm_.data(), qh, head_dim, c.rms_eps);
+        }
+        for (int32_t h = 0; h < c.n_kv_heads; ++h) {
+          float* kh = k + static_cast<size_t>(h) * head_dim;
+          kernels::rmsnorm(kh, k_norm_.data(), kh, head_dim, c.rms_eps);
+        }
+      }
+      if (n_rot > 0) {
+        const float* cs = rope.data() + t * n_rot;
+        kernels::rope_apply(q, c.n_heads, c.head_dim, n_rot, cs, c.rope_neox);
+        kernels::rope_apply(k, c.n_kv_heads, c.head_dim, n_rot, cs, c.rope_neox);
+      }
+    }
+    detail::store_kv(s.batch, s.kv, il, a.k.data(), a.v.data(), t0, t1);
+  });
+  detail::attention(s.pool, c, s.batch, s.kv, il, a.q.data(), a.attn_out.data(), a.attn_scratch);
+  kernels::matmul(s.pool, wo_, a.attn_out.data(), nt, a.xb.data(), a.quant_scratch);
+  add_output(s, a.xb.data(), post_norm_);
+}
+
+}  // namespace preface::model

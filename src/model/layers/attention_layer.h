@@ -1,0 +1,40 @@
+// Causal self-attention as a layer kind: RMSNorm, Q/K/V projections (separate or one fused matrix, optional
+// biases), optional per-head Q/K RMSNorm, RoPE, the K/V rows stored into the paged KV, attention over the paged
+// rows only (layers/paged_attention.h: window, soft-cap and scale from the Config and the block index), the output
+// projection, an optional post-norm, and the residual add.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "gguf/reader.h"
+#include "model/layers/layer.h"
+
+namespace preface::model {
+
+struct AttentionOptions {
+  bool fused_qkv = false;     // one attn_qkv matrix, rows Q then K then V (phi3)
+  bool bias = false;          // attn_{q,k,v}.bias required (qwen2); otherwise applied when the file has them
+  bool qk_norm = false;       // attn_q_norm / attn_k_norm: [head_dim], each head normed before RoPE (qwen3, gemma3)
+  bool post_norm = false;     // post_attention_norm: the output normed before the residual add (gemma)
+  bool local = false;         // a sliding-window layer: rotated by RopeTables::local when the model has one
+};
+
+class AttentionLayer final : public Layer {
+ public:
+  // Reads blk.<il>.attn_norm, the projections and what `o` asks for; throws preface::Error naming a tensor that is
+  // missing or of the wrong shape or type.
+  AttentionLayer(const gguf::File& file, const Config& c, int32_t il, const AttentionOptions& o);
+
+  void forward(const Step& s, int32_t il) const override;
+  void collect_matrices(std::vector<kernels::Matrix*>& out) override;
+
+ private:
+  bool local_;
+  std::vector<float> norm_;                // [dim]
+  kernels::Matrix wq_, wk_, wv_, wo_;      // [q_dim x dim], [kv x dim], [kv x dim], [dim x q_dim] (rows x cols)
+  std::vector<float> bq_, bk_, bv_;        // empty: no biases
+  std::vector<float> q_norm_, k_norm_;     // [head_dim]; empty: none
+  std::vector<float> post_norm_;           // [dim]; empty: none
+};
+
+}  // namespace preface::model

@@ -1,0 +1,48 @@
+#include "model/layers/step.h"
+
+#include <algorithm>
+
+#include "gguf/reader.h"
+#include "kernels/ops.h"
+
+namespace preface::model {
+
+void Activations::allocate(const Config& c, int32_t max_batch_tokens) {
+  const size_t n = static_cast<size_t>(max_batch_tokens);
+  const size_t dim = static_cast<size_t>(c.dim), q_dim = static_cast<size_t>(c.q_dim());
+  const size_t kv = static_cast<size_t>(c.kv_row_values()), ffn = static_cast<size_t>(c.ffn_dim);
+  x.assign(n * dim, 0.0f);
+  xb.assign(n * dim, 0.0f);
+  q.assign(n * q_dim, 0.0f);
+  k.assign(n * kv, 0.0f);
+  v.assign(n * kv, 0.0f);
+  attn_out.assign(n * q_dim, 0.0f);
+  gate.assign(n * ffn, 0.0f);
+  up.assign(n * ffn, 0.0f);
+  ffn_out.assign(n * dim, 0.0f);
+  // Q8_0 copies of a batch of activation rows for quantized matmuls (matmul grows it if ever needed).
+  quant_scratch.reserve(n * gguf::row_bytes(gguf::TensorType::Q8_0, ((std::max({dim, q_dim, ffn}) + 31) / 32) * 32));
+}
+
+void norm_input(const Step& s, const std::vector<float>& weight) {
+  const size_t dim = static_cast<size_t>(s.config.dim);
+  for_tokens(s.pool, static_cast<int64_t>(s.batch.size()), [&](size_t t0, size_t t1) {
+    for (size_t t = t0; t < t1; ++t) {
+      kernels::rmsnorm(s.act.x.data() + t * dim, weight.data(), s.act.xb.data() + t * dim, dim, s.config.rms_eps);
+    }
+  });
+}
+
+void add_output(const Step& s, float* out, const std::vector<float>& post_norm) {
+  const size_t dim = static_cast<size_t>(s.config.dim);
+  for_tokens(s.pool, static_cast<int64_t>(s.batch.size()), [&](size_t t0, size_t t1) {
+    for (size_t t = t0; t < t1; ++t) {
+      float* o = out + t * dim;
+      if (!post_norm.empty()) kernels::rmsnorm(o, post_norm.data(), o, dim, s.config.rms_eps);
+      float* x = s.act.x.data() + t * dim;
+      for (size_t i = 0; i < dim; ++i) x[i] += o[i];
+    }
+  });
+}
+
+}  // namespace preface::model

@@ -1,0 +1,62 @@
+#include "model/layers/weights.h"
+
+#include <cmath>
+
+#include "gguf/writer.h"
+#include "util/error.h"
+
+namespace preface::model {
+namespace {
+
+std::string dims_str(const std::vector<uint64_t>& dims) {
+  std::string s = "{";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "}";
+}
+
+// Finds `name` and checks its dims (dims[0] = row length, as GGUF stores them).
+const gguf::TensorInfo& expect_tensor(const gguf::File& file, const std::string& name,
+                                      const std::vector<uint64_t>& dims) {
+  const gguf::TensorInfo* t = file.find_tensor(name);
+  if (t == nullptr) throw Error("model tensor missing: " + name);
+  if (!gguf::type_is_computed(t->type)) {
+    throw Error("tensor " + name + " is " + std::string(gguf::tensor_type_name(t->type)) +
+                ", which preface cannot compute yet (it computes " + gguf::computed_type_names() + ")");
+  }
+  if (t->dims != dims) {
+    throw Error("tensor " + name + " has shape " + dims_str(t->dims) + ", expected " + dims_str(dims));
+  }
+  return *t;
+}
+
+}  // namespace
+
+kernels::Matrix load_matrix(const gguf::File& file, const std::string& name, int64_t n_rows, int64_t n_cols) {
+  const gguf::TensorInfo& t =
+      expect_tensor(file, name, {static_cast<uint64_t>(n_cols), static_cast<uint64_t>(n_rows)});
+  if (n_cols % static_cast<int64_t>(gguf::type_block_values(t.type)) != 0) {
+    throw Error("tensor " + name + " of type " + std::string(gguf::tensor_type_name(t.type)) +
+                " has rows of " + std::to_string(n_cols) + " values, not a whole number of blocks");
+  }
+  return kernels::Matrix{t.type, t.data, n_rows, n_cols};
+}
+
+kernels::Matrix row_view(const kernels::Matrix& m, int64_t first, int64_t n_rows) {
+  const size_t row_bytes = gguf::row_bytes(m.type, static_cast<size_t>(m.n_cols));
+  return kernels::Matrix{m.type, m.data + static_cast<size_t>(first) * row_bytes, n_rows, m.n_cols};
+}
+
+std::vector<float> load_vector(const gguf::File& file, const std::string& name, int64_t n) {
+  const gguf::TensorInfo& t = expect_tensor(file, name, {static_cast<uint64_t>(n)});
+  if (n % static_cast<int64_t>(gguf::type_block_values(t.type)) != 0) {
+    throw Error("tensor " + name + " has " + std::to_string(n) + " values, not a whole number of blocks");
+  }
+  std::vector<float> out(static_cast<size_t>(n));
+  gguf::decode_values(t.type, t.data, out.size(), out.data());
+  for (const float v : out) {
+    if (!std::isfinite(v)) throw Error("tensor " + name + " holds a NaN or infinite value");
+  }
+  return out;
+}
+
+}  // namespace preface::model

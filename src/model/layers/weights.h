@@ -1,0 +1,22 @@
+// Reading a layer's tensors from the GGUF: each is checked (present, a computed type, the expected shape) as it is
+// taken, so a layer kind's load() names the first tensor that is wrong. Shared by the layer kinds and the model.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gguf/reader.h"
+#include "kernels/matmul.h"
+
+namespace preface::model {
+
+// A weight matrix of n_rows x n_cols (GGUF dims {n_cols, n_rows}), read in place from the file's bytes.
+kernels::Matrix load_matrix(const gguf::File& file, const std::string& name, int64_t n_rows, int64_t n_cols);
+
+// Rows [first, first + n_rows) of m, as a matrix of its own (a view into the same bytes).
+kernels::Matrix row_view(const kernels::Matrix& m, int64_t first, int64_t n_rows);
+
+// A 1-D tensor of n values of any supported type, decoded to f32; every value must be finite.
+std::vector<float> load_vector(const gguf::File& file, const std::string& name, int64_t n);
+
+}  // namespace preface::model
