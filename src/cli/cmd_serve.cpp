@@ -27,6 +27,7 @@
 #include "model/capacity.h"
 #include "model/fingerprint.h"
 #include "model/model.h"
+#include "server/api/api_error.h"
 #include "server/http/auth.h"
 #include "server/http/server.h"
 #include "util/bytes.h"
@@ -172,11 +173,11 @@ void configure_keys(ServeOptions& opts) {
 
 // Reads a Jinja template file whole (a template over 1 MiB is refused: no real one comes close). A JSON object
 // file with a "chat_template" or "template" string (a tokenizer_config.json, or the template corpus's .json
-// form) gives that string.
+// form, nested no deeper than a request body may be) gives that string.
 std::string read_template_file(const std::string& path) {
   const std::string text = read_regular_file(path, 1u << 20, "chat template file");
   const size_t first = text.find_first_not_of(" \t\r\n");
-  if (first != std::string::npos && text[first] == '{' && json_depth_within(text, 64)) {
+  if (first != std::string::npos && text[first] == '{' && json_depth_within(text, server::kMaxJsonDepth)) {
     const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
     for (const char* key : {"chat_template", "template"}) {
       if (j.is_object() && j.contains(key) && j[key].is_string()) return j[key].get<std::string>();

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "util/error.h"
+#include "util/read_file.h"
 
 namespace preface::kv {
 namespace fs = std::filesystem;
@@ -18,38 +19,20 @@ namespace {
 
 constexpr const char* kSuffix = ".kvb";
 
-// Opens a record for reading without blocking: a FIFO (or device) planted under the cache directory would
-// otherwise block open() or read() forever, inside the engine's step. -1 unless it is a regular file.
-int open_regular(const char* path) {
-  const int fd = ::open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return -1;
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 // The whole file (at most max_bytes; more counts as unreadable); false on any error or when it is not a regular
-// file.
+// file (a FIFO planted under the cache directory must not block the engine's step: util/read_file.h).
 bool read_file(const std::string& path, std::vector<uint8_t>& out, uint64_t max_bytes, bool touch) {
-  const int fd = open_regular(path.c_str());
-  if (fd < 0) return false;
-  struct stat st {};
-  bool ok = ::fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) <= max_bytes;
+  const OpenedFile f = open_regular_file(path);
+  if (f.fd < 0) return false;
+  bool ok = f.size_bytes <= max_bytes;
   if (ok) {
-    out.resize(static_cast<size_t>(st.st_size));
-    size_t done = 0;
-    while (ok && done < out.size()) {
-      const ssize_t n = ::read(fd, out.data() + done, out.size() - done);
-      if (n > 0) done += static_cast<size_t>(n);
-      else if (n == 0) out.resize(done);  // shrank under us: decode sees a truncated record
-      else ok = errno == EINTR;
-    }
+    out.resize(static_cast<size_t>(f.size_bytes));
+    const ssize_t n = read_fully(f.fd, out.data(), out.size());
+    ok = n >= 0;
+    if (ok) out.resize(static_cast<size_t>(n));  // shrank under us: decode sees a truncated record
   }
-  if (ok && touch) ::futimens(fd, nullptr);  // a hit is a use: the LRU order on disk survives a restart
-  ::close(fd);
+  if (ok && touch) ::futimens(f.fd, nullptr);  // a hit is a use: the LRU order on disk survives a restart
+  ::close(f.fd);
   return ok;
 }
 
@@ -132,7 +115,7 @@ void DiskTier::scan() {
       const uint64_t size = f.file_size(e3);
       RecordStatus status = RecordStatus::Truncated;
       HeaderView h;
-      const int fd = open_regular(f.path().c_str());
+      const int fd = open_regular_file(f.path().string()).fd;
       if (fd >= 0) {
         ssize_t n = ::pread(fd, head.data(), head.size(), 0);
         if (n == static_cast<ssize_t>(head.size())) {

@@ -12,25 +12,18 @@
 #include <utility>
 
 #include "util/error.h"
+#include "util/read_file.h"
 
 namespace preface {
 
 MappedFile::MappedFile(const std::string& path, Mode mode) : path_(path) {
-  // O_NONBLOCK: opening a FIFO (or a device) for reading would otherwise wait for a writer forever; such a file is
-  // refused below. It changes nothing for a regular file.
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) throw Error("cannot open '" + path + "': " + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    throw Error("cannot stat '" + path + "': " + std::strerror(err));
+  const OpenedFile f = open_regular_file(path);
+  if (f.fd < 0) {
+    throw Error(f.error != 0 ? "cannot open '" + path + "': " + std::strerror(f.error)
+                             : "'" + path + "' is not a regular file");
   }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw Error("'" + path + "' is not a regular file");
-  }
-  size_bytes_ = static_cast<size_t>(st.st_size);
+  const int fd = f.fd;
+  size_bytes_ = static_cast<size_t>(f.size_bytes);
   if (size_bytes_ > 0 && mode == Mode::Copy) {
     void* p = ::mmap(nullptr, size_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
@@ -38,18 +31,12 @@ MappedFile::MappedFile(const std::string& path, Mode mode) : path_(path) {
       throw Error("cannot allocate " + std::to_string(size_bytes_) + " bytes to read '" + path + "' into");
     }
     auto* out = static_cast<uint8_t*>(p);
-    size_t done = 0;
-    // The descriptor is non-blocking (above); a regular file reads in full regardless.
-    while (done < size_bytes_) {
-      const ssize_t n = ::read(fd, out + done, size_bytes_ - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        const int err = n < 0 ? errno : 0;
-        ::munmap(p, size_bytes_);
-        ::close(fd);
-        throw Error("cannot read '" + path + "': " + (n < 0 ? std::strerror(err) : "it shrank while being read"));
-      }
-      done += static_cast<size_t>(n);
+    const ssize_t n = read_fully(fd, out, size_bytes_);
+    if (n != static_cast<ssize_t>(size_bytes_)) {
+      const int err = n < 0 ? errno : 0;
+      ::munmap(p, size_bytes_);
+      ::close(fd);
+      throw Error("cannot read '" + path + "': " + (n < 0 ? std::strerror(err) : "it shrank while being read"));
     }
     ::mprotect(p, size_bytes_, PROT_READ);
     data_ = out;
