@@ -42,12 +42,15 @@ struct Kv {
     view.block_size = 16;
     const int32_t per_seq = (n_pos + 15) / 16;
     view.n_blocks = per_seq * n_seqs;
-    view.row_values = c.kv_row_values();
-    const size_t region = static_cast<size_t>(view.n_blocks) * 16 * view.row_bytes();
+    const size_t region = static_cast<size_t>(view.n_blocks) * 16 *
+                          preface::kernels::kv_row_bytes(KvType::F16, static_cast<size_t>(c.kv_row_values()));
     bytes.assign(region * 2 * static_cast<size_t>(c.n_layers), 0);
     for (int32_t l = 0; l < c.n_layers; ++l) {
-      view.k_layers.push_back(bytes.data() + 2 * static_cast<size_t>(l) * region);
-      view.v_layers.push_back(bytes.data() + (2 * static_cast<size_t>(l) + 1) * region);
+      preface::kernels::KvLayerView layer;
+      layer.k = bytes.data() + 2 * static_cast<size_t>(l) * region;
+      layer.v = bytes.data() + (2 * static_cast<size_t>(l) + 1) * region;
+      layer.k_values = layer.v_values = c.kv_row_values();
+      view.layers.push_back(layer);
     }
     for (int32_t s = 0; s < n_seqs; ++s) {
       tables.emplace_back();

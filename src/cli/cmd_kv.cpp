@@ -139,6 +139,27 @@ void print_json(const KvOptions& o, const Report& r) {
   nlohmann::json per_token = nlohmann::json::object();
   for (kernels::KvType d : kernels::kAllKvTypes) per_token[kernels::kv_type_name(d)] = model::kv_bytes_per_token(s, d);
   j["bytes_per_token"] = per_token;
+  j["memory_groups"] = nlohmann::json::array();
+  const model::MemoryLayout memory = model::memory_layout(s);
+  for (const model::MemoryGroup& g : memory.groups()) {
+    nlohmann::json group = {{"layers", g.layers}, {"kind", model::memory_kind_name(g.spec.kind)}};
+    if (g.spec.kind == model::MemoryKind::PagedRows) {
+      group["n_kv_heads"] = g.spec.n_kv_heads;
+      group["k_head_dim"] = g.spec.k_head_dim;
+      group["v_head_dim"] = g.spec.v_head_dim;
+      group["window"] = g.spec.window;
+      nlohmann::json bytes = nlohmann::json::object();
+      for (kernels::KvType d : kernels::kAllKvTypes) {
+        bytes[kernels::kv_type_name(d)] = g.spec.token_bytes(d) * g.layers.size();
+      }
+      group["bytes_per_token"] = bytes;
+    } else if (g.spec.kind == model::MemoryKind::State) {
+      group["bytes_per_sequence"] = g.spec.state_bytes * g.layers.size();
+    } else {
+      group["source_layer"] = g.spec.source_layer;
+    }
+    j["memory_groups"].push_back(group);
+  }
   j["kv_type"] = kernels::kv_type_name(r.dtype);
   j["block_size"] = o.block_size;
   j["budgets"] = nlohmann::json::array();
@@ -156,6 +177,13 @@ void print_json(const KvOptions& o, const Report& r) {
   std::printf("%s\n", j.dump(2).c_str());
 }
 
+// Whether every layer remembers the paged rows the shape's fields give (the formula printed is then exact).
+bool memory_is_uniform(const model::KvShape& s) {
+  const model::MemoryLayout memory = model::memory_layout(s);
+  return memory.groups().size() == 1 &&
+         memory.groups()[0].spec == model::MemorySpec::paged(s.n_kv_heads, s.head_dim, s.head_dim);
+}
+
 void print_text(const KvOptions& o, const Report& r) {
   const model::KvShape& s = r.shape;
   const kernels::KvType t = r.dtype;
@@ -165,12 +193,22 @@ void print_text(const KvOptions& o, const Report& r) {
               s.n_vocab, s.tied_embeddings ? ", tied embeddings" : "", s.qkv_bias ? ", QKV bias" : "");
   std::printf("parameters  %s (%s, %s)\n", group_digits(s.n_params).c_str(), short_sci(double(s.n_params), 2).c_str(),
               std::string(model::param_source_text(s.params_source)).c_str());
-  std::printf("KV per token = 2 x %d layers x %d KV heads x %d head dim x bytes per value:\n", s.n_layers,
-              s.n_kv_heads, s.head_dim);
+  if (memory_is_uniform(s)) {
+    std::printf("KV per token = 2 x %d layers x %d KV heads x %d head dim x bytes per value:\n", s.n_layers,
+                s.n_kv_heads, s.head_dim);
+  } else {
+    std::printf("KV per token = the sum over the memory groups below of 2 x layers x KV heads x head dim x bytes per "
+                "value:\n");
+  }
   for (kernels::KvType d : kernels::kAllKvTypes) {
     const uint64_t n = model::kv_bytes_per_token(s, d);
     std::printf("  %-5s %-11s %14s bytes%s\n", kernels::kv_type_name(d),
                 format_bytes(n).c_str(), group_digits(n).c_str(), d == t ? "   <- --kv-type" : "");
+  }
+  const model::MemoryLayout memory = model::memory_layout(s);
+  for (size_t i = 0; i < memory.groups().size(); ++i) {
+    std::printf("memory      group %zu of %zu: %s\n", i + 1, memory.groups().size(),
+                memory.groups()[i].summary(t).c_str());
   }
   if (s.head_dim % 32 != 0) {
     std::printf("  (q8_0 row shown padded to whole 32-value blocks; the engine refuses q8_0 for head dim %d)\n",

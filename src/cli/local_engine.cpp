@@ -17,7 +17,7 @@ std::unique_ptr<engine::Engine> local_engine(model::Model& model, const Tokenize
   c.max_batch_tokens = model.max_batch_tokens();
   c.prefix_cache = false;
   const int64_t positions = std::clamp<int64_t>(n_tokens, 1, model.config().ctx_len) + opts.block_size;
-  c.kv_cache_bytes = engine::kv_bytes_per_token(model.config(), c.kv_type) * static_cast<uint64_t>(positions);
+  c.kv_cache_bytes = engine::kv_bytes_per_token(model.memory(), c.kv_type) * static_cast<uint64_t>(positions);
   return std::make_unique<engine::Engine>(model, engine::with_eog(c, tokenizer));
 }
 

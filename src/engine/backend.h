@@ -22,6 +22,8 @@ class Backend : public kv::BlockStorage {
   ~Backend() override = default;
 
   virtual const model::Config& config() const = 0;
+  // What each layer remembers: the KV storage is sized from it (model/base/memory.h).
+  virtual const model::MemoryLayout& memory() const = 0;
   // SHA-256 of the weights file (roots every cache namespace).
   virtual const std::string& fingerprint() const = 0;
   virtual int32_t max_batch_tokens() const = 0;

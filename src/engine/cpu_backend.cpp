@@ -7,13 +7,14 @@
 
 namespace preface::engine {
 
-uint64_t kv_bytes_per_token(const model::Config& cfg, kernels::KvType type) {
-  kernels::check_kv_type_fits(type, cfg.head_dim);  // before sizing: a refused type's row size means nothing
-  return 2ull * cfg.n_layers * kernels::kv_row_bytes(type, static_cast<size_t>(cfg.kv_row_values()));
+uint64_t kv_bytes_per_token(const model::MemoryLayout& memory, kernels::KvType type) {
+  memory.check_type_fits(type);  // before sizing: a refused type's row size means nothing
+  return memory.paged_bytes_per_token(type);
 }
 
-int32_t kv_blocks_for_budget(const model::Config& cfg, kernels::KvType type, int32_t block_size, uint64_t budget) {
-  const uint64_t per_block = kv_bytes_per_token(cfg, type) * static_cast<uint64_t>(block_size);
+int32_t kv_blocks_for_budget(const model::MemoryLayout& memory, kernels::KvType type, int32_t block_size,
+                             uint64_t budget) {
+  const uint64_t per_block = kv_bytes_per_token(memory, type) * static_cast<uint64_t>(block_size);
   const uint64_t n = budget / per_block;
   if (n < 1) {
     throw Error("KV cache budget of " + std::to_string(budget) + " bytes holds no block (one block of " +
@@ -26,8 +27,7 @@ CpuBackend::CpuBackend(model::Model& model, kernels::KvType kv_type, int32_t blo
                        int32_t n_threads)
     : model_(model),
       threads_(n_threads > 0 ? n_threads : ThreadPool::hardware_threads()),
-      storage_(kv::KvDims{model.config().n_layers, model.config().n_kv_heads, model.config().head_dim}, kv_type,
-               block_size, n_blocks) {}
+      storage_(model.memory(), kv_type, block_size, n_blocks) {}
 
 void CpuBackend::forward(const model::ForwardBatch& batch, float* logits) {
   model_.forward(batch, storage_.view(), threads_, logits);

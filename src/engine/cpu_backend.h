@@ -17,6 +17,7 @@ class CpuBackend final : public Backend {
   CpuBackend(model::Model& model, kernels::KvType kv_type, int32_t block_size, int32_t n_blocks, int32_t n_threads);
 
   const model::Config& config() const override { return model_.config(); }
+  const model::MemoryLayout& memory() const override { return model_.memory(); }
   const std::string& fingerprint() const override { return model_.fingerprint(); }
   int32_t max_batch_tokens() const override { return model_.max_batch_tokens(); }
   kernels::KvType kv_type() const override { return storage_.type(); }
@@ -36,12 +37,13 @@ class CpuBackend final : public Backend {
   kv::KvStorage storage_;
 };
 
-// K and V bytes of one token over all layers. Throws preface::Error when the type cannot store the model's heads.
-uint64_t kv_bytes_per_token(const model::Config& config, kernels::KvType type);
+// K and V bytes of one token over all paged layers (model::MemoryLayout::paged_bytes_per_token). Throws
+// preface::Error when the type cannot store the model's heads.
+uint64_t kv_bytes_per_token(const model::MemoryLayout& memory, kernels::KvType type);
 
-// KV blocks of block_size tokens that fit in budget_bytes for this model and type. Throws preface::Error when the
+// KV blocks of block_size tokens that fit in budget_bytes for this layout and type. Throws preface::Error when the
 // type cannot store the model's heads or not even one block fits.
-int32_t kv_blocks_for_budget(const model::Config& config, kernels::KvType type, int32_t block_size,
+int32_t kv_blocks_for_budget(const model::MemoryLayout& memory, kernels::KvType type, int32_t block_size,
                              uint64_t budget_bytes);
 
 }  // namespace preface::engine

@@ -18,9 +18,9 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 
 std::unique_ptr<Backend> cpu_backend(model::Model& model, const EngineConfig& c) {
   const uint64_t budget =
-      c.kv_cache_bytes ? c.kv_cache_bytes : default_kv_cache_bytes(model.config(), c.kv_type, c.max_running);
+      c.kv_cache_bytes ? c.kv_cache_bytes : default_kv_cache_bytes(model, c.kv_type, c.max_running);
   return std::make_unique<CpuBackend>(model, c.kv_type, c.block_size,
-                                      kv_blocks_for_budget(model.config(), c.kv_type, c.block_size, budget),
+                                      kv_blocks_for_budget(model.memory(), c.kv_type, c.block_size, budget),
                                       c.n_threads);
 }
 
@@ -51,8 +51,9 @@ uint64_t default_kv_cache_bytes() {
   return std::clamp<uint64_t>(quarter, 64ull << 20, 8ull << 30);
 }
 
-uint64_t default_kv_cache_bytes(const model::Config& cfg, kernels::KvType type, int32_t max_running) {
-  const uint64_t wanted = kv_bytes_per_token(cfg, type) * static_cast<uint64_t>(std::max(cfg.ctx_len, 1)) *
+uint64_t default_kv_cache_bytes(const model::Model& model, kernels::KvType type, int32_t max_running) {
+  const uint64_t wanted = kv_bytes_per_token(model.memory(), type) *
+                          static_cast<uint64_t>(std::max(model.config().ctx_len, 1)) *
                           static_cast<uint64_t>(std::max(max_running, 1));
   return std::min(wanted, default_kv_cache_bytes());
 }

@@ -72,7 +72,7 @@ struct EngineConfig {
 uint64_t default_kv_cache_bytes();
 // The KV budget when none is configured: the memory for max_running sequences of the model's whole context
 // (never more than default_kv_cache_bytes()).
-uint64_t default_kv_cache_bytes(const model::Config& config, kernels::KvType type, int32_t max_running);
+uint64_t default_kv_cache_bytes(const model::Model& model, kernels::KvType type, int32_t max_running);
 
 // Snapshot of the engine's counters (for metrics and logs).
 struct EngineCounters {

@@ -1,9 +1,11 @@
-// Where the K and V rows of paged KV storage live: the layout kv/ allocates (kv::KvStorage hands out a view) and
-// model/ reads and writes through, so neither module includes the other.
+// Where each layer's memory lives: the layout kv/ allocates (kv::KvStorage hands out a view, sized from
+// model::MemoryLayout) and model/'s layer kinds read and write through.
 //
-// Per layer, K and V are each [n_blocks][block_size][row_bytes], one token's row = n_kv_heads head rows of
-// head_dim values of `type` (kernels/kv_type.h), head after head. A token at position p of a sequence lives in
-// block block_table[p / block_size], slot p % block_size.
+// A layer with paged rows has K and V regions, each [n_blocks][block_size][row bytes], one token's row = the
+// layer's KV heads of head-size values of `type` (kernels/kv_type.h), head after head; K and V rows may differ in
+// width, and layers may differ from one another. A token at position p of a sequence lives in block
+// block_table[p / block_size], slot p % block_size. A layer with a recurrent state has n_state_slots slots of
+// state_bytes each; a layer without memory of its own has neither.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -13,21 +15,36 @@
 
 namespace preface::kernels {
 
+struct KvLayerView {
+  uint8_t* k = nullptr;     // [n_blocks][block_size][k row bytes]; nullptr: no paged rows
+  uint8_t* v = nullptr;     // [n_blocks][block_size][v row bytes]
+  int32_t k_values = 0;     // values per K row (n_kv_heads * K head size)
+  int32_t v_values = 0;     // values per V row
+  uint8_t* state = nullptr; // [n_state_slots][state_bytes]; nullptr: no state
+  size_t state_bytes = 0;
+};
+
 struct KvView {
   KvType type = KvType::F16;
-  int32_t block_size = 16;                // tokens per block
+  int32_t block_size = 16;  // tokens per block
   int32_t n_blocks = 0;
-  int32_t row_values = 0;                 // n_kv_heads * head_dim
-  std::vector<uint8_t*> k_layers;         // [n_layers] base of [n_blocks][block_size][row_bytes()]
-  std::vector<uint8_t*> v_layers;         // [n_layers] same shape as k_layers
+  int32_t n_state_slots = 0;
+  std::vector<KvLayerView> layers;  // [n_layers]
 
-  size_t row_bytes() const { return kv_row_bytes(type, static_cast<size_t>(row_values)); }
+  size_t k_row_bytes(int layer) const { return kv_row_bytes(type, static_cast<size_t>(at(layer).k_values)); }
+  size_t v_row_bytes(int layer) const { return kv_row_bytes(type, static_cast<size_t>(at(layer).v_values)); }
   uint8_t* k_row(int layer, int32_t block_id, int32_t slot) const {
-    return k_layers[layer] + (static_cast<size_t>(block_id) * block_size + slot) * row_bytes();
+    return at(layer).k + (static_cast<size_t>(block_id) * block_size + slot) * k_row_bytes(layer);
   }
   uint8_t* v_row(int layer, int32_t block_id, int32_t slot) const {
-    return v_layers[layer] + (static_cast<size_t>(block_id) * block_size + slot) * row_bytes();
+    return at(layer).v + (static_cast<size_t>(block_id) * block_size + slot) * v_row_bytes(layer);
   }
+  uint8_t* state(int layer, int32_t state_slot) const {
+    return at(layer).state + static_cast<size_t>(state_slot) * at(layer).state_bytes;
+  }
+
+ private:
+  const KvLayerView& at(int layer) const { return layers[static_cast<size_t>(layer)]; }
 };
 
 }  // namespace preface::kernels

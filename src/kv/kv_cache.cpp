@@ -2,8 +2,9 @@
 
 namespace preface::kv {
 
-KvCache::KvCache(int32_t n_blocks, int32_t block_size, BlockStorage& storage, std::unique_ptr<EvictionPolicy> policy)
-    : pool_(n_blocks, block_size, std::move(policy)), index_(pool_), storage_(storage) {}
+KvCache::KvCache(int32_t n_blocks, int32_t block_size, BlockStorage& storage, std::unique_ptr<EvictionPolicy> policy,
+                 int32_t n_state_slots)
+    : pool_(n_blocks, block_size, std::move(policy)), index_(pool_), storage_(storage), state_slots_(n_state_slots) {}
 
 PrefixMatch KvCache::peek(const Digest& ns, std::span<const int32_t> tokens, std::span<const Digest> hashes,
                           int32_t cap) const {

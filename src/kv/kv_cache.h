@@ -11,13 +11,15 @@
 //   copy_partial(match, fresh block)      copy-on-write of the partial hit's rows; drops the source's ref
 //   register_block(...)                   each block as it fills (so concurrent requests share it)
 //   release(block table)                  at the end or on preemption: full blocks stay cached
+// and, for a model with recurrent-state layers (model::MemoryKind::State), a state slot per running sequence:
+//   acquire_state_slot() ... release_state_slot(slot)   with the sequence's first blocks and their release
 // `hashes` are the chain hashes of the prompt's full blocks (kv::block_hashes), computed once per sequence by
 // the caller; a lookup never re-hashes a block it is given.
 //
 // Invariants (check_invariants): every block is exactly one of free / in use / cached; queued <=> ref 0 and
 // unpinned; the eviction policy's candidates are exactly the cached idle blocks; the hash and children maps
-// point exactly at the registered blocks. Ref counts equal the holders' references (the scheduler checks that
-// against its block tables).
+// point exactly at the registered blocks; every state slot is exactly one of free / held. Ref counts equal the
+// holders' references (the scheduler checks that against its block tables).
 //
 // Single-threaded: the engine thread, or under the engine's step lock. Events are delivered synchronously, in the
 // order the cache does things, to each sink in subscription order; a sink must not call back into the cache
@@ -35,6 +37,7 @@
 #include "kv/eviction_policy.h"
 #include "kv/hash.h"
 #include "kv/prefix_index.h"
+#include "kv/state_slots.h"
 
 namespace preface::kv {
 
@@ -43,9 +46,10 @@ class KvCache {
   using TimePoint = BlockPool::TimePoint;
 
   // n_blocks blocks of block_size tokens over `storage` (which must outlive the cache and hold at least n_blocks
-  // blocks). policy: the eviction order (nullptr: LRU). Throws preface::Error on non-positive sizes.
+  // blocks, and n_state_slots state slots per state layer). policy: the eviction order (nullptr: LRU). Throws
+  // preface::Error on non-positive sizes or a negative slot count.
   KvCache(int32_t n_blocks, int32_t block_size, BlockStorage& storage,
-          std::unique_ptr<EvictionPolicy> policy = nullptr);
+          std::unique_ptr<EvictionPolicy> policy = nullptr, int32_t n_state_slots = 0);
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;
 
@@ -70,6 +74,12 @@ class KvCache {
   void acquire(std::span<const int32_t> block_ids) { pool_.touch(block_ids); }
   void release(std::span<const int32_t> block_ids) { pool_.release(block_ids); }
   int32_t n_allocatable() const { return pool_.n_allocatable(); }
+
+  // State slots (kv/state_slots.h): the lowest free slot or nullopt; release throws std::logic_error for a slot
+  // not held. A cache without state slots (the model has no state layers) never gives one.
+  std::optional<int32_t> acquire_state_slot() { return state_slots_.acquire(); }
+  void release_state_slot(int32_t slot) { state_slots_.release(slot); }
+  const StateSlots& state_slots() const { return state_slots_; }
 
   // Registers the in-use, just-filled block_id under hash (= chain_hash(parent_hash, tokens), trusted; parent_hash
   // is ns for block 0). True when block_id holds hash afterwards; false when another block already does (this
@@ -101,12 +111,16 @@ class KvCache {
   const EvictionPolicy& policy() const { return pool_.policy(); }
 
   // Throws std::logic_error naming the first violated invariant (see above).
-  void check_invariants() const { pool_.check_invariants(); }
+  void check_invariants() const {
+    pool_.check_invariants();
+    state_slots_.check_invariants();
+  }
 
  private:
   BlockPool pool_;
   PrefixIndex index_;  // over pool_
   BlockStorage& storage_;
+  StateSlots state_slots_;
 };
 
 }  // namespace preface::kv

@@ -3,45 +3,77 @@
 #include <sys/mman.h>
 
 #include <cstring>
-#include <limits>
 #include <string>
+#include <vector>
 
 #include "util/bytes.h"
 #include "util/error.h"
 
 namespace preface::kv {
 
-KvStorage::KvStorage(const KvDims& dims, kernels::KvType type, int32_t block_size, int32_t n_blocks) {
+KvStorage::KvStorage(const model::MemoryLayout& layout, kernels::KvType type, int32_t block_size, int32_t n_blocks,
+                     int32_t n_state_slots)
+    : layout_(layout) {
   if (block_size < 1 || n_blocks < 1) {
     throw Error("KV storage needs block_size >= 1 and n_blocks >= 1 (got " + std::to_string(block_size) + ", " +
                 std::to_string(n_blocks) + ")");
   }
-  const int64_t row_values = static_cast<int64_t>(dims.n_kv_heads) * dims.head_dim;
-  if (dims.n_layers < 1 || dims.n_kv_heads < 1 || dims.head_dim < 1 || dims.n_layers > (1 << 16) ||
-      row_values > (1 << 24)) {
-    throw Error("KV storage: layers, KV heads and head size out of range (got " + std::to_string(dims.n_layers) +
-                ", " + std::to_string(dims.n_kv_heads) + ", " + std::to_string(dims.head_dim) + ")");
+  if (layout.n_layers() < 1) throw Error("KV storage needs a memory layout with at least one layer");
+  if (layout.has_state() && (n_state_slots < 1 || n_state_slots > (1 << 20))) {
+    throw Error("KV storage: a layout with recurrent state needs 1 to 2^20 state slots (got " +
+                std::to_string(n_state_slots) + ")");
   }
-  kernels::check_kv_type_fits(type, dims.head_dim);
-  n_layers_ = static_cast<size_t>(dims.n_layers);
+  layout.check_type_fits(type);
   view_.type = type;
   view_.block_size = block_size;
   view_.n_blocks = n_blocks;
-  view_.row_values = static_cast<int32_t>(row_values);
+  view_.n_state_slots = layout.has_state() ? n_state_slots : 0;
+  bytes_per_token_ = layout.paged_bytes_per_token(type);
   const size_t region_tokens = static_cast<size_t>(n_blocks) * static_cast<size_t>(block_size);
-  if (region_tokens > std::numeric_limits<size_t>::max() / bytes_per_token()) {
-    throw Error("KV storage size overflows");
+  // Offsets of each layer's regions; the bases are set once the allocation exists.
+  struct Offsets {
+    size_t k = 0, v = 0, state = 0;
+  };
+  std::vector<Offsets> offsets(static_cast<size_t>(layout.n_layers()));
+  size_t n_bytes = 0;
+  const auto add = [&n_bytes](size_t bytes) {
+    const size_t at = n_bytes;
+    if (__builtin_add_overflow(n_bytes, bytes, &n_bytes)) throw Error("KV storage size overflows");
+    return at;
+  };
+  const auto mul = [](size_t a, size_t b) {
+    size_t out = 0;
+    if (__builtin_mul_overflow(a, b, &out)) throw Error("KV storage size overflows");
+    return out;
+  };
+  view_.layers.resize(offsets.size());
+  for (size_t l = 0; l < offsets.size(); ++l) {
+    const model::MemorySpec& spec = layout.layers()[l];
+    kernels::KvLayerView& lv = view_.layers[l];
+    if (spec.kind == model::MemoryKind::PagedRows) {
+      lv.k_values = spec.k_row_values();
+      lv.v_values = spec.v_row_values();
+      offsets[l].k = add(mul(region_tokens, view_.k_row_bytes(static_cast<int>(l))));
+      offsets[l].v = add(mul(region_tokens, view_.v_row_bytes(static_cast<int>(l))));
+    } else if (spec.kind == model::MemoryKind::State) {
+      lv.state_bytes = static_cast<size_t>(spec.state_bytes);
+      offsets[l].state = add(mul(static_cast<size_t>(view_.n_state_slots), lv.state_bytes));
+    }
   }
-  const size_t region_bytes = region_tokens * view_.row_bytes();
-  const size_t n_bytes = region_tokens * bytes_per_token();
+  if (n_bytes == 0) throw Error("KV storage: the memory layout stores nothing");
+  size_bytes_ = n_bytes;
   // Anonymous pages are zeroed; MAP_POPULATE faults them all in now (see the header), unless they would not fit.
   const int populate = n_bytes <= mem_available_bytes() ? MAP_POPULATE : 0;
   void* p = ::mmap(nullptr, n_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | populate, -1, 0);
   if (p == MAP_FAILED) throw Error("cannot allocate " + std::to_string(n_bytes) + " bytes of KV storage");
   data_ = std::unique_ptr<uint8_t, Unmap>(static_cast<uint8_t*>(p), Unmap{n_bytes});
-  for (size_t l = 0; l < n_layers_; ++l) {
-    view_.k_layers.push_back(data_.get() + (2 * l) * region_bytes);
-    view_.v_layers.push_back(data_.get() + (2 * l + 1) * region_bytes);
+  for (size_t l = 0; l < offsets.size(); ++l) {
+    kernels::KvLayerView& lv = view_.layers[l];
+    if (lv.k_values > 0) {
+      lv.k = data_.get() + offsets[l].k;
+      lv.v = data_.get() + offsets[l].v;
+    }
+    if (lv.state_bytes > 0) lv.state = data_.get() + offsets[l].state;
   }
 }
 
@@ -53,37 +85,42 @@ void KvStorage::copy_rows(int32_t src_block, int32_t dst_block, int32_t n_rows) 
   }
   if (n_rows < 0 || n_rows > view_.block_size) throw Error("copy_rows: n_rows out of range");
   if (src_block == dst_block || n_rows == 0) return;
-  const size_t bytes = static_cast<size_t>(n_rows) * view_.row_bytes();
-  for (size_t l = 0; l < n_layers_; ++l) {
+  for (size_t l = 0; l < view_.layers.size(); ++l) {
     const int layer = static_cast<int>(l);
-    std::memcpy(view_.k_row(layer, dst_block, 0), view_.k_row(layer, src_block, 0), bytes);
-    std::memcpy(view_.v_row(layer, dst_block, 0), view_.v_row(layer, src_block, 0), bytes);
+    if (view_.layers[l].k == nullptr) continue;
+    const auto rows = static_cast<size_t>(n_rows);
+    std::memcpy(view_.k_row(layer, dst_block, 0), view_.k_row(layer, src_block, 0), rows * view_.k_row_bytes(layer));
+    std::memcpy(view_.v_row(layer, dst_block, 0), view_.v_row(layer, src_block, 0), rows * view_.v_row_bytes(layer));
   }
 }
 
 void KvStorage::read_block(int32_t block, std::span<uint8_t> out) const {
   if (block < 0 || block >= view_.n_blocks) throw Error("read_block: block id out of range");
   if (out.size() != block_bytes()) throw Error("read_block: buffer is not one block");
-  const size_t bytes = static_cast<size_t>(view_.block_size) * view_.row_bytes();
+  const size_t rows = static_cast<size_t>(view_.block_size);
   uint8_t* p = out.data();
-  for (size_t l = 0; l < n_layers_; ++l) {
+  for (size_t l = 0; l < view_.layers.size(); ++l) {
     const int layer = static_cast<int>(l);
-    std::memcpy(p, view_.k_row(layer, block, 0), bytes);
-    std::memcpy(p + bytes, view_.v_row(layer, block, 0), bytes);
-    p += 2 * bytes;
+    if (view_.layers[l].k == nullptr) continue;
+    std::memcpy(p, view_.k_row(layer, block, 0), rows * view_.k_row_bytes(layer));
+    p += rows * view_.k_row_bytes(layer);
+    std::memcpy(p, view_.v_row(layer, block, 0), rows * view_.v_row_bytes(layer));
+    p += rows * view_.v_row_bytes(layer);
   }
 }
 
 void KvStorage::write_block(int32_t block, std::span<const uint8_t> in) {
   if (block < 0 || block >= view_.n_blocks) throw Error("write_block: block id out of range");
   if (in.size() != block_bytes()) throw Error("write_block: buffer is not one block");
-  const size_t bytes = static_cast<size_t>(view_.block_size) * view_.row_bytes();
+  const size_t rows = static_cast<size_t>(view_.block_size);
   const uint8_t* p = in.data();
-  for (size_t l = 0; l < n_layers_; ++l) {
+  for (size_t l = 0; l < view_.layers.size(); ++l) {
     const int layer = static_cast<int>(l);
-    std::memcpy(view_.k_row(layer, block, 0), p, bytes);
-    std::memcpy(view_.v_row(layer, block, 0), p + bytes, bytes);
-    p += 2 * bytes;
+    if (view_.layers[l].k == nullptr) continue;
+    std::memcpy(view_.k_row(layer, block, 0), p, rows * view_.k_row_bytes(layer));
+    p += rows * view_.k_row_bytes(layer);
+    std::memcpy(view_.v_row(layer, block, 0), p, rows * view_.v_row_bytes(layer));
+    p += rows * view_.v_row_bytes(layer);
   }
 }
 

@@ -1,6 +1,7 @@
-// Physical paged KV storage: one zeroed allocation holding, per layer, K and V as
-// [n_blocks][block_size][row_values] of one dtype. It knows nothing of which sequence owns which block; block
-// tables (built by the caller or a block pool) map a sequence's positions to block ids.
+// Physical storage of every layer's memory (model/base/memory.h): one zeroed allocation holding, per layer with
+// paged rows, K and V as [n_blocks][block_size][row bytes] of one dtype (the row widths are the layer's), and per
+// layer with a recurrent state, n_state_slots slots of its state bytes. It knows nothing of which sequence owns
+// which block or slot; block tables (built by the caller or a block pool) map a sequence's positions to block ids.
 //
 // The allocation is faulted in when it is made (when it fits in the memory the kernel reports available), not on
 // the first write of each page while serving: a block pool with prefix caching hands out never-used blocks before
@@ -8,8 +9,8 @@
 // while it served (a workload with no shared prefixes ran measurably slower than on a cache-off server, which
 // recycles the same few blocks; measurements in docs/perf-log/session-08.md).
 //
-// Memory layout (layer-major, K before V):  layer 0 K | layer 0 V | layer 1 K | layer 1 V | ...
-// each region n_blocks * block_size * kv_row_bytes(type, row_values) bytes (Q8_0: 34 bytes per 32 values).
+// Memory layout, in layer order: a paged layer's K region then its V region (each n_blocks * block_size rows of
+// kv_row_bytes(type, row values) bytes; Q8_0: 34 bytes per 32 values), a state layer's n_state_slots slots.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -17,21 +18,17 @@
 #include <span>
 
 #include "kernels/kv_view.h"
+#include "model/base/memory.h"
 
 namespace preface::kv {
 
-// The model dimensions that size KV storage (model/ fills them from its config; kv/ knows nothing else of it).
-struct KvDims {
-  int32_t n_layers = 0;
-  int32_t n_kv_heads = 0;
-  int32_t head_dim = 0;  // values per head row
-};
-
 class KvStorage {
  public:
-  // Throws preface::Error when a size is not positive or too large, the type cannot store the model's heads
-  // (kernels::check_kv_type_fits: Q8_0 needs head_dim % 32 == 0) or the allocation fails.
-  KvStorage(const KvDims& dims, kernels::KvType type, int32_t block_size, int32_t n_blocks);
+  // Throws preface::Error when a size is not positive or too large, the type cannot store a paged layer's heads
+  // (MemoryLayout::check_type_fits: Q8_0 needs head sizes % 32 == 0) or the allocation fails. n_state_slots:
+  // slots per state layer (>= 1 when the layout has one; ignored otherwise).
+  KvStorage(const model::MemoryLayout& layout, kernels::KvType type, int32_t block_size, int32_t n_blocks,
+            int32_t n_state_slots = 0);
   KvStorage(const KvStorage&) = delete;
   KvStorage& operator=(const KvStorage&) = delete;
   KvStorage(KvStorage&&) noexcept = default;
@@ -42,19 +39,21 @@ class KvStorage {
   kernels::KvType type() const { return view_.type; }
   int32_t n_blocks() const { return view_.n_blocks; }
   int32_t block_size() const { return view_.block_size; }
-  // K and V of one token over all layers.
-  size_t bytes_per_token() const { return 2 * n_layers_ * view_.row_bytes(); }
-  size_t size_bytes() const { return bytes_per_token() * static_cast<size_t>(view_.n_blocks) * view_.block_size; }
+  int32_t n_state_slots() const { return view_.n_state_slots; }
+  const model::MemoryLayout& layout() const { return layout_; }
+  // K and V of one token over all paged layers (MemoryLayout::paged_bytes_per_token).
+  size_t bytes_per_token() const { return bytes_per_token_; }
+  size_t size_bytes() const { return size_bytes_; }  // the whole allocation, states included
 
-  // Copies slots [0, n_rows) of src_block to dst_block, K and V of every layer (copy-on-write of a partial
+  // Copies slots [0, n_rows) of src_block to dst_block, K and V of every paged layer (copy-on-write of a partial
   // block). Throws preface::Error on an out-of-range block id or n_rows; src == dst is a no-op.
   void copy_rows(int32_t src_block, int32_t dst_block, int32_t n_rows);
 
-  // One block's K and V as a flat record of block_bytes() bytes, layer-major: layer 0 K rows | layer 0 V rows |
-  // layer 1 K rows | ... (block_size rows each). A record read from one block and written to another (of storage
-  // with the same model, type and block size, in any process) makes the two blocks hold the same bytes, so
-  // attention over them gives the same bits. Both throw preface::Error on an out-of-range block id or a buffer of
-  // another size.
+  // One block's K and V as a flat record of block_bytes() bytes, in paged-layer order: layer 0 K rows | layer 0 V
+  // rows | layer 1 K rows | ... (block_size rows each; states are not part of a block). A record read from one
+  // block and written to another (of storage with the same layout, type and block size, in any process) makes the
+  // two blocks hold the same bytes, so attention over them gives the same bits. Both throw preface::Error on an
+  // out-of-range block id or a buffer of another size.
   size_t block_bytes() const { return bytes_per_token() * static_cast<size_t>(view_.block_size); }
   void read_block(int32_t block, std::span<uint8_t> out) const;
   void write_block(int32_t block, std::span<const uint8_t> in);
@@ -64,8 +63,10 @@ class KvStorage {
     size_t n_bytes;  // of the mapping
     void operator()(uint8_t* p) const;
   };
-  std::unique_ptr<uint8_t, Unmap> data_;  // [n_layers][2][n_blocks][block_size][row_values] of type
-  size_t n_layers_ = 0;
+  std::unique_ptr<uint8_t, Unmap> data_;  // the regions, in the order of the header
+  model::MemoryLayout layout_;
+  size_t bytes_per_token_ = 0;
+  size_t size_bytes_ = 0;
   kernels::KvView view_;
 };
 

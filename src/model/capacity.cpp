@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "model/arch/registry.h"
 #include "util/error.h"
 
 namespace preface::model {
@@ -71,13 +72,6 @@ int32_t meta_count(const gguf::File& file, const std::string& key, int32_t fallb
 }
 
 }  // namespace
-
-uint64_t kv_bytes_per_head_row(kernels::KvType t, int32_t head_dim) {
-  if (head_dim < 1 || head_dim > kMaxShapeDim) throw Error("head_dim " + std::to_string(head_dim) + " is out of range");
-  const size_t block = kernels::kv_type_block_values(t);
-  const size_t n = (static_cast<size_t>(head_dim) + block - 1) / block * block;  // q8_0: whole blocks
-  return kernels::kv_row_bytes(t, n);
-}
 
 std::string_view param_source_text(ParamSource s) {
   return s == ParamSource::ComputedFromShape ? "computed from the shape" : "counted from the file's tensors";
@@ -161,6 +155,7 @@ KvShape shape_from_gguf(const gguf::File& file) {
   s.tied_embeddings = file.find_tensor("output.weight") == nullptr;
   s.qkv_bias = file.find_tensor("blk.0.attn_q.bias") != nullptr;
   validate_shape(s);
+  if (find_architecture(s.arch) != nullptr) s.memory = memory_layout(read_config(file));
   uint64_t n_params = 0;
   for (const gguf::TensorInfo& t : file.tensors()) {
     if (__builtin_add_overflow(n_params, t.n_values, &n_params)) throw Error("tensor element count overflows");
@@ -170,12 +165,12 @@ KvShape shape_from_gguf(const gguf::File& file) {
   return s;
 }
 
-uint64_t kv_bytes_per_token(const KvShape& s, kernels::KvType t) {
+MemoryLayout memory_layout(const KvShape& s) {
   validate_shape(s);
-  // < 2 * 2^16 * 2^16 * (2^16 * 34 / 32 + 34): far below 2^64.
-  return 2 * static_cast<uint64_t>(s.n_layers) * static_cast<uint64_t>(s.n_kv_heads) *
-         kv_bytes_per_head_row(t, s.head_dim);
+  return s.memory.n_layers() > 0 ? s.memory : MemoryLayout::uniform(s.n_layers, s.n_kv_heads, s.head_dim);
 }
+
+uint64_t kv_bytes_per_token(const KvShape& s, kernels::KvType t) { return memory_layout(s).paged_bytes_per_token(t); }
 
 KvBudget fit_budget(const KvShape& s, kernels::KvType t, int32_t block_size, uint64_t budget_bytes) {
   check_block_size(block_size);

@@ -1,8 +1,9 @@
-// KV-cache capacity arithmetic (`preface kv`, the start-up capacity line, --kv-cache-mem): how many bytes one
-// token's K and V take for a model shape and a KV type (kernels/kv_type.h), how many tokens and blocks fit in a byte budget, and
-// what a cached prefix costs in memory and saves in prefill compute. Pure functions; bad input throws
-// preface::Error. It lives beside the model (a shape is a model's); kv/ sizes its storage from kv::KvDims alone.
+// KV-cache capacity arithmetic (`preface kv`, --kv-cache-mem): how many bytes one token's K and V take for a model
+// shape and a KV type (kernels/kv_type.h), how many tokens and blocks fit in a byte budget, and what a cached
+// prefix costs in memory and saves in prefill compute. Pure functions; bad input throws preface::Error.
 //
+// Bytes per token come from the shape's memory layout (model/base/memory.h's one formula, which kv::KvStorage
+// allocates by): for a plain transformer
 //   bytes per token = 2 (K and V) x n_layers x n_kv_heads x head_dim x bytes per value
 //   bytes per value: f32 4, f16 2, bf16 2, q8_0 34/32 (blocks of 32 values: an f16 scale + 32 int8)
 // A q8_0 head row of head_dim values is counted as ceil(head_dim / 32) blocks, so a head_dim that is not a
@@ -17,11 +18,9 @@
 
 #include "gguf/reader.h"
 #include "kernels/kv_type.h"
+#include "model/base/memory.h"
 
 namespace preface::model {
-
-// Bytes of one head's K (or V) row of head_dim values (q8_0: whole 32-value blocks).
-uint64_t kv_bytes_per_head_row(kernels::KvType t, int32_t head_dim);
 
 enum class ParamSource {
   ComputedFromShape,   // shape_param_count: embeddings, attention, SwiGLU FFN, RMSNorm weights
@@ -44,7 +43,13 @@ struct KvShape {
   bool qkv_bias = false;         // Q/K/V projections carry biases (qwen2)
   uint64_t n_params = 0;
   ParamSource params_source = ParamSource::ComputedFromShape;
+  // What each layer remembers, from the architecture's row (model/arch/registry.h) when the shape was read from a
+  // file of an architecture preface runs; empty: every layer remembers the paged rows the fields above give.
+  MemoryLayout memory;
 };
+
+// s.memory, or the uniform layout of the fields when it is empty. Validates the shape.
+MemoryLayout memory_layout(const KvShape& s);
 
 // Throws preface::Error unless n_layers, n_kv_heads and head_dim are in [1, 65536] (so every product below fits
 // in 64 bits) and, when n_heads is set, n_heads is a multiple of n_kv_heads.
@@ -61,10 +66,11 @@ std::vector<std::string> builtin_shape_names();  // in table order
 
 // The shape from a GGUF's `<arch>.*` metadata (any architecture with the standard keys; head_dim is
 // attention.key_length when present, else embedding_length / head_count) with n_params counted from its
-// tensors. Throws preface::Error on missing or inconsistent keys, or K and V head sizes that differ.
+// tensors, and the memory layout of its architecture when preface runs it (read_config, then the row's specs).
+// Throws preface::Error on missing or inconsistent keys, or K and V head sizes that differ.
 KvShape shape_from_gguf(const gguf::File& file);
 
-uint64_t kv_bytes_per_token(const KvShape& shape, kernels::KvType t);  // validates the shape
+uint64_t kv_bytes_per_token(const KvShape& shape, kernels::KvType t);  // memory_layout(shape)'s paged bytes
 
 // Whole blocks of block_size tokens that fit in budget_bytes (a paged pool holds only whole blocks).
 struct KvBudget {

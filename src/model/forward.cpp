@@ -12,17 +12,23 @@ namespace preface::model {
 
 namespace {
 
-void check_kv(const Config& c, const kernels::KvView& kv) {
-  if (kv.row_values != c.kv_row_values()) {
-    throw Error("KV storage rows hold " + std::to_string(kv.row_values) + " values, the model needs " +
-                std::to_string(c.kv_row_values()));
-  }
-  if (kv.k_layers.size() != static_cast<size_t>(c.n_layers) ||
-      kv.v_layers.size() != static_cast<size_t>(c.n_layers)) {
-    throw Error("KV storage has the wrong number of layers for this model");
+// The view must hold, layer for layer, what memory() says the layer remembers.
+void check_kv(const MemoryLayout& memory, const kernels::KvView& kv) {
+  if (kv.layers.size() != static_cast<size_t>(memory.n_layers())) {
+    throw Error("KV storage has " + std::to_string(kv.layers.size()) + " layers, the model " +
+                std::to_string(memory.n_layers()));
   }
   if (kv.block_size < 1 || kv.n_blocks < 1) throw Error("KV storage has no blocks");
-  kernels::check_kv_type_fits(kv.type, c.head_dim);
+  for (int32_t il = 0; il < memory.n_layers(); ++il) {
+    const MemorySpec& spec = memory.layer(il);
+    const kernels::KvLayerView& lv = kv.layers[static_cast<size_t>(il)];
+    const bool ok = spec.kind == MemoryKind::PagedRows
+                        ? lv.k != nullptr && lv.v != nullptr && lv.k_values == spec.k_row_values() &&
+                              lv.v_values == spec.v_row_values()
+                        : spec.kind != MemoryKind::State || (lv.state != nullptr && lv.state_bytes == spec.state_bytes);
+    if (!ok) throw Error("KV storage layer " + std::to_string(il) + " does not hold " + spec.describe());
+  }
+  memory.check_type_fits(kv.type);
 }
 
 // Every index forward() follows is checked here, before anything is written. A token reads blocks
@@ -72,7 +78,7 @@ void check_batch(const Config& c, const ForwardBatch& b, const kernels::KvView& 
 
 void Model::forward(const ForwardBatch& batch, const kernels::KvView& kv, ThreadPool& pool, float* logits) {
   const Config& c = config_;
-  check_kv(c, kv);
+  check_kv(memory_, kv);
   check_batch(c, batch, kv, max_batch_tokens_);
   const size_t n = batch.size();
   const size_t dim = static_cast<size_t>(c.dim);

@@ -21,6 +21,7 @@
 #include "kernels/repack.h"
 #include "model/base/batch.h"
 #include "model/base/config.h"
+#include "model/base/memory.h"
 #include "model/layers/layer.h"
 #include "util/thread_pool.h"
 
@@ -40,10 +41,14 @@ class Model {
   // released, so that hashing does not read them back into memory.
   const std::string& fingerprint() const { return fingerprint_; }
   int32_t max_batch_tokens() const { return max_batch_tokens_; }
+  // What each layer remembers (model/base/memory.h), from the architecture's row: what the KV storage behind
+  // forward()'s view must be sized from.
+  const MemoryLayout& memory() const { return memory_; }
 
   // Runs the batch (1 <= size <= max_batch_tokens). Writes logits of tokens with want_logits, in batch order,
   // to logits: [n_want][n_vocab]. Throws preface::Error on a malformed batch (bad token id, position beyond the
-  // block table, ...). The caller owns the KV storage behind `kv` and the block tables.
+  // block table, ...) or a view that does not hold what memory() says. The caller owns the KV storage behind `kv`
+  // and the block tables.
   void forward(const ForwardBatch& batch, const kernels::KvView& kv, ThreadPool& pool, float* logits);
 
  private:
@@ -52,6 +57,7 @@ class Model {
   gguf::File file_;
   std::string fingerprint_;
   Config config_;
+  MemoryLayout memory_;
   int32_t max_batch_tokens_;
   kernels::Matrix tok_embd_;               // [n_vocab x dim]
   kernels::Matrix output_;                 // [n_vocab x dim] (tok_embd_ when tied)

@@ -87,6 +87,7 @@ Model::Model(gguf::File file, Config config, int32_t max_batch_tokens)
   output_norm_ = load_vector(file_, "output_norm.weight", dim);
   const Architecture* arch = find_architecture(c.arch_name);
   if (arch == nullptr) throw Error("unsupported architecture '" + c.arch_name + "'");  // read_config checked it
+  memory_ = memory_layout(c);
   blocks_.reserve(static_cast<size_t>(c.n_layers));
   for (int32_t il = 0; il < c.n_layers; ++il) blocks_.push_back(arch->block(file_, c, il));
   // Where the kernels read them faster, matrices get a packed copy (kernels/repack.h), and the mapped bytes it was

@@ -17,10 +17,11 @@ class FaultBackend final : public engine::Backend {
  public:
   FaultBackend(model::Model& model, const engine::EngineConfig& c, int32_t fault_pos)
       : inner_(model, c.kv_type, c.block_size,
-               engine::kv_blocks_for_budget(model.config(), c.kv_type, c.block_size, c.kv_cache_bytes), c.n_threads),
+               engine::kv_blocks_for_budget(model.memory(), c.kv_type, c.block_size, c.kv_cache_bytes), c.n_threads),
         fault_pos_(fault_pos) {}
 
   const model::Config& config() const override { return inner_.config(); }
+  const model::MemoryLayout& memory() const override { return inner_.memory(); }
   const std::string& fingerprint() const override { return inner_.fingerprint(); }
   int32_t max_batch_tokens() const override { return inner_.max_batch_tokens(); }
   kernels::KvType kv_type() const override { return inner_.kv_type(); }

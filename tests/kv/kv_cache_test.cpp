@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -256,6 +257,36 @@ TEST(KvCache, RejectsBadSizes) {
   FakeStorage storage(1);
   EXPECT_THROW(KvCache(0, kBlockSize, storage), Error);
   EXPECT_THROW(KvCache(1, 0, storage), Error);
+  EXPECT_THROW(KvCache(1, kBlockSize, storage, nullptr, -1), Error);
+}
+
+// State slots for recurrent layers: the lowest free slot first, each held once, a double release refused; a cache
+// built without slots (no state layers) never gives one.
+TEST(KvCache, StateSlotsAreHeldOnceAndReused) {
+  FakeStorage storage(4);
+  KvCache none(4, kBlockSize, storage);
+  EXPECT_EQ(none.acquire_state_slot(), std::nullopt);
+  none.check_invariants();
+
+  KvCache cache(4, kBlockSize, storage, nullptr, 3);
+  EXPECT_EQ(cache.state_slots().n_slots(), 3);
+  EXPECT_EQ(cache.acquire_state_slot(), 0);
+  EXPECT_EQ(cache.acquire_state_slot(), 1);
+  EXPECT_EQ(cache.acquire_state_slot(), 2);
+  EXPECT_EQ(cache.acquire_state_slot(), std::nullopt);
+  cache.check_invariants();
+  cache.release_state_slot(1);
+  cache.release_state_slot(0);
+  EXPECT_THROW(cache.release_state_slot(0), std::logic_error);
+  EXPECT_THROW(cache.release_state_slot(7), std::logic_error);
+  EXPECT_EQ(cache.state_slots().n_free(), 2);
+  EXPECT_TRUE(cache.state_slots().held(2));
+  EXPECT_EQ(cache.acquire_state_slot(), 0);  // the lowest first
+  EXPECT_EQ(cache.acquire_state_slot(), 1);
+  cache.check_invariants();
+  for (int32_t s : {0, 1, 2}) cache.release_state_slot(s);
+  EXPECT_EQ(cache.state_slots().n_free(), 3);
+  cache.check_invariants();
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // KvStorage: sizes, layout (per layer K then V, blocks of block_size rows), zeroing, residency and copy_rows;
-// Q8_0 sizes and its head_dim check.
+// Q8_0 sizes and its head_dim check; a layout whose layers remember differently.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -15,7 +15,11 @@
 namespace preface::test {
 namespace {
 
-kv::KvDims small_dims() { return kv::KvDims{.n_layers = 3, .n_kv_heads = 2, .head_dim = 8}; }
+struct Dims {
+  int32_t n_layers, n_kv_heads, head_dim;
+};
+model::MemoryLayout layout(const Dims& d) { return model::MemoryLayout::uniform(d.n_layers, d.n_kv_heads, d.head_dim); }
+model::MemoryLayout small_dims() { return layout({.n_layers = 3, .n_kv_heads = 2, .head_dim = 8}); }
 
 TEST(KvStorage, SizesAndLayout) {
   const kv::KvStorage s(small_dims(), kernels::KvType::F16, 16, 5);
@@ -24,16 +28,16 @@ TEST(KvStorage, SizesAndLayout) {
   EXPECT_EQ(s.bytes_per_token(), 3u * 2u * 16u * 2u);  // layers x {K,V} x row_values x bytes
   EXPECT_EQ(s.size_bytes(), s.bytes_per_token() * 5 * 16);
   const kernels::KvView& v = s.view();
-  ASSERT_EQ(v.k_layers.size(), 3u);
-  ASSERT_EQ(v.v_layers.size(), 3u);
-  EXPECT_EQ(v.row_values, 16);
-  const size_t region = 5 * 16 * v.row_bytes();
+  ASSERT_EQ(v.layers.size(), 3u);
+  EXPECT_EQ(v.layers[0].k_values, 16);
+  EXPECT_EQ(v.layers[0].v_values, 16);
+  const size_t region = 5 * 16 * v.k_row_bytes(0);
   for (int l = 0; l < 3; ++l) {
-    EXPECT_EQ(v.k_layers[l], v.k_layers[0] + 2 * region * l);
-    EXPECT_EQ(v.v_layers[l], v.k_layers[l] + region);
+    EXPECT_EQ(v.layers[l].k, v.layers[0].k + 2 * region * l);
+    EXPECT_EQ(v.layers[l].v, v.layers[l].k + region);
   }
-  EXPECT_EQ(v.k_row(1, 2, 3), v.k_layers[1] + (2 * 16 + 3) * v.row_bytes());
-  for (size_t i = 0; i < s.size_bytes(); ++i) ASSERT_EQ(v.k_layers[0][i], 0) << "byte " << i;
+  EXPECT_EQ(v.k_row(1, 2, 3), v.layers[1].k + (2 * 16 + 3) * v.k_row_bytes(1));
+  for (size_t i = 0; i < s.size_bytes(); ++i) ASSERT_EQ(v.layers[0].k[i], 0) << "byte " << i;
 }
 
 TEST(KvStorage, CopyRowsCopiesThePrefixOfEveryLayer) {
@@ -41,15 +45,15 @@ TEST(KvStorage, CopyRowsCopiesThePrefixOfEveryLayer) {
   const kernels::KvView& v = s.view();
   for (int l = 0; l < 3; ++l) {
     for (int slot = 0; slot < 4; ++slot) {
-      std::memset(v.k_row(l, 0, slot), 10 * l + slot + 1, v.row_bytes());
-      std::memset(v.v_row(l, 0, slot), 100 + 10 * l + slot, v.row_bytes());
+      std::memset(v.k_row(l, 0, slot), 10 * l + slot + 1, v.k_row_bytes(l));
+      std::memset(v.v_row(l, 0, slot), 100 + 10 * l + slot, v.v_row_bytes(l));
     }
   }
   s.copy_rows(0, 2, 3);
   for (int l = 0; l < 3; ++l) {
     for (int slot = 0; slot < 3; ++slot) {
-      EXPECT_EQ(std::memcmp(v.k_row(l, 2, slot), v.k_row(l, 0, slot), v.row_bytes()), 0);
-      EXPECT_EQ(std::memcmp(v.v_row(l, 2, slot), v.v_row(l, 0, slot), v.row_bytes()), 0);
+      EXPECT_EQ(std::memcmp(v.k_row(l, 2, slot), v.k_row(l, 0, slot), v.k_row_bytes(l)), 0);
+      EXPECT_EQ(std::memcmp(v.v_row(l, 2, slot), v.v_row(l, 0, slot), v.v_row_bytes(l)), 0);
     }
     EXPECT_EQ(v.k_row(l, 2, 3)[0], 0);  // beyond n_rows: untouched
     EXPECT_EQ(v.k_row(l, 1, 0)[0], 0);  // other blocks: untouched
@@ -61,16 +65,15 @@ TEST(KvStorage, CopyRowsCopiesThePrefixOfEveryLayer) {
 TEST(KvStorage, BadSizesAreErrors) {
   EXPECT_THROW(kv::KvStorage(small_dims(), kernels::KvType::F16, 0, 4), Error);
   EXPECT_THROW(kv::KvStorage(small_dims(), kernels::KvType::F16, 16, 0), Error);
-  for (const kv::KvDims& d : {kv::KvDims{0, 2, 8}, kv::KvDims{3, 0, 8}, kv::KvDims{3, 2, 0}, kv::KvDims{3, -1, 8},
-                              kv::KvDims{3, 1 << 16, 1 << 16}}) {
-    EXPECT_THROW(kv::KvStorage(d, kernels::KvType::F16, 16, 1), Error) << d.n_layers << " " << d.n_kv_heads;
+  for (const Dims& d : {Dims{0, 2, 8}, Dims{3, 0, 8}, Dims{3, 2, 0}, Dims{3, -1, 8}, Dims{3, 1 << 16, 1 << 16}}) {
+    EXPECT_THROW(kv::KvStorage(layout(d), kernels::KvType::F16, 16, 1), Error) << d.n_layers << " " << d.n_kv_heads;
   }
 }
 
 // Every type's bytes per token: 2 x layers x kernels::kv_row_bytes(type, kv_heads x head_dim), the formula the
 // capacity calculator (model/capacity.h) is tested against.
 TEST(KvStorage, BytesPerTokenOfEveryType) {
-  const kv::KvDims d{.n_layers = 3, .n_kv_heads = 2, .head_dim = 64};
+  const model::MemoryLayout d = layout({.n_layers = 3, .n_kv_heads = 2, .head_dim = 64});
   const size_t expected[] = {3u * 2 * 128 * 4, 3u * 2 * 128 * 2, 3u * 2 * 128 * 2, 3u * 2 * 4 * 34};
   for (size_t i = 0; i < kernels::kAllKvTypes.size(); ++i) {
     const kernels::KvType t = kernels::kAllKvTypes[i];
@@ -81,22 +84,22 @@ TEST(KvStorage, BytesPerTokenOfEveryType) {
 
 // Q8_0: per KV head, head_dim / 32 blocks of 34 bytes; heads that are not whole blocks are refused.
 TEST(KvStorage, Q8_0SizesAndHeadDimCheck) {
-  kv::KvDims c = small_dims();
+  Dims c{.n_layers = 3, .n_kv_heads = 2, .head_dim = 8};
   c.head_dim = 64;
-  const kv::KvStorage s(c, kernels::KvType::Q8_0, 16, 5);
-  EXPECT_EQ(s.view().row_bytes(), 2u * 2u * 34u);                // kv heads x blocks per head x 34
+  const kv::KvStorage s(layout(c), kernels::KvType::Q8_0, 16, 5);
+  EXPECT_EQ(s.view().k_row_bytes(0), 2u * 2u * 34u);             // kv heads x blocks per head x 34
   EXPECT_EQ(s.bytes_per_token(), 3u * 2u * 2u * 64u * 34u / 32u);  // layers x {K,V} x kv heads x head_dim x 34/32
   EXPECT_EQ(s.size_bytes(), s.bytes_per_token() * 5 * 16);
-  EXPECT_EQ(s.view().k_row(2, 4, 15) + s.view().row_bytes(), s.view().v_layers[2]);  // regions end to end
+  EXPECT_EQ(s.view().k_row(2, 4, 15) + s.view().k_row_bytes(2), s.view().layers[2].v);  // regions end to end
   for (int32_t head_dim : {8, 16, 48, 100}) {
     c.head_dim = head_dim;
     try {
-      kv::KvStorage bad(c, kernels::KvType::Q8_0, 16, 5);
+      kv::KvStorage bad(layout(c), kernels::KvType::Q8_0, 16, 5);
       FAIL() << "q8_0 accepted head_dim " << head_dim;
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("head_dim is " + std::to_string(head_dim)), std::string::npos) << e.what();
     }
-    EXPECT_NO_THROW(kv::KvStorage(c, kernels::KvType::F16, 16, 5));
+    EXPECT_NO_THROW(kv::KvStorage(layout(c), kernels::KvType::F16, 16, 5));
   }
 }
 
@@ -107,19 +110,62 @@ TEST(KvStorage, PagesAreResidentFromTheStart) {
   const size_t n_pages = (s.size_bytes() + page - 1) / page;
   ASSERT_GT(n_pages, 8u);
   std::vector<unsigned char> resident(n_pages);
-  ASSERT_EQ(mincore(s.view().k_layers[0], s.size_bytes(), resident.data()), 0) << std::strerror(errno);
+  ASSERT_EQ(mincore(s.view().layers[0].k, s.size_bytes(), resident.data()), 0) << std::strerror(errno);
   size_t n_resident = 0;
   for (const unsigned char r : resident) n_resident += r & 1;
   EXPECT_EQ(n_resident, n_pages);
-  for (size_t i = 0; i < s.size_bytes(); i += page) ASSERT_EQ(s.view().k_layers[0][i], 0) << "byte " << i;
+  for (size_t i = 0; i < s.size_bytes(); i += page) ASSERT_EQ(s.view().layers[0].k[i], 0) << "byte " << i;
 }
 
 TEST(KvStorage, MoveKeepsTheAllocation) {
   kv::KvStorage a(small_dims(), kernels::KvType::BF16, 8, 2);
-  uint8_t* base = a.view().k_layers[0];
+  uint8_t* base = a.view().layers[0].k;
   kv::KvStorage b = std::move(a);
-  EXPECT_EQ(b.view().k_layers[0], base);
+  EXPECT_EQ(b.view().layers[0].k, base);
   EXPECT_EQ(b.n_blocks(), 2);
+}
+
+// Layers that remember differently: a global and a windowed group of another width, a layer reading layer 0's rows
+// and a recurrent state. Each paged layer gets its own K and V widths, the state layer its slots, the reading layer
+// nothing; a block record holds the paged layers only, in layer order, and moves them verbatim.
+TEST(KvStorage, MixedLayoutGivesEachLayerItsOwnRegions) {
+  using model::MemorySpec;
+  const model::MemoryLayout mixed({MemorySpec::paged(2, 8, 8), MemorySpec::paged(1, 16, 8, /*window=*/4),
+                                   MemorySpec::none(0), MemorySpec::state(40), MemorySpec::paged(2, 8, 8)});
+  ASSERT_EQ(mixed.groups().size(), 4u);
+  EXPECT_EQ(mixed.groups()[0].layers, (std::vector<int32_t>{0, 4}));
+  kv::KvStorage s(mixed, kernels::KvType::F32, 4, 3, /*n_state_slots=*/2);
+  const kernels::KvView& v = s.view();
+  const size_t per_token = 2 * (16 + 16) * 4 + (16 + 8) * 4;  // layers 0 and 4, then layer 1
+  EXPECT_EQ(s.bytes_per_token(), per_token);
+  EXPECT_EQ(s.bytes_per_token(), mixed.paged_bytes_per_token(kernels::KvType::F32));
+  EXPECT_EQ(s.size_bytes(), per_token * 3 * 4 + 2 * 40);
+  EXPECT_EQ(s.block_bytes(), per_token * 4);
+  EXPECT_EQ(v.n_state_slots, 2);
+  EXPECT_EQ(v.k_row_bytes(1), 16u * 4);
+  EXPECT_EQ(v.v_row_bytes(1), 8u * 4);
+  EXPECT_EQ(v.layers[1].v, v.layers[1].k + 3 * 4 * 16 * 4);
+  EXPECT_EQ(v.layers[2].k, nullptr);
+  EXPECT_EQ(v.layers[2].state, nullptr);
+  EXPECT_EQ(v.layers[3].k, nullptr);
+  ASSERT_NE(v.layers[3].state, nullptr);
+  EXPECT_EQ(v.state(3, 1), v.layers[3].state + 40);
+  EXPECT_EQ(v.layers[4].k, v.state(3, 0) + 2 * 40);
+
+  std::vector<uint8_t> record(s.block_bytes());
+  for (size_t i = 0; i < record.size(); ++i) record[i] = static_cast<uint8_t>(i * 7 + 1);
+  s.write_block(1, record);
+  EXPECT_EQ(v.k_row(0, 1, 0)[0], record[0]);
+  EXPECT_EQ(v.v_row(0, 1, 0)[0], record[4 * 16 * 4]);                      // after layer 0's four K rows
+  EXPECT_EQ(v.k_row(1, 1, 0)[0], record[2 * 4 * 16 * 4]);                  // after layer 0's K and V rows
+  EXPECT_EQ(v.k_row(4, 1, 3)[0], record[record.size() - 4 * 16 * 4 - 16 * 4]);  // layer 4's last K row
+  std::memset(v.state(3, 0), 0xAB, 80);  // states are not part of a block
+  s.copy_rows(1, 2, 4);
+  std::vector<uint8_t> back(s.block_bytes());
+  s.read_block(2, back);
+  EXPECT_EQ(back, record);
+  EXPECT_EQ(v.state(3, 1)[39], 0xAB);
+  EXPECT_THROW(kv::KvStorage(mixed, kernels::KvType::F32, 4, 3, /*n_state_slots=*/0), Error);
 }
 
 }  // namespace

@@ -202,9 +202,9 @@ TEST(KvCapacity, TypeNamesAndRowBytes) {
   EXPECT_THROW(kernels::parse_kv_type(""), Error);
   EXPECT_DOUBLE_EQ(kernels::kv_bytes_per_value(kernels::KvType::Q8_0), 1.0625);
   EXPECT_DOUBLE_EQ(kernels::kv_bytes_per_value(kernels::KvType::BF16), 2.0);
-  EXPECT_EQ(kv_bytes_per_head_row(kernels::KvType::Q8_0, 128), 136u);
-  EXPECT_EQ(kv_bytes_per_head_row(kernels::KvType::Q8_0, 33), 68u);
-  EXPECT_EQ(kv_bytes_per_head_row(kernels::KvType::F32, 33), 132u);
+  EXPECT_EQ(kv_head_row_bytes(kernels::KvType::Q8_0, 128), 136u);
+  EXPECT_EQ(kv_head_row_bytes(kernels::KvType::Q8_0, 33), 68u);
+  EXPECT_EQ(kv_head_row_bytes(kernels::KvType::F32, 33), 132u);
 }
 
 }  // namespace

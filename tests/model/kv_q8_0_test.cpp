@@ -85,7 +85,7 @@ TEST_P(KvQ8_0, StoredRowsAreTheCodecsEncodingOfTheF32Rows) {
   run_chunked(*m, pool, f32.view, table, tokens, tokens.size());
   run_chunked(*m, pool, q8.view, table, tokens, 5);
   const size_t head_dim = static_cast<size_t>(c.head_dim);
-  ASSERT_EQ(q8.view.row_bytes(), static_cast<size_t>(c.n_kv_heads) * head_dim / 32 * 34);
+  ASSERT_EQ(q8.view.k_row_bytes(0), static_cast<size_t>(c.n_kv_heads) * head_dim / 32 * 34);
   for (int32_t p = 0; p < static_cast<int32_t>(tokens.size()); ++p) {
     const int32_t block = table[static_cast<size_t>(p / kBlockSize)], slot = p % kBlockSize;
     for (bool is_k : {true, false}) {

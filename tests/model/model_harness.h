@@ -14,18 +14,22 @@
 
 namespace preface::test {
 
-// Per layer K then V, each [n_blocks][block_size][row_values] of `type`, in one zeroed vector.
+// Per layer K then V, each [n_blocks][block_size][kv_row_values] of `type`, in one zeroed vector (the layout of
+// every architecture whose layers all remember the same paged rows).
 struct TestKv {
   TestKv(const model::Config& c, kernels::KvType type, int32_t block_size, int32_t n_blocks) {
     view.type = type;
     view.block_size = block_size;
     view.n_blocks = n_blocks;
-    view.row_values = c.kv_row_values();
-    const size_t region = static_cast<size_t>(n_blocks) * block_size * view.row_bytes();
+    const size_t region = static_cast<size_t>(n_blocks) * block_size *
+                          kernels::kv_row_bytes(type, static_cast<size_t>(c.kv_row_values()));
     bytes.assign(region * 2 * static_cast<size_t>(c.n_layers), 0);
     for (int32_t l = 0; l < c.n_layers; ++l) {
-      view.k_layers.push_back(bytes.data() + (2 * static_cast<size_t>(l)) * region);
-      view.v_layers.push_back(bytes.data() + (2 * static_cast<size_t>(l) + 1) * region);
+      kernels::KvLayerView layer;
+      layer.k = bytes.data() + (2 * static_cast<size_t>(l)) * region;
+      layer.v = bytes.data() + (2 * static_cast<size_t>(l) + 1) * region;
+      layer.k_values = layer.v_values = c.kv_row_values();
+      view.layers.push_back(layer);
     }
   }
   std::vector<uint8_t> bytes;

@@ -1,4 +1,5 @@
-// The shared block: attention, then a gated FFN, with the options the Config's architecture flags give.
+// The shared block: attention, then a gated FFN, with the options the Config's architecture flags give; and what it
+// remembers.
 #include <memory>
 
 #include "model/arch/registry.h"
@@ -23,5 +24,7 @@ Block standard_block(const gguf::File& file, const Config& c, int32_t il) {
   b.ffn = std::make_unique<GatedFfn>(file, c, il, f);
   return b;
 }
+
+MemorySpec standard_memory(const Config& c, int32_t il) { return AttentionLayer::memory(c, il); }
 
 }  // namespace preface::model

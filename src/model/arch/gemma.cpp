@@ -63,8 +63,10 @@ void read_gemma3(const gguf::File& file, const std::string& prefix, Config& c) {
 }  // namespace
 
 extern const Architecture kGemma2 = {"gemma2", /*rope_neox=*/true, /*qkv_bias=*/false, /*qk_norm=*/false,
-                                     /*fused_projections=*/false, read_gemma2, standard_block};
+                                     /*fused_projections=*/false, read_gemma2, standard_block,
+                                    standard_memory};
 extern const Architecture kGemma3 = {"gemma3", /*rope_neox=*/true, /*qkv_bias=*/false, /*qk_norm=*/true,
-                                     /*fused_projections=*/false, read_gemma3, standard_block};
+                                     /*fused_projections=*/false, read_gemma3, standard_block,
+                                    standard_memory};
 
 }  // namespace preface::model

@@ -13,6 +13,7 @@ void read_llama(const gguf::File& file, const std::string& prefix, Config& c) {
 }  // namespace
 
 extern const Architecture kLlama = {"llama", /*rope_neox=*/false, /*qkv_bias=*/false, /*qk_norm=*/false,
-                                    /*fused_projections=*/false, read_llama, standard_block};
+                                    /*fused_projections=*/false, read_llama, standard_block,
+                                    standard_memory};
 
 }  // namespace preface::model

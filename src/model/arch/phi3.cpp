@@ -6,6 +6,7 @@
 namespace preface::model {
 
 extern const Architecture kPhi3 = {"phi3", /*rope_neox=*/true, /*qkv_bias=*/false, /*qk_norm=*/false,
-                                   /*fused_projections=*/true, nullptr, standard_block};
+                                   /*fused_projections=*/true, nullptr, standard_block,
+                                    standard_memory};
 
 }  // namespace preface::model

@@ -5,8 +5,10 @@
 namespace preface::model {
 
 extern const Architecture kQwen2 = {"qwen2", /*rope_neox=*/true, /*qkv_bias=*/true, /*qk_norm=*/false,
-                                    /*fused_projections=*/false, nullptr, standard_block};
+                                    /*fused_projections=*/false, nullptr, standard_block,
+                                    standard_memory};
 extern const Architecture kQwen3 = {"qwen3", /*rope_neox=*/true, /*qkv_bias=*/false, /*qk_norm=*/true,
-                                    /*fused_projections=*/false, nullptr, standard_block};
+                                    /*fused_projections=*/false, nullptr, standard_block,
+                                    standard_memory};
 
 }  // namespace preface::model

@@ -1,6 +1,9 @@
 #include "model/arch/registry.h"
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "util/error.h"
 
@@ -37,6 +40,15 @@ const Architecture* find_architecture(std::string_view name) {
     if (name == a->name) return a;
   }
   return nullptr;
+}
+
+MemoryLayout memory_layout(const Config& c) {
+  const Architecture* arch = find_architecture(c.arch_name);
+  if (arch == nullptr) throw Error("unsupported architecture '" + c.arch_name + "'");
+  std::vector<MemorySpec> layers;
+  layers.reserve(static_cast<size_t>(std::max(c.n_layers, 0)));
+  for (int32_t il = 0; il < c.n_layers; ++il) layers.push_back(arch->memory(c, il));
+  return MemoryLayout(std::move(layers));
 }
 
 std::string architecture_names() {

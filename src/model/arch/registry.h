@@ -10,6 +10,7 @@
 
 #include "gguf/reader.h"
 #include "model/base/config.h"
+#include "model/base/memory.h"
 #include "model/layers/layer.h"
 
 namespace preface::model {
@@ -27,11 +28,20 @@ struct Architecture {
   void (*read)(const gguf::File& file, const std::string& prefix, Config& c);
   // Block il's layer kinds with their weights read from the file (throws preface::Error naming a bad tensor).
   Block (*block)(const gguf::File& file, const Config& c, int32_t il);
+  // What block il remembers (model/base/memory.h): its mixer kind's declaration, from the Config alone, so that
+  // the KV storage and the capacity calculator can size memory without reading weights.
+  MemorySpec (*memory)(const Config& c, int32_t il);
 };
 
 // Attention then a gated FFN, their options from the Config (what read_config and the row's reader set): the
 // block of every architecture today.
 Block standard_block(const gguf::File& file, const Config& c, int32_t il);
+// What standard_block remembers: its attention's paged rows (AttentionLayer::memory).
+MemorySpec standard_memory(const Config& c, int32_t il);
+
+// Every layer's spec from the row of c.arch_name (throws preface::Error for an unknown architecture or a layout
+// MemoryLayout refuses).
+MemoryLayout memory_layout(const Config& c);
 
 // The float at key, which must be finite and > 0 (preface::Error naming the key otherwise), or nullopt when absent.
 std::optional<float> positive_float(const gguf::File& file, const std::string& key);

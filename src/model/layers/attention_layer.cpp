@@ -15,6 +15,10 @@ void add_bias(float* row, const std::vector<float>& bias) {
 
 }  // namespace
 
+MemorySpec AttentionLayer::memory(const Config& c, int32_t il) {
+  return MemorySpec::paged(c.n_kv_heads, c.head_dim, c.head_dim, c.layer_window(il));
+}
+
 AttentionLayer::AttentionLayer(const gguf::File& file, const Config& c, int32_t il, const AttentionOptions& o)
     : local_(o.local) {
   const int64_t dim = c.dim, q_dim = c.q_dim(), kv = c.kv_row_values();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gguf/reader.h"
+#include "model/base/memory.h"
 #include "model/layers/layer.h"
 
 namespace preface::model {
@@ -24,6 +25,10 @@ class AttentionLayer final : public Layer {
   // Reads blk.<il>.attn_norm, the projections and what `o` asks for; throws preface::Error naming a tensor that is
   // missing or of the wrong shape or type.
   AttentionLayer(const gguf::File& file, const Config& c, int32_t il, const AttentionOptions& o);
+
+  // What block il's attention remembers: a K and a V row of n_kv_heads x head_dim per token, and the block's
+  // sliding window (Config::layer_window; 0 on global layers).
+  static MemorySpec memory(const Config& c, int32_t il);
 
   void forward(const Step& s, int32_t il) const override;
   void collect_matrices(std::vector<kernels::Matrix*>& out) override;

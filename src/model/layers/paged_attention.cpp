@@ -30,14 +30,15 @@ void write_row(kernels::KvType type, const float* x, uint8_t* dst, size_t n) {
 
 void store_kv(const ForwardBatch& batch, const kernels::KvView& kv, int layer, const float* k, const float* v, size_t t_begin,
               size_t t_end) {
-  const size_t row = static_cast<size_t>(kv.row_values);
+  const size_t k_row = static_cast<size_t>(kv.layers[static_cast<size_t>(layer)].k_values);
+  const size_t v_row = static_cast<size_t>(kv.layers[static_cast<size_t>(layer)].v_values);
   for (size_t t = t_begin; t < t_end; ++t) {
     const int32_t pos = batch.pos[t];
     const std::vector<int32_t>& table = *batch.block_tables[static_cast<size_t>(batch.seq[t])];
     const int32_t block_id = table[static_cast<size_t>(pos / kv.block_size)];
     const int32_t slot = pos % kv.block_size;
-    write_row(kv.type, k + t * row, kv.k_row(layer, block_id, slot), row);
-    write_row(kv.type, v + t * row, kv.v_row(layer, block_id, slot), row);
+    write_row(kv.type, k + t * k_row, kv.k_row(layer, block_id, slot), k_row);
+    write_row(kv.type, v + t * v_row, kv.v_row(layer, block_id, slot), v_row);
   }
 }
 
@@ -66,10 +67,10 @@ void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch
   const int64_t n_slots = std::min<int64_t>(pool.n_threads(), n_items);
   kernels::KvPages pages;
   pages.type = kv.type;
-  pages.k_base = kv.k_layers[static_cast<size_t>(layer)];
-  pages.v_base = kv.v_layers[static_cast<size_t>(layer)];
+  pages.k_base = kv.layers[static_cast<size_t>(layer)].k;
+  pages.v_base = kv.layers[static_cast<size_t>(layer)].v;
   pages.block_size = kv.block_size;
-  pages.row_bytes = kv.row_bytes();
+  pages.row_bytes = kv.k_row_bytes(layer);  // == v_row_bytes(layer): the model checks the view at each forward
   const float scale = config.attn_scale();
   const int32_t window = config.layer_window(layer);  // 0: global
 

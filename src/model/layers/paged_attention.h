@@ -13,7 +13,7 @@ namespace preface::model::detail {
 
 // Converts the K and V rows of batch tokens t_begin..t_end-1 to kv.type (Q8_0: quantized per 32 values, so per
 // KV head, by kernels::quantize_row_q8_0; a row's bytes depend on its f32 values only) and writes them to layer
-// `layer` at each token's (block, slot). k, v: [n][row_values] f32.
+// `layer` at each token's (block, slot). k: [n][K row values], v: [n][V row values] f32 (kernels/kv_view.h).
 void store_kv(const ForwardBatch& batch, const kernels::KvView& kv, int layer, const float* k, const float* v, size_t t_begin,
               size_t t_end);
 

@@ -1,0 +1,195 @@
+#include "model/base/memory.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "util/error.h"
+
+namespace preface::model {
+namespace {
+
+constexpr int32_t kMaxDim = 1 << 16;          // layers, heads, head sizes: keeps every product below 2^64
+constexpr int64_t kMaxRowValues = 1 << 24;    // values of one token's K (or V) row
+constexpr uint64_t kMaxStateBytes = 1ull << 40;
+
+bool in_range(int32_t v) { return v >= 1 && v <= kMaxDim; }
+
+}  // namespace
+
+const char* memory_kind_name(MemoryKind k) {
+  switch (k) {
+    case MemoryKind::PagedRows: return "paged rows";
+    case MemoryKind::State: return "state";
+    case MemoryKind::None: return "none";
+  }
+  return "?";
+}
+
+MemorySpec MemorySpec::paged(int32_t n_kv_heads, int32_t k_head_dim, int32_t v_head_dim, int32_t window) {
+  MemorySpec s;
+  s.kind = MemoryKind::PagedRows;
+  s.n_kv_heads = n_kv_heads;
+  s.k_head_dim = k_head_dim;
+  s.v_head_dim = v_head_dim;
+  s.window = window;
+  return s;
+}
+
+MemorySpec MemorySpec::state(uint64_t bytes) {
+  MemorySpec s;
+  s.kind = MemoryKind::State;
+  s.state_bytes = bytes;
+  return s;
+}
+
+MemorySpec MemorySpec::none(int32_t source_layer) {
+  MemorySpec s;
+  s.source_layer = source_layer;
+  return s;
+}
+
+uint64_t kv_head_row_bytes(kernels::KvType t, int32_t head_dim) {
+  if (!in_range(head_dim)) throw Error(std::string("head size ") + std::to_string(head_dim) + " is out of range");
+  const size_t block = kernels::kv_type_block_values(t);
+  const size_t n = (static_cast<size_t>(head_dim) + block - 1) / block * block;
+  return kernels::kv_row_bytes(t, n);
+}
+
+uint64_t MemorySpec::token_bytes(kernels::KvType t) const {
+  if (kind != MemoryKind::PagedRows) return 0;
+  return static_cast<uint64_t>(n_kv_heads) * (kv_head_row_bytes(t, k_head_dim) + kv_head_row_bytes(t, v_head_dim));
+}
+
+std::string MemorySpec::describe() const {
+  switch (kind) {
+    case MemoryKind::PagedRows: {
+      std::string out = std::string("paged rows: ") + std::to_string(n_kv_heads) + " KV heads x " +
+                        std::to_string(k_head_dim) + " (K) + " + std::to_string(v_head_dim) + " (V)";
+      if (window > 0) out += std::string(", window ") + std::to_string(window);
+      return out;
+    }
+    case MemoryKind::State: return std::string("state: ") + std::to_string(state_bytes) + " bytes per sequence";
+    case MemoryKind::None:
+      return source_layer < 0 ? std::string("none")
+                              : std::string("none (reads layer ") + std::to_string(source_layer) + ")";
+  }
+  return "?";
+}
+
+std::string MemoryGroup::layer_list() const {
+  std::string out;
+  for (size_t i = 0; i < layers.size();) {
+    size_t j = i;
+    while (j + 1 < layers.size() && layers[j + 1] == layers[j] + 1) ++j;
+    if (!out.empty()) out += ", ";
+    out += std::to_string(layers[i]);
+    if (j > i + 1) {
+      out += std::string("-") + std::to_string(layers[j]);
+    } else if (j == i + 1) {
+      out += std::string(", ") + std::to_string(layers[j]);
+    }
+    i = j + 1;
+  }
+  return out;
+}
+
+std::string MemoryGroup::summary(kernels::KvType t) const {
+  std::string out = std::string("layers ") + layer_list() + " (" + std::to_string(layers.size()) + "): ";
+  out += spec.describe();
+  if (spec.kind == MemoryKind::PagedRows) {
+    out += std::string("; ") + std::to_string(spec.token_bytes(t) * layers.size()) + " bytes per token in " +
+           kernels::kv_type_name(t);
+  } else if (spec.kind == MemoryKind::State) {
+    out += std::string("; ") + std::to_string(spec.state_bytes * layers.size()) + " bytes per sequence";
+  }
+  return out;
+}
+
+MemoryLayout::MemoryLayout(std::vector<MemorySpec> layers) : layers_(std::move(layers)) {
+  if (layers_.empty() || layers_.size() > static_cast<size_t>(kMaxDim)) {
+    throw Error(std::string("memory layout: ") + std::to_string(layers_.size()) + " layers is out of range [1, 65536]");
+  }
+  for (size_t il = 0; il < layers_.size(); ++il) {
+    const MemorySpec& s = layers_[il];
+    const std::string where = std::string("memory layout: layer ") + std::to_string(il) + " (" + s.describe() + "): ";
+    switch (s.kind) {
+      case MemoryKind::PagedRows:
+        if (!in_range(s.n_kv_heads) || !in_range(s.k_head_dim) || !in_range(s.v_head_dim) ||
+            static_cast<int64_t>(s.n_kv_heads) * std::max(s.k_head_dim, s.v_head_dim) > kMaxRowValues) {
+          throw Error(where + "heads or head sizes out of range");
+        }
+        if (s.window < 0) throw Error(where + "negative window");
+        break;
+      case MemoryKind::State:
+        if (s.state_bytes == 0 || s.state_bytes > kMaxStateBytes) throw Error(where + "state size out of range");
+        break;
+      case MemoryKind::None:
+        if (s.source_layer >= static_cast<int32_t>(il) ||
+            (s.source_layer >= 0 && layers_[static_cast<size_t>(s.source_layer)].kind != MemoryKind::PagedRows)) {
+          throw Error(where + "the layer it reads is not an earlier layer with paged rows");
+        }
+        break;
+    }
+    bool placed = false;
+    for (MemoryGroup& g : groups_) {
+      if (g.spec == s) {
+        g.layers.push_back(static_cast<int32_t>(il));
+        placed = true;
+        break;
+      }
+    }
+    if (!placed) groups_.push_back(MemoryGroup{s, {static_cast<int32_t>(il)}});
+  }
+}
+
+MemoryLayout MemoryLayout::uniform(int32_t n_layers, int32_t n_kv_heads, int32_t head_dim) {
+  if (n_layers < 1 || n_layers > kMaxDim) {
+    throw Error(std::string("memory layout: ") + std::to_string(n_layers) + " layers is out of range [1, 65536]");
+  }
+  return MemoryLayout(std::vector<MemorySpec>(static_cast<size_t>(n_layers),
+                                              MemorySpec::paged(n_kv_heads, head_dim, head_dim)));
+}
+
+bool MemoryLayout::has_paged() const {
+  for (const MemoryGroup& g : groups_) {
+    if (g.spec.kind == MemoryKind::PagedRows) return true;
+  }
+  return false;
+}
+
+bool MemoryLayout::has_state() const {
+  for (const MemoryGroup& g : groups_) {
+    if (g.spec.kind == MemoryKind::State) return true;
+  }
+  return false;
+}
+
+void MemoryLayout::check_type_fits(kernels::KvType t) const {
+  for (const MemoryGroup& g : groups_) {
+    if (g.spec.kind != MemoryKind::PagedRows) continue;
+    try {
+      kernels::check_kv_type_fits(t, g.spec.k_head_dim);
+      kernels::check_kv_type_fits(t, g.spec.v_head_dim);
+    } catch (const Error& e) {
+      throw Error(std::string(e.what()) + " (layers " + g.layer_list() + ")");
+    }
+  }
+}
+
+uint64_t MemoryLayout::paged_bytes_per_token(kernels::KvType t) const {
+  // Each term < 2^16 x 2 x (2^16 x 34 / 32 + 34) < 2^35, times at most 2^16 layers: below 2^64.
+  uint64_t total = 0;
+  for (const MemoryGroup& g : groups_) total += g.spec.token_bytes(t) * g.layers.size();
+  return total;
+}
+
+uint64_t MemoryLayout::state_bytes_per_sequence() const {
+  uint64_t total = 0;  // < 2^40 x 2^16
+  for (const MemoryGroup& g : groups_) {
+    if (g.spec.kind == MemoryKind::State) total += g.spec.state_bytes * g.layers.size();
+  }
+  return total;
+}
+
+}  // namespace preface::model
