@@ -4,8 +4,10 @@
 // Checks: decode_header and decode_record never throw and never read past the input; a record is served (Ok) only
 // when its header parses and names exactly what the lookup expects, and then the payload has the expected length;
 // a header that parses re-encodes (uncompressed, with the decoded payload) into a record that decodes to the same
-// payload.
+// payload. The same with a fixed tier key (sealed records, kv/record_seal.h): Ok only for a sealed header, and the
+// re-encoded sealed record round-trips; without the key a sealed record is never Ok.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "kv/tier_record.h"
@@ -41,5 +43,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   other.payload_bytes = 4096;
   fuzz::check(decode_record(bytes, other, payload) != RecordStatus::Ok || h.meta.tokens == other.tokens,
               "served a record to a lookup that expects other tokens");
+
+  static const std::string secret = "fuzz target tier key secret";
+  static const RecordKey key =
+      RecordKey::from_secret(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(secret.data()), secret.size()));
+  const RecordStatus sealed_st = decode_record(bytes, expect, payload, &key);
+  fuzz::check(sealed_st != RecordStatus::Ok || (h.status == RecordStatus::Ok && h.sealed),
+              "a keyed reader served an unsealed record");
+  fuzz::check(st != RecordStatus::Ok || !h.sealed, "a keyless reader served a sealed record");
+  if (sealed_st == RecordStatus::Ok && expect.block_size > 0 &&
+      expect.tokens.size() == static_cast<size_t>(expect.block_size) && expect.kv_type.size() < 16) {
+    const auto again = encode_record(expect, payload, Compression::Zstd, &key);
+    std::vector<uint8_t> payload2;
+    fuzz::check(decode_record(again, expect, payload2, &key) == RecordStatus::Ok && payload2 == payload,
+                "re-sealed record does not round-trip");
+  }
   return 0;
 }

@@ -210,6 +210,9 @@ void serve(ServeOptions& opts) {
   if (config.tiers.write_through && config.tiers.disk_dir.empty()) {
     throw Error("--cache-write-through needs the disk tier (--cache-disk-size)");
   }
+  if (!config.tiers.key_file.empty() && !config.tiers.enabled()) {
+    throw Error("--cache-tier-key-file needs a tier (--cache-disk-size or --cache-redis)");
+  }
   opts.server.log_requests = !opts.quiet;
   configure_keys(opts);
 
@@ -255,6 +258,12 @@ void serve(ServeOptions& opts) {
   if (!config.tiers.redis_url.empty()) {
     std::fprintf(stderr, "preface: Redis KV cache tier at %s (TTL %d s)\n", config.tiers.redis_url.c_str(),
                  config.tiers.redis_ttl_s);
+  }
+  if (config.tiers.enabled()) {
+    std::fprintf(stderr, "preface: tier records %s\n",
+                 config.tiers.key_file.empty()
+                     ? "unsealed: whoever can write to the tiers' storage can plant KV (--cache-tier-key-file)"
+                     : "sealed with AES-256-GCM (--cache-tier-key-file): records not sealed under it are rejected");
   }
   identity.chat_template_source = model->file().try_string("tokenizer.chat_template").value_or("");
   http.attach(*engine, *tokenizer, identity);

@@ -9,8 +9,8 @@ namespace preface::cli {
 void add_kv_event_options(CLI::App& cmd, KvEventOptions& opts) {
   cmd.add_option("--kv-events-endpoint", opts.endpoint,
                  "Publish KV cache events (vLLM's BlockStored/BlockRemoved/AllBlocksCleared, msgpack over a ZeroMQ "
-                 "PUB socket) for cache-aware routers: tcp://*:5557 binds, tcp://HOST:PORT connects to a collector "
-                 "(default: none)");
+                 "PUB socket) for cache-aware routers: tcp://*:5557 binds (every interface: the events carry every "
+                 "tenant's prompt token ids), tcp://HOST:PORT connects to a collector (default: none)");
   cmd.add_option("--kv-events-topic", opts.topic, "Topic frame of every KV event message")->capture_default_str();
   cmd.add_option("--kv-events-hash-format", opts.hash_format,
                  "Block hashes in KV events: int (the SHA-256 digest's low 64 bits, as vLLM's "
@@ -39,6 +39,12 @@ std::unique_ptr<engine::KvEventPublisher> open_kv_event_publisher(const KvEventO
   auto publisher = std::make_unique<engine::KvEventPublisher>(config);
   std::fprintf(stderr, "preface: KV events on %s (topic '%s', %s block hashes)\n", publisher->endpoint().c_str(),
                opts.topic.c_str(), opts.hash_format.c_str());
+  if (opts.endpoint.starts_with("tcp://*") || opts.endpoint.starts_with("tcp://0.0.0.0") ||
+      opts.endpoint.find("::") != std::string::npos) {
+    std::fprintf(stderr,
+                 "preface: warning: KV events are published on every interface: anyone who can reach the port "
+                 "subscribes to every tenant's prompt token ids; publish on a private network only\n");
+  }
   return publisher;
 }
 

@@ -133,6 +133,10 @@ void add_serve_options(CLI::App& cmd, ServeOptions& opts) {
                "Write each KV block to the disk tier as soon as it is computed, not only when evicted (survives a "
                "crash, costs a copy per block)");
   cmd.add_flag("--cache-compress", opts.tiers.compress, "zstd-compress the KV records of the disk and Redis tiers");
+  cmd.add_option("--cache-tier-key-file", opts.tiers.key_file,
+                 "Seal the disk and Redis tiers' records with AES-256-GCM under a key derived from this file (at "
+                 "least 16 bytes, e.g. `openssl rand -hex 32`; the same file on every replica sharing a tier): "
+                 "records not sealed under it are rejected and counted, and prompt tokens are not stored in clear");
   cmd.add_option("--cache-redis", opts.tiers.redis_url,
                  "Shared cache tier on Redis, redis://host:port[/db]: computed KV blocks are published there and "
                  "other replicas on the same model load them (default: none)");

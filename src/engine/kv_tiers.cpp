@@ -13,12 +13,15 @@ KvTiers::KvTiers(const TierConfig& config, const Backend& backend, kv::KvCache& 
       model_(kv::model_digest(backend.fingerprint())),
       kv_type_(kernels::kv_type_name(backend.kv_type())) {
   const auto compression = config.compress ? kv::Compression::Zstd : kv::Compression::None;
+  std::shared_ptr<const kv::RecordKey> key;
+  if (!config.key_file.empty()) key = std::make_shared<const kv::RecordKey>(kv::RecordKey::from_file(config.key_file));
   if (!config.disk_dir.empty()) {
     kv::DiskTierOptions o;
     o.dir = config.disk_dir;
     o.max_bytes = config.disk_bytes;
     o.compression = compression;
     o.model = model_;
+    o.key = key;
     disk_ = std::make_unique<kv::DiskTier>(o);
   }
   if (!config.redis_url.empty()) {
@@ -29,6 +32,7 @@ KvTiers::KvTiers(const TierConfig& config, const Backend& backend, kv::KvCache& 
     o.timeout_ms = config.redis_timeout_ms;
     o.compression = compression;
     o.model = model_;
+    o.key = key;
     redis_ = std::make_unique<kv::RedisTier>(o);
   }
 }

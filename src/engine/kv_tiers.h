@@ -39,6 +39,9 @@ struct TierConfig {
   int redis_ttl_s = 3600;
   uint64_t redis_max_record_bytes = 4u << 20;
   int redis_timeout_ms = 500;
+  // Seals every record of every tier with AES-256-GCM under this file's key (kv/record_seal.h) and accepts only
+  // records sealed under it; empty: records are unsealed, and the tiers' storage must be trusted.
+  std::string key_file;
   bool enabled() const { return !disk_dir.empty() || !redis_url.empty(); }
 };
 

@@ -205,7 +205,7 @@ std::vector<std::vector<uint8_t>> DiskTier::fetch(std::span<const RecordMeta> ex
     }
     n_read += static_cast<int64_t>(bytes.size());
     std::vector<uint8_t> payload;
-    const RecordStatus status = decode_record(bytes, want, payload);
+    const RecordStatus status = decode_record(bytes, want, payload, opt_.key.get());
     if (status != RecordStatus::Ok) {
       reject(want.hash, status);
       break;
@@ -246,7 +246,7 @@ void DiskTier::write(const TierWrite& w) {
   if (!w.payload) return;
   std::vector<uint8_t> record;
   try {
-    record = encode_record(w.meta, *w.payload, opt_.compression);
+    record = encode_record(w.meta, *w.payload, opt_.compression, opt_.key.get());
   } catch (const std::exception&) {
     std::lock_guard lock(mu_);
     ++stats_.n_errors;

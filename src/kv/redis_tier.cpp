@@ -140,7 +140,7 @@ std::vector<std::vector<uint8_t>> RedisTier::fetch(std::span<const RecordMeta> e
       n_read += static_cast<int64_t>(r->len);
       std::vector<uint8_t> payload;
       const RecordStatus s = decode_record(
-          std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(r->str), r->len), rest[i], payload);
+          std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(r->str), r->len), rest[i], payload, opt_.key.get());
       if (s != RecordStatus::Ok) {
         ++rejected[static_cast<size_t>(s)];
         gap = true;
@@ -212,7 +212,7 @@ void RedisTier::write(const TierWrite& w) {
   }
   std::vector<uint8_t> record;
   try {
-    record = encode_record(w.meta, *w.payload, opt_.compression);
+    record = encode_record(w.meta, *w.payload, opt_.compression, opt_.key.get());
   } catch (const std::exception&) {
     count(&TierStats::n_errors);
     return;

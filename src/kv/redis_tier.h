@@ -28,6 +28,7 @@ struct RedisTierOptions {
   int timeout_ms = 500;                // connect and per-reply socket timeout
   Compression compression = Compression::None;
   Digest model;
+  std::shared_ptr<const RecordKey> key;  // records sealed and opened with it (kv/record_seal.h); null: unsealed
   size_t max_queue_bytes = 256u << 20;
 };
 

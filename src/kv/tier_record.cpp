@@ -14,6 +14,8 @@ namespace {
 constexpr std::array<uint8_t, 8> kMagic = {'P', 'F', 'K', 'V', 'R', 'E', 'C', 0};
 constexpr size_t kKvTypeBytes = 16;
 constexpr uint32_t kMaxTokens = 1u << 16;  // a header naming more is garbage (block sizes are small)
+constexpr size_t kSealedAadBytes = 192;     // a sealed record authenticates the header up to the payload checksum
+constexpr uint32_t kSealAes256Gcm = 1;
 
 // Writes little-endian fields into a buffer sized in advance.
 struct Writer {
@@ -54,7 +56,8 @@ Digest model_digest(std::string_view fingerprint) {
 
 const char* record_status_name(RecordStatus s) {
   static constexpr const char* kNames[] = {"ok",         "truncated",   "bad_magic", "version",   "header_checksum",
-                                           "payload_checksum", "decompress", "other_model", "kv_layout", "mismatch"};
+                                           "payload_checksum", "decompress", "other_model", "kv_layout", "mismatch",
+                                           "unauthenticated"};
   static_assert(std::size(kNames) == kRecordStatusCount);
   return kNames[std::min(static_cast<size_t>(s), kRecordStatusCount - 1)];
 }
@@ -63,7 +66,8 @@ size_t record_header_bytes(int32_t block_size) {
   return kRecordFixedHeaderBytes + 4 * static_cast<size_t>(std::max(block_size, 0)) + 8;
 }
 
-std::vector<uint8_t> encode_record(const RecordMeta& meta, std::span<const uint8_t> payload, Compression compression) {
+std::vector<uint8_t> encode_record(const RecordMeta& meta, std::span<const uint8_t> payload, Compression compression,
+                                   const RecordKey* key) {
   if (payload.size() != meta.payload_bytes || meta.tokens.size() != static_cast<size_t>(meta.block_size) ||
       meta.block_size <= 0 || meta.kv_type.size() >= kKvTypeBytes) {
     throw Error("encode_record: inconsistent record metadata");
@@ -78,7 +82,9 @@ std::vector<uint8_t> encode_record(const RecordMeta& meta, std::span<const uint8
     body = stored;
   }
   const size_t header_bytes = record_header_bytes(meta.block_size);
-  std::vector<uint8_t> out(header_bytes + body.size());
+  const size_t n_token_bytes = 4 * meta.tokens.size();
+  const size_t stored_bytes = key != nullptr ? kSealOverheadBytes + n_token_bytes + body.size() : body.size();
+  std::vector<uint8_t> out(header_bytes + stored_bytes);
   Writer w{out.data()};
   w.raw(kMagic.data(), kMagic.size());
   w.u32(kRecordFormatVersion);
@@ -90,13 +96,27 @@ std::vector<uint8_t> encode_record(const RecordMeta& meta, std::span<const uint8
   w.u32(static_cast<uint32_t>(meta.block_size));
   w.u32(static_cast<uint32_t>(meta.tokens.size()));
   w.u32(static_cast<uint32_t>(compression));
-  w.u32(0);
+  w.u32(key != nullptr ? kSealAes256Gcm : 0);
   w.u64(payload.size());
-  w.u64(body.size());
-  w.u64(XXH3_64bits(body.data(), body.size()));
-  for (const int32_t t : meta.tokens) w.u32(static_cast<uint32_t>(t));
+  w.u64(stored_bytes);
+  if (key == nullptr) {
+    w.u64(XXH3_64bits(body.data(), body.size()));
+    for (const int32_t t : meta.tokens) w.u32(static_cast<uint32_t>(t));
+    w.u64(XXH3_64bits(out.data(), header_bytes - 8));
+    w.raw(body.data(), body.size());
+    return out;
+  }
+  std::vector<uint8_t> plain(n_token_bytes + body.size());
+  Writer pw{plain.data()};
+  for (const int32_t t : meta.tokens) pw.u32(static_cast<uint32_t>(t));
+  pw.raw(body.data(), body.size());
+  std::vector<uint8_t> sealed;
+  sealed.reserve(stored_bytes);
+  key->seal(std::span<const uint8_t>(out.data(), kSealedAadBytes), plain, sealed);
+  w.u64(XXH3_64bits(sealed.data(), sealed.size()));
+  w.p += n_token_bytes;  // zeros: the ids are sealed
   w.u64(XXH3_64bits(out.data(), header_bytes - 8));
-  w.raw(body.data(), body.size());
+  w.raw(sealed.data(), sealed.size());
   return out;
 }
 
@@ -124,10 +144,12 @@ HeaderView decode_header(std::span<const uint8_t> bytes) {
     return h;
   }
   const uint32_t compression = get_u32(p + 168);
-  if (compression > static_cast<uint32_t>(Compression::Zstd)) {
-    h.status = RecordStatus::Version;  // a compression this build does not know
+  const uint32_t sealing = get_u32(p + 172);
+  if (compression > static_cast<uint32_t>(Compression::Zstd) || sealing > kSealAes256Gcm) {
+    h.status = RecordStatus::Version;  // a compression or sealing this build does not know
     return h;
   }
+  h.sealed = sealing == kSealAes256Gcm;
   h.meta.ns = get_digest(p + 16);
   h.meta.hash = get_digest(p + 48);
   h.meta.parent = get_digest(p + 80);
@@ -142,6 +164,11 @@ HeaderView decode_header(std::span<const uint8_t> bytes) {
   h.meta.tokens.resize(n_tokens);
   for (uint32_t i = 0; i < n_tokens; ++i) h.meta.tokens[i] = static_cast<int32_t>(get_u32(p + 200 + 4 * i));
   h.header_bytes = header_bytes;
+  if (h.sealed) {  // the ids are checked once the payload is opened; the header must not pretend to hold them
+    const bool zeros = std::all_of(h.meta.tokens.begin(), h.meta.tokens.end(), [](int32_t t) { return t == 0; });
+    h.status = zeros ? RecordStatus::Ok : RecordStatus::Mismatch;
+    return h;
+  }
   if (chain_hash(h.meta.parent, h.meta.tokens) != h.meta.hash) {
     h.status = RecordStatus::Mismatch;
     return h;
@@ -150,7 +177,8 @@ HeaderView decode_header(std::span<const uint8_t> bytes) {
   return h;
 }
 
-RecordStatus decode_record(std::span<const uint8_t> bytes, const RecordMeta& expect, std::vector<uint8_t>& payload) {
+RecordStatus decode_record(std::span<const uint8_t> bytes, const RecordMeta& expect, std::vector<uint8_t>& payload,
+                           const RecordKey* key) {
   payload.clear();
   const HeaderView h = decode_header(bytes);
   if (h.status != RecordStatus::Ok) return h.status;
@@ -161,11 +189,22 @@ RecordStatus decode_record(std::span<const uint8_t> bytes, const RecordMeta& exp
     return RecordStatus::KvLayout;
   }
   if (h.meta.ns != expect.ns || h.meta.hash != expect.hash || h.meta.parent != expect.parent ||
-      h.meta.tokens != expect.tokens) {
+      (!h.sealed && h.meta.tokens != expect.tokens)) {
     return RecordStatus::Mismatch;
   }
-  const auto body = bytes.subspan(h.header_bytes);
+  if (h.sealed != (key != nullptr)) return RecordStatus::Unauthenticated;
+  std::span<const uint8_t> body = bytes.subspan(h.header_bytes);
   if (XXH3_64bits(body.data(), body.size()) != h.payload_checksum) return RecordStatus::PayloadChecksum;
+  std::vector<uint8_t> opened;
+  if (h.sealed) {
+    if (!key->open(bytes.first(kSealedAadBytes), body, opened)) return RecordStatus::Unauthenticated;
+    const size_t n_token_bytes = 4 * expect.tokens.size();
+    if (opened.size() < n_token_bytes) return RecordStatus::Mismatch;
+    for (size_t i = 0; i < expect.tokens.size(); ++i) {
+      if (static_cast<int32_t>(get_u32(opened.data() + 4 * i)) != expect.tokens[i]) return RecordStatus::Mismatch;
+    }
+    body = std::span<const uint8_t>(opened).subspan(n_token_bytes);
+  }
   if (h.compression == Compression::None) {
     if (body.size() != h.meta.payload_bytes) return RecordStatus::KvLayout;
     payload.assign(body.begin(), body.end());

@@ -16,7 +16,7 @@
 //   160   4  block size (tokens)
 //   164   4  n = token count (== block size)
 //   168   4  compression: 0 none, 1 zstd
-//   172   4  reserved, 0
+//   172   4  sealing: 0 none, 1 AES-256-GCM (kv/record_seal.h)
 //   176   8  payload length after decompression (Backend::block_bytes)
 //   184   8  stored payload length P
 //   192   8  XXH3-64 of the stored payload
@@ -25,6 +25,13 @@
 //     H   P  payload
 // A record is exactly H + P bytes; the chain hash must equal chain_hash(parent, tokens) (kv/hash.h), so the header
 // cannot name tokens other than those its hash was computed from.
+//
+// A sealed record (written with a RecordKey) keeps the token ids out of the header (zeros there) and stores
+//   P = seal(aad = header bytes [0, 192), plaintext = token ids (4n) | the payload as stored unsealed)
+// so a reader without the key learns the namespace and chain hashes only, and a record not sealed under the
+// reader's key (forged with recomputed checksums, edited, or unsealed where a key is configured) is rejected as
+// Unauthenticated before a byte of it is used. A reader with a key accepts sealed records only; one without, unsealed
+// records only.
 #pragma once
 #include <array>
 #include <cstddef>
@@ -35,6 +42,7 @@
 #include <vector>
 
 #include "kv/hash.h"
+#include "kv/record_seal.h"
 
 namespace preface::kv {
 
@@ -66,16 +74,18 @@ enum class RecordStatus : uint8_t {
   OtherModel,       // written by another model file
   KvLayout,         // another KV type, block size or payload size
   Mismatch,         // namespace, chain hash, parent or tokens differ from the lookup's (or hash != chain(parent, tokens))
+  Unauthenticated,  // not sealed under the reader's key (or sealed where the reader has none)
   kCount,
 };
 inline constexpr size_t kRecordStatusCount = static_cast<size_t>(RecordStatus::kCount);
-const char* record_status_name(RecordStatus s);  // "ok" | "truncated" | "bad_magic" | "version" | ...
+const char* record_status_name(RecordStatus s);  // "ok" | "truncated" | "bad_magic" | ... | "unauthenticated"
 
 enum class Compression : uint32_t { None = 0, Zstd = 1 };
 
-// meta + payload as a record. payload.size() must equal meta.payload_bytes and meta.tokens.size() meta.block_size;
-// throws preface::Error otherwise or when zstd fails.
-std::vector<uint8_t> encode_record(const RecordMeta& meta, std::span<const uint8_t> payload, Compression compression);
+// meta + payload as a record, sealed under key when it is not null. payload.size() must equal meta.payload_bytes
+// and meta.tokens.size() meta.block_size; throws preface::Error otherwise or when zstd or sealing fails.
+std::vector<uint8_t> encode_record(const RecordMeta& meta, std::span<const uint8_t> payload, Compression compression,
+                                   const RecordKey* key = nullptr);
 
 // The header alone (bytes may be a prefix of the record; at least header_bytes_needed). Checks magic, version,
 // header length and checksum; fills meta (payload_bytes included) and the stored payload length.
@@ -85,14 +95,17 @@ struct HeaderView {
   uint32_t header_bytes = 0;
   uint64_t stored_bytes = 0;
   Compression compression = Compression::None;
+  bool sealed = false;  // meta.tokens are then zeros: the ids are inside the sealed payload
   uint64_t payload_checksum = 0;
 };
 HeaderView decode_header(std::span<const uint8_t> bytes);
 // Bytes to read to see the whole header of a record of a block_size-token block.
 size_t record_header_bytes(int32_t block_size);
 
-// A whole record checked against `expect` (every field of RecordMeta). On Ok, payload holds the decompressed
-// payload ([expect.payload_bytes]); otherwise it is empty. Never throws on any input bytes.
-RecordStatus decode_record(std::span<const uint8_t> bytes, const RecordMeta& expect, std::vector<uint8_t>& payload);
+// A whole record checked against `expect` (every field of RecordMeta), opened with key when it is not null. On
+// Ok, payload holds the decompressed payload ([expect.payload_bytes]); otherwise it is empty. Never throws on any
+// input bytes.
+RecordStatus decode_record(std::span<const uint8_t> bytes, const RecordMeta& expect, std::vector<uint8_t>& payload,
+                           const RecordKey* key = nullptr);
 
 }  // namespace preface::kv

@@ -122,6 +122,66 @@ void restart_case(int sig) {
 }
 
 TEST(ServeCacheTiers, DiskSurvivesSigterm) { restart_case(SIGTERM); }
+
+// --cache-tier-key-file: the disk records hold no prompt tokens in clear; a server with the key is served from them
+// bit-identically; a server without it rejects them (reason "unauthenticated") and computes instead.
+TEST(ServeCacheTiers, SealedDiskRecordsServeOnlyTheKeyHolder) {
+  if (model_path().empty()) GTEST_SKIP() << "stories260K.gguf not available";
+  const std::string expected = cold_output(2);
+  const std::string dir = fresh_dir("sealed");
+  const std::string key = (fs::path(fresh_dir("sealed-key")) / "key").string();
+  fs::create_directories(fs::path(key).parent_path());
+  std::ofstream(key) << "3f1c0ffee0ddf00d5eed5eed5eed5eed\n";
+  const std::vector<std::string> keyed = {"--cache-dir", dir,  "--cache-disk-size", "1GiB",
+                                          "--cache-tier-key-file", key};
+  {
+    std::vector<std::string> extra = keyed;
+    extra.push_back("--cache-write-through");
+    ServeProcess a(serve_args(extra), "tiers-sealed-a");
+    ASSERT_FALSE(a.url().empty()) << a.log();
+    EXPECT_EQ(complete(a.url(), 2).output(), expected);
+    ASSERT_TRUE(wait_until([&] {
+      return metric(a.url(), "preface_kv_tier_written_records_total{tier=\"disk\"}") >= 12;
+    })) << a.log();
+    EXPECT_EQ(a.signal_and_wait(SIGTERM, std::chrono::seconds(60)), 0) << a.log();
+  }
+  // The first four prompt tokens as they would lie in an unsealed record's header.
+  std::string needle;
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t t = request_body(2)["prompt"][i].get<uint32_t>();
+    for (int b = 0; b < 4; ++b) needle.push_back(static_cast<char>(t >> (8 * b)));
+  }
+  int n_records = 0;
+  for (const auto& e : fs::recursive_directory_iterator(fs::path(dir) / "kv")) {
+    if (!e.is_regular_file() || e.path().extension() != ".kvb") continue;
+    std::ifstream in(e.path(), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(bytes.find(needle), std::string::npos) << e.path();
+    ++n_records;
+  }
+  EXPECT_GE(n_records, 12);
+  {
+    ServeProcess b(serve_args(keyed), "tiers-sealed-b");
+    ASSERT_FALSE(b.url().empty()) << b.log();
+    const Reply r = complete(b.url(), 2);
+    EXPECT_EQ(r.output(), expected) << "served from sealed records";
+    EXPECT_EQ(r.tier(), 12 * kBlock);
+  }
+  ServeProcess c(serve_args({"--cache-dir", dir, "--cache-disk-size", "1GiB"}), "tiers-sealed-c");
+  ASSERT_FALSE(c.url().empty()) << c.log();
+  const Reply r = complete(c.url(), 2);
+  EXPECT_EQ(r.output(), expected);
+  EXPECT_EQ(r.tier(), 0);
+  EXPECT_GE(metric(c.url(), "preface_kv_tier_rejected_records_total{tier=\"disk\",reason=\"unauthenticated\"}"),
+            1);
+}
+
+TEST(ServeCacheTiers, TierKeyFileWithoutATierIsRefused) {
+  if (model_path().empty()) GTEST_SKIP() << "stories260K.gguf not available";
+  const CliResult r = run_preface({"serve", "-m", model_path(), "--cache-tier-key-file", "/nonexistent"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--cache-tier-key-file needs a tier"), std::string::npos) << r.err;
+}
 TEST(ServeCacheTiers, DiskWriteThroughSurvivesSigkill) { restart_case(SIGKILL); }
 
 int free_port() {
