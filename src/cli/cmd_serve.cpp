@@ -191,6 +191,7 @@ void serve(ServeOptions& opts) {
   config.kv_type = kernels::parse_kv_type(opts.model.kv_type);
   config.block_size = opts.model.block_size;
   config.kv_cache_bytes = opts.kv_cache_mem.empty() ? 0 : parse_bytes(opts.kv_cache_mem);
+  config.state_snapshot_bytes = opts.state_cache_mem.empty() ? 0 : parse_bytes(opts.state_cache_mem);
   config.max_batch_tokens = opts.max_batch_tokens;
   config.max_running = opts.max_running;
   config.n_threads = resolve_threads(opts.model.threads);
@@ -239,27 +240,36 @@ void serve(ServeOptions& opts) {
   engine->start();
   const engine::EngineDescription kv = engine->describe();
   const auto n_tokens = static_cast<uint64_t>(kv.n_kv_blocks) * static_cast<uint64_t>(kv.block_size);
+  const auto bytes_per_token = static_cast<unsigned long long>(model->memory().paged_bytes_per_token(kv.kv_type));
   std::fprintf(stderr,
-               "preface: KV cache (%s): %zu bytes per token, %d blocks of %d tokens = %llu tokens (%s allocated%s); "
+               "preface: KV cache (%s): %llu bytes per token, %d blocks of %d tokens = %llu tokens (%s allocated%s); "
                "prefix cache %s; %d threads\n",
-               opts.model.kv_type.c_str(), kv.kv_bytes / std::max<uint64_t>(n_tokens, 1), kv.n_kv_blocks,
-               kv.block_size, static_cast<unsigned long long>(n_tokens), format_bytes(kv.kv_bytes).c_str(),
+               opts.model.kv_type.c_str(), bytes_per_token, kv.n_kv_blocks, kv.block_size,
+               static_cast<unsigned long long>(n_tokens), format_bytes(kv.kv_bytes).c_str(),
                config.kv_cache_bytes ? "" : ", sized from the context and --max-running",
-               config.prefix_cache ? "on" : "off", config.n_threads);
+               kv.prefix_cache ? "on" : "off",
+               config.n_threads);
   const model::MemoryLayout& memory = model->memory();
   for (size_t i = 0; i < memory.groups().size(); ++i) {
     std::fprintf(stderr, "preface: memory group %zu of %zu: %s\n", i + 1, memory.groups().size(),
                  memory.groups()[i].summary(kv.kv_type).c_str());
   }
-  if (!config.tiers.disk_dir.empty()) {
+  if (memory.has_state()) {
+    std::fprintf(stderr, "preface: recurrent-state snapshots: %llu bytes each, %s for them; hits resume only where "
+                 "one exists (the last full block before each prompt's last token)%s\n",
+                 static_cast<unsigned long long>(memory.state_bytes_per_sequence()),
+                 format_bytes(kv.snapshot_budget_bytes).c_str(),
+                 config.tiers.enabled() ? "; the cache tiers are off for this model (snapshots stay in RAM)" : "");
+  }
+  if (!config.tiers.disk_dir.empty() && !memory.has_state()) {
     std::fprintf(stderr, "preface: disk KV cache tier in %s (%s%s)\n", config.tiers.disk_dir.c_str(),
                  format_bytes(config.tiers.disk_bytes).c_str(), config.tiers.write_through ? ", write-through" : "");
   }
-  if (!config.tiers.redis_url.empty()) {
+  if (!config.tiers.redis_url.empty() && !memory.has_state()) {
     std::fprintf(stderr, "preface: Redis KV cache tier at %s (TTL %d s)\n", config.tiers.redis_url.c_str(),
                  config.tiers.redis_ttl_s);
   }
-  if (config.tiers.enabled()) {
+  if (config.tiers.enabled() && !memory.has_state()) {
     std::fprintf(stderr, "preface: tier records %s\n",
                  config.tiers.key_file.empty()
                      ? "unsealed: whoever can write to the tiers' storage can plant KV (--cache-tier-key-file)"

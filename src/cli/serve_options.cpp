@@ -12,6 +12,9 @@ void add_serve_options(CLI::App& cmd, ServeOptions& opts) {
   cmd.add_option("--port", s.port, "Port to listen on (0: any free port)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
+  cmd.add_option("--state-cache-mem", opts.state_cache_mem,
+                 "Models with recurrent layers (qwen35): memory for recurrent-state snapshots, where prefix hits "
+                 "resume, e.g. 512MiB (default: 256 MiB)");
   cmd.add_option("--kv-cache-mem", opts.kv_cache_mem,
                  "KV cache budget, e.g. 2GiB or 512MB (default: --max-running sequences of the full context, at most "
                  "25% of available memory and 8 GiB)");

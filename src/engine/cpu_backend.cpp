@@ -24,10 +24,10 @@ int32_t kv_blocks_for_budget(const model::MemoryLayout& memory, kernels::KvType 
 }
 
 CpuBackend::CpuBackend(model::Model& model, kernels::KvType kv_type, int32_t block_size, int32_t n_blocks,
-                       int32_t n_threads)
+                       int32_t n_threads, int32_t n_state_slots)
     : model_(model),
       threads_(n_threads > 0 ? n_threads : ThreadPool::hardware_threads()),
-      storage_(model.memory(), kv_type, block_size, n_blocks) {}
+      storage_(model.memory(), kv_type, block_size, n_blocks, n_state_slots) {}
 
 void CpuBackend::forward(const model::ForwardBatch& batch, float* logits) {
   model_.forward(batch, storage_.view(), threads_, logits);

@@ -19,9 +19,25 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 std::unique_ptr<Backend> cpu_backend(model::Model& model, const EngineConfig& c) {
   const uint64_t budget =
       c.kv_cache_bytes ? c.kv_cache_bytes : default_kv_cache_bytes(model, c.kv_type, c.max_running);
+  // A recurrent state per running sequence.
+  const int32_t n_state_slots = model.memory().has_state() ? std::max(c.max_running, 1) : 0;
   return std::make_unique<CpuBackend>(model, c.kv_type, c.block_size,
                                       kv_blocks_for_budget(model.memory(), c.kv_type, c.block_size, budget),
-                                      c.n_threads);
+                                      c.n_threads, n_state_slots);
+}
+
+// Models with recurrent layers resume hits from state snapshots, which the tiers below RAM do not store yet: the
+// tiers are off for them.
+EngineConfig effective_config(EngineConfig c, const Backend& backend) {
+  if (backend.memory().has_state()) c.tiers = TierConfig{};
+  return c;
+}
+
+// The snapshot budget: as configured, else 256 MiB; at least one snapshot for a model with recurrent layers.
+uint64_t snapshot_budget(const EngineConfig& c, const Backend& backend) {
+  if (!backend.memory().has_state()) return 0;
+  const uint64_t one = backend.memory().state_bytes_per_sequence();
+  return std::max(c.state_snapshot_bytes > 0 ? c.state_snapshot_bytes : uint64_t{256} << 20, one);
 }
 
 // model::shape_param_count of the model's shape (a Llama-family count: fused or extra tensors of other architectures
@@ -62,10 +78,11 @@ Engine::Engine(model::Model& model, const EngineConfig& config) : Engine(cpu_bac
 
 Engine::Engine(std::unique_ptr<Backend> backend, const EngineConfig& config)
     : backend_(std::move(backend)),
-      config_(config),
+      config_(effective_config(config, *backend_)),
       fingerprint_(backend_->fingerprint()),
-      cache_(backend_->n_kv_blocks(), backend_->block_size(), *backend_),
-      scheduler_(cache_, config.prefix_cache, config.max_running),
+      cache_(backend_->n_kv_blocks(), backend_->block_size(), *backend_, nullptr, backend_->n_state_slots(),
+             snapshot_budget(config_, *backend_)),
+      scheduler_(cache_, config_.prefix_cache, config.max_running),
       runner_(*backend_, std::max(config.max_running, 1)),
       pins_(std::max(1, backend_->n_kv_blocks() / 2), config.max_pinned_blocks_per_group) {
   config_.kv_type = backend_->kv_type();
@@ -88,8 +105,8 @@ Engine::Engine(std::unique_ptr<Backend> backend, const EngineConfig& config)
 
 EngineDescription Engine::describe() const {
   const auto& cfg = backend_->config();
-  return {cfg.ctx_len, cfg.n_vocab, backend_->block_size(), backend_->n_kv_blocks(), backend_->kv_bytes(),
-          backend_->kv_type()};
+  return {cfg.ctx_len,          cfg.n_vocab,          backend_->block_size(), backend_->n_kv_blocks(),
+          backend_->kv_bytes(), backend_->kv_type(), config_.prefix_cache, cache_.snapshots().budget_bytes()};
 }
 
 Engine::~Engine() { stop(); }
@@ -425,6 +442,9 @@ void Engine::publish_counters() {
   c.n_steps = n_steps_;
   c.n_failed_steps = n_failed_steps_;
   c.n_pinned_blocks = pins_.n_pinned();
+  c.n_state_snapshots = static_cast<int64_t>(cache_.snapshots().n_snapshots());
+  c.state_snapshot_bytes = static_cast<int64_t>(cache_.snapshots().bytes());
+  c.n_state_snapshots_evicted = cache_.snapshots().n_evicted();
   c.n_params = n_params_;
   c.n_verify_match = n_verify_match_;
   c.n_verify_mismatch = n_verify_mismatch_;

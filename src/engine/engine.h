@@ -64,8 +64,11 @@ struct EngineConfig {
   // logits); more are dropped and counted.
   double verify_fraction = 0;
   int32_t max_pending_verifications = 8;
-  // Cache tiers below RAM (--cache-dir, --cache-redis); used only with prefix_cache.
+  // Cache tiers below RAM (--cache-dir, --cache-redis); used only with prefix_cache, and not for models with
+  // recurrent layers (their state snapshots stay in RAM).
   TierConfig tiers;
+  // Models with recurrent layers: bytes of state snapshots kept in RAM (kv/state_snapshots.h); 0: 256 MiB.
+  uint64_t state_snapshot_bytes = 0;
 };
 
 // A sensible KV budget: 25% of MemAvailable, at most 8 GiB, at least 64 MiB.
@@ -85,6 +88,8 @@ struct EngineCounters {
   int64_t n_removal_records = 0, removal_record_bytes = 0;  // the cache explainer's kv::RemovalLog
   int32_t n_waiting = 0, n_running = 0;
   int32_t n_pinned_blocks = 0;
+  // Recurrent-state snapshots (models with recurrent layers): held, their bytes, evicted for the budget.
+  int64_t n_state_snapshots = 0, state_snapshot_bytes = 0, n_state_snapshots_evicted = 0;
   int64_t n_steps = 0;
   int64_t n_failed_steps = 0;  // steps that threw; their requests finished with FinishReason::Error
   int64_t n_verify_match = 0, n_verify_mismatch = 0;  // shadow verifications done (EngineConfig::verify_fraction)
@@ -126,8 +131,10 @@ struct EngineDescription {
   int32_t n_vocab = 0;
   int32_t block_size = 0;
   int32_t n_kv_blocks = 0;
-  size_t kv_bytes = 0;                  // the KV storage allocated
+  size_t kv_bytes = 0;                  // the KV storage allocated (recurrent state slots included)
   kernels::KvType kv_type = kernels::KvType::F16;
+  bool prefix_cache = true;
+  uint64_t snapshot_budget_bytes = 0;   // recurrent-state snapshots (models with recurrent layers), else 0
 };
 
 // Why a prompt would hit the cache as far as it would, now (Engine::explain_cache).

@@ -16,7 +16,34 @@ int32_t blocks_for(int32_t n_positions, int32_t block_size) {
 }  // namespace
 
 Scheduler::Scheduler(kv::KvCache& cache, bool prefix_cache, int32_t max_running)
-    : cache_(cache), prefix_cache_(prefix_cache), max_running_(max_running) {}
+    : cache_(cache),
+      prefix_cache_(prefix_cache),
+      recurrent_(cache.state_slots().n_slots() > 0),
+      max_running_(max_running) {}
+
+int32_t Scheduler::snapshot_point(const Sequence& seq) const {
+  if (!recurrent_ || !prefix_cache_) return 0;
+  return (seq.n_prompt - 1) / cache_.block_size() * cache_.block_size();
+}
+
+int32_t Scheduler::chunk_size(const Sequence& seq, int32_t from, int32_t n) const {
+  const int32_t cut = snapshot_point(seq);
+  return from < cut && from + n > cut ? cut - from : n;
+}
+
+void Scheduler::trim_to_snapshot(const Sequence& seq, std::span<const kv::Digest> hashes, kv::PrefixMatch& match) {
+  size_t k = match.block_ids.size();
+  while (k > 0 && !cache_.has_snapshot(hashes[k - 1])) --k;
+  kv::PrefixMatch dropped;
+  dropped.block_ids.assign(match.block_ids.begin() + static_cast<std::ptrdiff_t>(k), match.block_ids.end());
+  dropped.partial_src_block = match.partial_src_block;
+  cache_.abandon(dropped);
+  match.block_ids.resize(k);
+  match.n_cached_tokens = static_cast<int32_t>(k) * cache_.block_size();
+  match.partial_src_block = -1;
+  match.n_partial_tokens = 0;
+  match.last_hash = k > 0 ? hashes[k - 1] : seq.ns;
+}
 
 void Scheduler::add(std::unique_ptr<Sequence> seq) {
   seq->last_hash = seq->ns;
@@ -36,7 +63,7 @@ std::vector<ScheduledChunk> Scheduler::schedule(int32_t budget) {
       if (!seq->running || seq->planned_step == step_id_) continue;
       const bool is_decode = seq->n_remaining() == 1;
       if (is_decode != (pass == 0)) continue;
-      const int32_t n = std::min(seq->n_remaining(), budget);
+      const int32_t n = chunk_size(*seq, seq->n_computed, std::min(seq->n_remaining(), budget));
       if (!ensure_blocks(*seq, seq->n_computed + n)) continue;
       seq->planned_step = step_id_;
       plan.push_back({seq, n});
@@ -86,15 +113,29 @@ Scheduler::Admit Scheduler::try_admit(Sequence& seq, int32_t budget, std::vector
       if (!seq.admitted_once) seq.stats.n_tier_tokens = n_loaded * block_size;
     }
     match = cache_.acquire_prefix(seq.ns, seq.tokens, hashes, max_cached);
+    if (recurrent_) trim_to_snapshot(seq, hashes, match);
+  }
+  // A recurrent state to compute into (models with State layers): the snapshot where the hit ends, else zeros.
+  if (recurrent_) {
+    const std::optional<int32_t> slot = cache_.acquire_state_slot();
+    if (!slot) {
+      cache_.abandon(match);
+      return Admit::NoRoom;
+    }
+    seq.state_slot = *slot;
+    if (match.n_cached_tokens > 0 && !cache_.restore_state(match.last_hash, seq.state_slot)) {
+      throw std::logic_error("scheduler: the snapshot a hit was cut back to is gone");
+    }
   }
   const int32_t n_start = match.n_cached_tokens + match.n_partial_tokens;
-  const int32_t n_chunk = std::min(seq.n_tokens() - n_start, budget);
+  const int32_t n_chunk = chunk_size(seq, n_start, std::min(seq.n_tokens() - n_start, budget));
   const int32_t n_need = blocks_for(n_start + n_chunk, block_size) - static_cast<int32_t>(match.block_ids.size());
   std::optional<std::vector<int32_t>> fresh;
   while (!(fresh = cache_.allocate(n_need))) {
     Sequence* victim = pick_victim(nullptr);
     if (victim == nullptr) {  // undo the lookup's references and wait for memory
       cache_.abandon(match);
+      release_state_slot(seq);
       return Admit::NoRoom;
     }
     preempt(*victim);
@@ -163,6 +204,13 @@ void Scheduler::release_blocks(Sequence& seq) {
   retract_pending(seq);
   cache_.release(seq.block_table);  // back to front: the deepest block is evicted first
   seq.block_table.clear();
+  release_state_slot(seq);
+}
+
+void Scheduler::release_state_slot(Sequence& seq) {
+  if (seq.state_slot < 0) return;
+  cache_.release_state_slot(seq.state_slot);
+  seq.state_slot = -1;
 }
 
 void Scheduler::announce_pending(Sequence& seq, int32_t lo) {
@@ -202,6 +250,12 @@ void Scheduler::on_computed(const ScheduledChunk& chunk) {
     }
     seq.last_hash = hash;
     seq.n_hashed_blocks++;
+  }
+  // Models with recurrent layers: the state at the snapshot point is filed under the block that ends there.
+  const int32_t cut = snapshot_point(seq);
+  if (cut > 0 && seq.n_computed == cut && seq.state_slot >= 0 && seq.n_hashed_blocks >= cut / block_size) {
+    const kv::Digest& hash = seq.hashes[static_cast<size_t>(cut / block_size - 1)];
+    if (!cache_.has_snapshot(hash)) cache_.snapshot_state(seq.ns, hash, seq.state_slot);
   }
 }
 
@@ -249,6 +303,19 @@ void Scheduler::check_invariants() const {
   if (expected != pending_) throw std::logic_error("scheduler: pending block counts inconsistent");
   if (running_.size() + waiting_.size() != owned_.size()) {
     throw std::logic_error("scheduler: running + waiting != live sequences");
+  }
+  // State slots: each running sequence holds one (when the model has state layers), a waiting one none.
+  int32_t n_held = 0;
+  for (const auto& seq : owned_) {
+    const bool wants = seq->running && cache_.state_slots().n_slots() > 0;
+    if (wants != (seq->state_slot >= 0) || (seq->state_slot >= 0 && !cache_.state_slots().held(seq->state_slot))) {
+      throw std::logic_error("scheduler: sequence " + std::to_string(seq->id) + " state slot " +
+                             std::to_string(seq->state_slot) + " does not match its state");
+    }
+    n_held += seq->state_slot >= 0 ? 1 : 0;
+  }
+  if (n_held != cache_.state_slots().n_slots() - cache_.state_slots().n_free()) {
+    throw std::logic_error("scheduler: held state slots differ from the running sequences'");
   }
 }
 

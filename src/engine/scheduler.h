@@ -11,6 +11,13 @@
 // When the pool cannot supply blocks (after evicting cached ones, which allocation does LRU-first), the youngest
 // running sequence not yet scheduled this step is preempted: its blocks are released (full ones stay cached) and
 // it goes back to the front of the waiting queue, to resume from whatever prefix is still cached.
+//
+// Models with recurrent layers (the cache has state slots): each running sequence holds a state slot. A hit can only
+// resume where a state snapshot exists (kv/state_snapshots.h), so the match is cut back to the longest prefix of
+// full blocks whose last one has a snapshot (no partial block) and the snapshot is restored into the slot; without
+// one the state starts from zeros at position 0. Snapshots are taken at one point per prompt, the last full-block
+// boundary before its last token (so the same prompt again, or a longer one that extends it, resumes there): the
+// prefill chunk that reaches it ends there, and the state is filed under that block's hash.
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -63,13 +70,20 @@ class Scheduler {
   // The youngest running sequence not planned this step, other than `except`, or nullptr.
   Sequence* pick_victim(const Sequence* except) const;
   void preempt(Sequence& seq);
-  void release_blocks(Sequence& seq);
+  void release_blocks(Sequence& seq);  // and the state slot
+  // Recurrent models: where the snapshot of seq's prompt is taken (0: none), a chunk of n tokens from `from` cut
+  // to end there, and a lookup's match cut back to the longest prefix ending at a snapshot.
+  int32_t snapshot_point(const Sequence& seq) const;
+  int32_t chunk_size(const Sequence& seq, int32_t from, int32_t n) const;
+  void trim_to_snapshot(const Sequence& seq, std::span<const kv::Digest> hashes, kv::PrefixMatch& match);
+  void release_state_slot(Sequence& seq);
   void announce_pending(Sequence& seq, int32_t lo);
   void retract_pending(Sequence& seq);
 
   kv::KvCache& cache_;
   KvTiers* tiers_ = nullptr;
   bool prefix_cache_;
+  bool recurrent_;  // the model has State layers: state slots and snapshots
   int32_t max_running_;
   std::vector<std::unique_ptr<Sequence>> owned_;  // every live sequence
   std::vector<Sequence*> running_;                // admission order (oldest first)

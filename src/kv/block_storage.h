@@ -23,6 +23,12 @@ class BlockStorage {
   virtual size_t block_bytes() const = 0;
   virtual void read_block(int32_t block, std::span<uint8_t> out) const = 0;
   virtual void write_block(int32_t block, std::span<const uint8_t> in) = 0;
+  // The recurrent state of one slot (every State layer's bytes, in layer order) as a host record of state_bytes()
+  // bytes, for snapshots (kv/state_snapshots.h): writing a record read from a slot makes another slot hold the same
+  // state. Storage without State layers: 0 bytes, and reading or writing throws preface::Error.
+  virtual size_t state_bytes() const { return 0; }
+  virtual void read_state(int32_t slot, std::span<uint8_t> out) const;
+  virtual void write_state(int32_t slot, std::span<const uint8_t> in);
 };
 
 }  // namespace preface::kv

@@ -1,10 +1,37 @@
 #include "kv/kv_cache.h"
 
+#include "util/error.h"
+
 namespace preface::kv {
 
+void BlockStorage::read_state(int32_t, std::span<uint8_t>) const { throw Error("this storage holds no state"); }
+void BlockStorage::write_state(int32_t, std::span<const uint8_t>) { throw Error("this storage holds no state"); }
+
 KvCache::KvCache(int32_t n_blocks, int32_t block_size, BlockStorage& storage, std::unique_ptr<EvictionPolicy> policy,
-                 int32_t n_state_slots)
-    : pool_(n_blocks, block_size, std::move(policy)), index_(pool_), storage_(storage), state_slots_(n_state_slots) {}
+                 int32_t n_state_slots, uint64_t snapshot_budget_bytes)
+    : pool_(n_blocks, block_size, std::move(policy)),
+      index_(pool_),
+      storage_(storage),
+      state_slots_(n_state_slots),
+      snapshots_(snapshot_budget_bytes) {}
+
+bool KvCache::snapshot_state(const Digest& ns, const Digest& hash, int32_t slot) {
+  std::vector<uint8_t> bytes(storage_.state_bytes());
+  storage_.read_state(slot, bytes);
+  return snapshots_.put(ns, hash, bytes);
+}
+
+bool KvCache::restore_state(const Digest& hash, int32_t slot) {
+  const std::vector<uint8_t>* bytes = snapshots_.get(hash);
+  if (bytes == nullptr) return false;
+  storage_.write_state(slot, *bytes);
+  return true;
+}
+
+int32_t KvCache::purge_namespace(const Digest& root) {
+  snapshots_.purge_namespace(root);
+  return pool_.purge_namespace(root);
+}
 
 PrefixMatch KvCache::peek(const Digest& ns, std::span<const int32_t> tokens, std::span<const Digest> hashes,
                           int32_t cap) const {

@@ -13,6 +13,8 @@
 //   release(block table)                  at the end or on preemption: full blocks stay cached
 // and, for a model with recurrent-state layers (model::MemoryKind::State), a state slot per running sequence:
 //   acquire_state_slot() ... release_state_slot(slot)   with the sequence's first blocks and their release
+//   snapshot_state(ns, hash, slot) / restore_state(hash, slot)  the state at a block boundary, filed under that
+//                                         block's hash; a hit on such a model resumes only where one exists
 // `hashes` are the chain hashes of the prompt's full blocks (kv::block_hashes), computed once per sequence by
 // the caller; a lookup never re-hashes a block it is given.
 //
@@ -38,6 +40,7 @@
 #include "kv/hash.h"
 #include "kv/prefix_index.h"
 #include "kv/state_slots.h"
+#include "kv/state_snapshots.h"
 
 namespace preface::kv {
 
@@ -49,7 +52,8 @@ class KvCache {
   // blocks, and n_state_slots state slots per state layer). policy: the eviction order (nullptr: LRU). Throws
   // preface::Error on non-positive sizes or a negative slot count.
   KvCache(int32_t n_blocks, int32_t block_size, BlockStorage& storage,
-          std::unique_ptr<EvictionPolicy> policy = nullptr, int32_t n_state_slots = 0);
+          std::unique_ptr<EvictionPolicy> policy = nullptr, int32_t n_state_slots = 0,
+          uint64_t snapshot_budget_bytes = 0);
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;
 
@@ -81,6 +85,14 @@ class KvCache {
   void release_state_slot(int32_t slot) { state_slots_.release(slot); }
   const StateSlots& state_slots() const { return state_slots_; }
 
+  // State snapshots (kv/state_snapshots.h): the slot's state (storage().read_state) filed under the hash of the
+  // full block it ends; false when it does not fit the budget. restore_state writes the snapshot under hash into
+  // slot; false when there is none.
+  bool snapshot_state(const Digest& ns, const Digest& hash, int32_t slot);
+  bool restore_state(const Digest& hash, int32_t slot);
+  bool has_snapshot(const Digest& hash) const { return snapshots_.contains(hash); }
+  const StateSnapshots& snapshots() const { return snapshots_; }
+
   // Registers the in-use, just-filled block_id under hash (= chain_hash(parent_hash, tokens), trusted; parent_hash
   // is ns for block 0). True when block_id holds hash afterwards; false when another block already does (this
   // one stays unregistered and is recycled first on release).
@@ -91,7 +103,7 @@ class KvCache {
   int32_t find(const Digest& hash) const { return pool_.find(hash); }
   void pin(int32_t block_id) { pool_.pin(block_id); }
   void unpin(int32_t block_id) { pool_.unpin(block_id); }
-  int32_t purge_namespace(const Digest& root) { return pool_.purge_namespace(root); }
+  int32_t purge_namespace(const Digest& root);  // the namespace's blocks and state snapshots
   void set_now(TimePoint t) { pool_.set_now(t); }
   TimePoint now() const { return pool_.now(); }
   int32_t expire_idle(TimePoint cutoff) { return pool_.expire_idle(cutoff); }
@@ -114,6 +126,7 @@ class KvCache {
   void check_invariants() const {
     pool_.check_invariants();
     state_slots_.check_invariants();
+    snapshots_.check_invariants();
   }
 
  private:
@@ -121,6 +134,7 @@ class KvCache {
   PrefixIndex index_;  // over pool_
   BlockStorage& storage_;
   StateSlots state_slots_;
+  StateSnapshots snapshots_;
 };
 
 }  // namespace preface::kv

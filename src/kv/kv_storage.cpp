@@ -124,4 +124,26 @@ void KvStorage::write_block(int32_t block, std::span<const uint8_t> in) {
   }
 }
 
+void KvStorage::read_state(int32_t slot, std::span<uint8_t> out) const {
+  if (slot < 0 || slot >= view_.n_state_slots) throw Error("read_state: slot out of range");
+  if (out.size() != state_bytes()) throw Error("read_state: buffer is not one state");
+  uint8_t* p = out.data();
+  for (size_t l = 0; l < view_.layers.size(); ++l) {
+    if (view_.layers[l].state == nullptr) continue;
+    std::memcpy(p, view_.state(static_cast<int>(l), slot), view_.layers[l].state_bytes);
+    p += view_.layers[l].state_bytes;
+  }
+}
+
+void KvStorage::write_state(int32_t slot, std::span<const uint8_t> in) {
+  if (slot < 0 || slot >= view_.n_state_slots) throw Error("write_state: slot out of range");
+  if (in.size() != state_bytes()) throw Error("write_state: buffer is not one state");
+  const uint8_t* p = in.data();
+  for (size_t l = 0; l < view_.layers.size(); ++l) {
+    if (view_.layers[l].state == nullptr) continue;
+    std::memcpy(view_.state(static_cast<int>(l), slot), p, view_.layers[l].state_bytes);
+    p += view_.layers[l].state_bytes;
+  }
+}
+
 }  // namespace preface::kv

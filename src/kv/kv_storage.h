@@ -58,6 +58,12 @@ class KvStorage {
   void read_block(int32_t block, std::span<uint8_t> out) const;
   void write_block(int32_t block, std::span<const uint8_t> in);
 
+  // One state slot of every State layer, in layer order, as a record of state_bytes() bytes (kv::BlockStorage).
+  // Both throw preface::Error on an out-of-range slot or a buffer of another size.
+  size_t state_bytes() const { return static_cast<size_t>(layout_.state_bytes_per_sequence()); }
+  void read_state(int32_t slot, std::span<uint8_t> out) const;
+  void write_state(int32_t slot, std::span<const uint8_t> in);
+
  private:
   struct Unmap {
     size_t n_bytes;  // of the mapping

@@ -155,7 +155,11 @@ KvShape shape_from_gguf(const gguf::File& file) {
   s.tied_embeddings = file.find_tensor("output.weight") == nullptr;
   s.qkv_bias = file.find_tensor("blk.0.attn_q.bias") != nullptr;
   validate_shape(s);
-  if (find_architecture(s.arch) != nullptr) s.memory = memory_layout(read_config(file));
+  if (find_architecture(s.arch) != nullptr) {  // the layers the architecture runs (qwen35: without its MTP block)
+    const Config c = read_config(file);
+    s.memory = memory_layout(c);
+    s.n_layers = c.n_layers;
+  }
   uint64_t n_params = 0;
   for (const gguf::TensorInfo& t : file.tensors()) {
     if (__builtin_add_overflow(n_params, t.n_values, &n_params)) throw Error("tensor element count overflows");

@@ -74,12 +74,41 @@ void check_batch(const Config& c, const ForwardBatch& b, const kernels::KvView& 
   }
 }
 
+// Layouts with State layers: every sequence has a state slot, its tokens in the batch are one run of consecutive
+// positions, and the run starts at position 0 (a fresh state) or where the state left off.
+void check_states(const MemoryLayout& memory, const ForwardBatch& b, const kernels::KvView& kv) {
+  int32_t first_state_layer = -1;
+  for (int32_t il = 0; il < memory.n_layers() && first_state_layer < 0; ++il) {
+    if (memory.layer(il).kind == MemoryKind::State) first_state_layer = il;
+  }
+  if (first_state_layer < 0) return;
+  if (b.state_slots.size() != b.block_tables.size()) throw Error("batch: a state slot per sequence is required");
+  for (const int32_t slot : b.state_slots) {
+    if (slot < 0 || slot >= kv.n_state_slots) throw Error("batch: state slot " + std::to_string(slot) + " out of range");
+  }
+  std::vector<uint8_t> seen(b.block_tables.size(), 0);
+  for (size_t t = 0; t < b.size(); ++t) {
+    const auto s = static_cast<size_t>(b.seq[t]);
+    if (t > 0 && b.seq[t - 1] == b.seq[t]) {
+      if (b.pos[t] != b.pos[t - 1] + 1) throw Error("batch token " + std::to_string(t) + ": positions not consecutive");
+      continue;
+    }
+    if (seen[s]++ != 0) throw Error("batch: sequence " + std::to_string(s) + " is not one run of tokens");
+    const int64_t next = state_next_position(kv.state(first_state_layer, b.state_slots[s]));
+    if (b.pos[t] != 0 && b.pos[t] != next) {
+      throw Error("batch token " + std::to_string(t) + ": position " + std::to_string(b.pos[t]) +
+                  " does not continue its recurrent state (at position " + std::to_string(next) + ")");
+    }
+  }
+}
+
 }  // namespace
 
 void Model::forward(const ForwardBatch& batch, const kernels::KvView& kv, ThreadPool& pool, float* logits) {
   const Config& c = config_;
   check_kv(memory_, kv);
   check_batch(c, batch, kv, max_batch_tokens_);
+  check_states(memory_, batch, kv);
   const size_t n = batch.size();
   const size_t dim = static_cast<size_t>(c.dim);
   const int64_t nt = static_cast<int64_t>(n);

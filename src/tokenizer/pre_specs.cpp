@@ -25,6 +25,11 @@ constexpr const char* kQwen2 =
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}"
     "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
+// Qwen 3.5's: Qwen2's with combining marks (\p{M}) inside words and out of the punctuation runs.
+constexpr const char* kQwen35 =
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}"
+    "| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
 // Cased letters (Lu/Ll/Lt ranges as listed in DeepSeek's tokenizer.json), optionally after one whitespace.
 constexpr const char* kDeepseekLetters =
     "\\s?[A-Za-z\\x{B5}\\x{C0}-\\x{D6}\\x{D8}-\\x{F6}\\x{F8}-\\x{1BA}\\x{1BC}-\\x{1BF}\\x{1C4}-\\x{293}"
@@ -74,6 +79,7 @@ std::vector<Entry> make_table() {
   t.push_back({{"gpt-2", "phi-2", "mpt", "olmo", "jais"}, {"gpt2", {kGpt2}}});
   t.push_back({{"jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de"}, {"gpt2", {kGpt2}}});
   t.push_back({{"qwen2", "deepseek-r1-qwen", "stablelm2", "megrez"}, {"qwen2", {kQwen2}}});
+  t.push_back({{"qwen35"}, {"qwen35", {kQwen35}}});
   t.push_back({{"poro-chat", "bloom", "gpt3-finnish"}, {"poro", {kPoro}}});
   t.push_back({{"viking"}, {"viking", {kPoro, "\\p{N}"}}});
   t.push_back({{"tekken"},

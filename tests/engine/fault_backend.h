@@ -17,7 +17,8 @@ class FaultBackend final : public engine::Backend {
  public:
   FaultBackend(model::Model& model, const engine::EngineConfig& c, int32_t fault_pos)
       : inner_(model, c.kv_type, c.block_size,
-               engine::kv_blocks_for_budget(model.memory(), c.kv_type, c.block_size, c.kv_cache_bytes), c.n_threads),
+               engine::kv_blocks_for_budget(model.memory(), c.kv_type, c.block_size, c.kv_cache_bytes), c.n_threads,
+               model.memory().has_state() ? std::max(c.max_running, 1) : 0),
         fault_pos_(fault_pos) {}
 
   const model::Config& config() const override { return inner_.config(); }
@@ -28,6 +29,7 @@ class FaultBackend final : public engine::Backend {
   int32_t block_size() const override { return inner_.block_size(); }
   int32_t n_kv_blocks() const override { return inner_.n_kv_blocks(); }
   size_t kv_bytes() const override { return inner_.kv_bytes(); }
+  int32_t n_state_slots() const override { return inner_.n_state_slots(); }
 
   void forward(const model::ForwardBatch& batch, float* logits) override {
     for (int32_t pos : batch.pos) {

@@ -51,7 +51,7 @@ TEST(MemoryLayout, EqualSpecsGroupAndEachGroupCostsItsOwn) {
   EXPECT_EQ(m.state_bytes_per_sequence(), 2000u);
   EXPECT_TRUE(m.has_state());
   EXPECT_EQ(m.groups()[2].summary(kernels::KvType::F16),
-            "layers 3, 6 (2): state: 1000 bytes per sequence; 2000 bytes per sequence");
+            "layers 3, 6 (2): state: 1000 bytes; 2000 bytes per sequence");
   EXPECT_EQ(m.groups()[3].summary(kernels::KvType::F16), "layers 4 (1): none (reads layer 1)");
   EXPECT_EQ(m.groups()[0].spec.describe(), "paged rows: 2 KV heads x 64 (K) + 64 (V), window 512");
 }

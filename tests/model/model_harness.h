@@ -14,24 +14,45 @@
 
 namespace preface::test {
 
-// Per layer K then V, each [n_blocks][block_size][kv_row_values] of `type`, in one zeroed vector (the layout of
-// every architecture whose layers all remember the same paged rows).
+// Each layer's memory in one zeroed vector, as model::MemoryLayout says: a paged layer's K then V, each
+// [n_blocks][block_size][row values] of `type`; a state layer's n_state_slots slots.
 struct TestKv {
-  TestKv(const model::Config& c, kernels::KvType type, int32_t block_size, int32_t n_blocks) {
+  TestKv(const model::MemoryLayout& m, kernels::KvType type, int32_t block_size, int32_t n_blocks,
+         int32_t n_state_slots = 1) {
     view.type = type;
     view.block_size = block_size;
     view.n_blocks = n_blocks;
-    const size_t region = static_cast<size_t>(n_blocks) * block_size *
-                          kernels::kv_row_bytes(type, static_cast<size_t>(c.kv_row_values()));
-    bytes.assign(region * 2 * static_cast<size_t>(c.n_layers), 0);
-    for (int32_t l = 0; l < c.n_layers; ++l) {
+    view.n_state_slots = n_state_slots;
+    const size_t tokens = static_cast<size_t>(n_blocks) * static_cast<size_t>(block_size);
+    std::vector<size_t> offsets;
+    size_t n_bytes = 0;
+    for (const model::MemorySpec& spec : m.layers()) {
       kernels::KvLayerView layer;
-      layer.k = bytes.data() + (2 * static_cast<size_t>(l)) * region;
-      layer.v = bytes.data() + (2 * static_cast<size_t>(l) + 1) * region;
-      layer.k_values = layer.v_values = c.kv_row_values();
+      offsets.push_back(n_bytes);
+      if (spec.kind == model::MemoryKind::PagedRows) {
+        layer.k_values = spec.k_row_values();
+        layer.v_values = spec.v_row_values();
+        n_bytes += tokens * (kernels::kv_row_bytes(type, static_cast<size_t>(layer.k_values)) +
+                             kernels::kv_row_bytes(type, static_cast<size_t>(layer.v_values)));
+      } else if (spec.kind == model::MemoryKind::State) {
+        layer.state_bytes = static_cast<size_t>(spec.state_bytes);
+        n_bytes += static_cast<size_t>(n_state_slots) * layer.state_bytes;
+      }
       view.layers.push_back(layer);
     }
+    bytes.assign(n_bytes, 0);
+    for (size_t l = 0; l < view.layers.size(); ++l) {
+      kernels::KvLayerView& layer = view.layers[l];
+      if (layer.k_values > 0) {
+        layer.k = bytes.data() + offsets[l];
+        layer.v = layer.k + tokens * kernels::kv_row_bytes(type, static_cast<size_t>(layer.k_values));
+      }
+      if (layer.state_bytes > 0) layer.state = bytes.data() + offsets[l];
+    }
   }
+  // The layout of a plain transformer of this config (every layer the same global paged rows).
+  TestKv(const model::Config& c, kernels::KvType type, int32_t block_size, int32_t n_blocks)
+      : TestKv(model::MemoryLayout::uniform(c.n_layers, c.n_kv_heads, c.head_dim), type, block_size, n_blocks) {}
   std::vector<uint8_t> bytes;
   kernels::KvView view;
 };
@@ -45,6 +66,7 @@ inline std::vector<float> run_chunked(model::Model& m, ThreadPool& pool, const k
   std::vector<float> logits(tokens.size() * n_vocab);
   model::ForwardBatch batch;
   batch.block_tables = {&block_table};
+  batch.state_slots = {0};
   for (size_t begin = 0; begin < tokens.size(); begin += chunk) {
     const size_t end = std::min(tokens.size(), begin + chunk);
     batch.clear();

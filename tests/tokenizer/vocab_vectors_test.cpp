@@ -66,7 +66,8 @@ TEST_P(VocabVectors, StreamingEqualsWholeDecode) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Vocab, VocabVectors,
-                         ::testing::Values("llama-spm", "gpt-2", "phi-3", "deepseek-llm", "falcon", "starcoder"),
+                         ::testing::Values("llama-spm", "gpt-2", "phi-3", "deepseek-llm", "falcon", "starcoder",
+                                           "qwen35"),
                          [](const auto& info) { return param_name(info.param); });
 
 }  // namespace

@@ -13,6 +13,10 @@ struct ForwardBatch {
   std::vector<int32_t> seq;           // [n] index into block_tables
   std::vector<uint8_t> want_logits;   // [n] 1 = produce logits for this token
   std::vector<const std::vector<int32_t>*> block_tables;  // [n_seqs] physical block ids, cover pos of each token
+  // [n_seqs] each sequence's recurrent-state slot (kernels::KvView::state), for models with State layers (empty
+  // otherwise). A sequence's tokens in a batch are consecutive positions; the slot holds its state after the
+  // position before the first of them, and a sequence whose first token is at position 0 starts from zeros.
+  std::vector<int32_t> state_slots;
 
   size_t size() const { return tokens.size(); }
   void clear();

@@ -55,11 +55,28 @@ struct Config {
   // RoPE of the local layers (gemma3: rope.freq_base_swa, no scaling); the global settings above otherwise.
   float rope_base_local = 10000.0f;
   float rope_freq_scale_local = 1.0f;
+  // qwen35: attn_q holds, per head, head_dim query rows then head_dim gate rows; the attention output of each head
+  // is multiplied by sigmoid(gate) before attn_output.
+  bool attn_output_gate = false;
+  // Recurrent (Gated DeltaNet) layers, qwen35 (model/layers/delta_net.h); empty: none.
+  std::vector<uint8_t> layer_recurrent;  // [n_layers] 1 = the block's mixer is recurrent
+  struct Ssm {
+    int32_t conv_kernel = 0;  // ssm.conv_kernel: taps of the causal depthwise conv (the newest input included)
+    int32_t head_dim = 0;     // ssm.state_size: values per Q, K and V head
+    int32_t n_k_heads = 0;    // ssm.group_count: Q and K heads
+    int32_t n_v_heads = 0;    // ssm.time_step_rank: V heads (and gates, decays, state matrices)
+    int32_t qk_dim() const { return n_k_heads * head_dim; }
+    int32_t v_dim() const { return n_v_heads * head_dim; }  // ssm.inner_size
+    int32_t conv_dim() const { return 2 * qk_dim() + v_dim(); }  // the conv's channels: q, k, v
+  } ssm;
 
   int32_t kv_row_values() const { return n_kv_heads * head_dim; }  // K (or V) values per token per layer
   int32_t q_dim() const { return n_heads * head_dim; }  // Q (and attention output) values per token
   float attn_scale() const {  // what multiplies q . k
     return query_scale > 0.0f ? query_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+  }
+  bool is_recurrent(int32_t layer) const {
+    return !layer_recurrent.empty() && layer_recurrent[static_cast<size_t>(layer)] != 0;
   }
   bool is_local(int32_t layer) const { return !layer_local.empty() && layer_local[static_cast<size_t>(layer)] != 0; }
   int32_t layer_window(int32_t layer) const { return is_local(layer) ? sliding_window : 0; }  // 0: global

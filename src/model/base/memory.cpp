@@ -1,6 +1,7 @@
 #include "model/base/memory.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -49,6 +50,12 @@ MemorySpec MemorySpec::none(int32_t source_layer) {
   return s;
 }
 
+int64_t state_next_position(const uint8_t* state) {
+  int64_t next = 0;
+  std::memcpy(&next, state, sizeof next);
+  return next;
+}
+
 uint64_t kv_head_row_bytes(kernels::KvType t, int32_t head_dim) {
   if (!in_range(head_dim)) throw Error(std::string("head size ") + std::to_string(head_dim) + " is out of range");
   const size_t block = kernels::kv_type_block_values(t);
@@ -69,7 +76,7 @@ std::string MemorySpec::describe() const {
       if (window > 0) out += std::string(", window ") + std::to_string(window);
       return out;
     }
-    case MemoryKind::State: return std::string("state: ") + std::to_string(state_bytes) + " bytes per sequence";
+    case MemoryKind::State: return std::string("state: ") + std::to_string(state_bytes) + " bytes";
     case MemoryKind::None:
       return source_layer < 0 ? std::string("none")
                               : std::string("none (reads layer ") + std::to_string(source_layer) + ")";

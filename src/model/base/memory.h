@@ -7,7 +7,9 @@
 //   PagedRows  one K row and one V row per token, stored in the paged block pool (attention). window > 0: a query
 //              at position p sees keys p - window + 1 .. p only (sliding-window layers; today their rows are kept
 //              for every position like a global layer's, so the bytes are the same).
-//   State      a fixed number of bytes per sequence, whatever its length (a recurrent mixer's state).
+//   State      a fixed number of bytes per sequence, whatever its length (a recurrent mixer's state). Every State
+//              kind's bytes begin with an int64: the position the sequence's next token must have (0 when zeroed),
+//              so that Model::forward can refuse a batch that does not continue the state.
 //   None       nothing of its own (a layer that reads another layer's rows, source_layer, or a layer that reads
 //              no memory at all, source_layer -1).
 // Layers with equal specs form a group (window included: gemma's local and global layers are two groups).
@@ -46,10 +48,13 @@ struct MemorySpec {
   int32_t v_row_values() const { return n_kv_heads * v_head_dim; }  // PagedRows: V values per token
   // PagedRows: K plus V bytes of one token in type t (0 for the other kinds).
   uint64_t token_bytes(kernels::KvType t) const;
-  // "paged rows: 4 KV heads x 64 (K) + 64 (V), window 4096" | "state: 4096 bytes per sequence" | "none (reads
+  // "paged rows: 4 KV heads x 64 (K) + 64 (V), window 4096" | "state: 4096 bytes" (per sequence) | "none (reads
   // layer 3)".
   std::string describe() const;
 };
+
+// The first 8 bytes of a State layer's state (see above).
+int64_t state_next_position(const uint8_t* state);
 
 // Bytes of one head row of head_dim values of type t, rounded up to whole blocks of the type.
 uint64_t kv_head_row_bytes(kernels::KvType t, int32_t head_dim);
@@ -61,8 +66,8 @@ struct MemoryGroup {
   // "0-3", "0, 2, 4, 6" or "0-4, 6-10": for messages and summaries.
   std::string layer_list() const;
   // What the group costs in type t: "layers 0-4 (5): paged rows: 4 KV heads x 64 (K) + 64 (V); 2560 bytes per
-  // token in f16" | "layers 1-3 (3): state: 4096 bytes per sequence; 12288 bytes per sequence" | "layers 5 (1):
-  // none (reads layer 3)".
+  // token in f16" | "layers 1-3 (3): state: 4096 bytes; 12288 bytes per sequence" | "layers 5 (1): none (reads
+  // layer 3)".
   std::string summary(kernels::KvType t) const;
 };
 

@@ -1,10 +1,13 @@
 #include "model/layers/attention_layer.h"
 
+#include <cmath>
+#include <cstring>
 #include <string>
 
 #include "kernels/ops.h"
 #include "model/layers/paged_attention.h"
 #include "model/layers/weights.h"
+#include "util/error.h"
 
 namespace preface::model {
 namespace {
@@ -20,7 +23,8 @@ MemorySpec AttentionLayer::memory(const Config& c, int32_t il) {
 }
 
 AttentionLayer::AttentionLayer(const gguf::File& file, const Config& c, int32_t il, const AttentionOptions& o)
-    : local_(o.local) {
+    : local_(o.local), output_gate_(o.output_gate) {
+  if (o.output_gate && !c.attn_output_gate) throw Error("attention output gate without Config::attn_output_gate");
   const int64_t dim = c.dim, q_dim = c.q_dim(), kv = c.kv_row_values();
   const std::string p = "blk." + std::to_string(il) + ".";
   norm_ = load_vector(file, p + "attn_norm.weight", dim);
@@ -30,7 +34,7 @@ AttentionLayer::AttentionLayer(const gguf::File& file, const Config& c, int32_t 
     wk_ = row_view(qkv, q_dim, kv);
     wv_ = row_view(qkv, q_dim + kv, kv);
   } else {
-    wq_ = load_matrix(file, p + "attn_q.weight", q_dim, dim);
+    wq_ = load_matrix(file, p + "attn_q.weight", o.output_gate ? 2 * q_dim : q_dim, dim);
     wk_ = load_matrix(file, p + "attn_k.weight", kv, dim);
     wv_ = load_matrix(file, p + "attn_v.weight", kv, dim);
   }
@@ -61,11 +65,19 @@ void AttentionLayer::forward(const Step& s, int32_t il) const {
   const std::vector<float>& rope = local_ && !s.rope.local.empty() ? s.rope.local : s.rope.global;
 
   norm_input(s, norm_);
-  kernels::matmul_multi(s.pool, {&wq_, &wk_, &wv_}, a.xb.data(), nt, {a.q.data(), a.k.data(), a.v.data()},
-                        a.quant_scratch);
+  kernels::matmul_multi(s.pool, {&wq_, &wk_, &wv_}, a.xb.data(), nt,
+                        {output_gate_ ? a.q_gate.data() : a.q.data(), a.k.data(), a.v.data()}, a.quant_scratch);
   for_tokens(s.pool, nt, [&](size_t t0, size_t t1) {
     for (size_t t = t0; t < t1; ++t) {
       float* q = a.q.data() + t * q_dim;  // [n_heads][head_dim]
+      if (output_gate_) {  // [n_heads][query, gate][head_dim] -> q and attn_gate
+        const float* qg = a.q_gate.data() + 2 * t * q_dim;
+        for (size_t h = 0; h < static_cast<size_t>(c.n_heads); ++h) {
+          std::memcpy(q + h * head_dim, qg + 2 * h * head_dim, head_dim * sizeof(float));
+          std::memcpy(a.attn_gate.data() + t * q_dim + h * head_dim, qg + (2 * h + 1) * head_dim,
+                      head_dim * sizeof(float));
+        }
+      }
       float* k = a.k.data() + t * kv_dim;  // [n_kv_heads][head_dim]
       add_bias(q, bq_);
       add_bias(k, bk_);
@@ -89,6 +101,11 @@ void AttentionLayer::forward(const Step& s, int32_t il) const {
     detail::store_kv(s.batch, s.kv, il, a.k.data(), a.v.data(), t0, t1);
   });
   detail::attention(s.pool, c, s.batch, s.kv, il, a.q.data(), a.attn_out.data(), a.attn_scratch);
+  if (output_gate_) {
+    for_tokens(s.pool, nt, [&](size_t t0, size_t t1) {
+      for (size_t i = t0 * q_dim; i < t1 * q_dim; ++i) a.attn_out[i] *= 1.0f / (1.0f + std::exp(-a.attn_gate[i]));
+    });
+  }
   kernels::matmul(s.pool, wo_, a.attn_out.data(), nt, a.xb.data(), a.quant_scratch);
   add_output(s, a.xb.data(), post_norm_);
 }

@@ -1,7 +1,7 @@
 // Causal self-attention as a layer kind: RMSNorm, Q/K/V projections (separate or one fused matrix, optional
 // biases), optional per-head Q/K RMSNorm, RoPE, the K/V rows stored into the paged KV, attention over the paged
 // rows only (layers/paged_attention.h: window, soft-cap and scale from the Config and the block index), the output
-// projection, an optional post-norm, and the residual add.
+// projection (after an optional sigmoid output gate), an optional post-norm, and the residual add.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -18,6 +18,9 @@ struct AttentionOptions {
   bool qk_norm = false;       // attn_q_norm / attn_k_norm: [head_dim], each head normed before RoPE (qwen3, gemma3)
   bool post_norm = false;     // post_attention_norm: the output normed before the residual add (gemma)
   bool local = false;         // a sliding-window layer: rotated by RopeTables::local when the model has one
+  // attn_q holds per head head_dim query rows then head_dim gate rows; each head's attention output is multiplied by
+  // sigmoid(gate) before the output projection (qwen35; needs Config::attn_output_gate for its buffers).
+  bool output_gate = false;
 };
 
 class AttentionLayer final : public Layer {
@@ -35,6 +38,7 @@ class AttentionLayer final : public Layer {
 
  private:
   bool local_;
+  bool output_gate_;
   std::vector<float> norm_;                // [dim]
   kernels::Matrix wq_, wk_, wv_, wo_;      // [q_dim x dim], [kv x dim], [kv x dim], [dim x q_dim] (rows x cols)
   std::vector<float> bq_, bk_, bv_;        // empty: no biases

@@ -11,7 +11,7 @@ GatedFfn::GatedFfn(const gguf::File& file, const Config& c, int32_t il, const Ff
     : activation_(o.activation) {
   const int64_t dim = c.dim, ffn = c.ffn_dim;
   const std::string p = "blk." + std::to_string(il) + ".";
-  norm_ = load_vector(file, p + "ffn_norm.weight", dim);
+  norm_ = load_vector(file, p + o.norm + ".weight", dim);
   if (o.fused_gate_up) {
     const kernels::Matrix gate_up = load_matrix(file, p + "ffn_up.weight", 2 * ffn, dim);
     w_gate_ = row_view(gate_up, 0, ffn);

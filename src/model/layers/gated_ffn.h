@@ -16,6 +16,7 @@ struct FfnOptions {
   bool fused_gate_up = false;  // ffn_up holds the gate rows, then the up rows (phi3)
   FfnActivation activation = FfnActivation::SwiGLU;
   bool post_norm = false;      // post_ffw_norm: the output normed before the residual add (gemma)
+  const char* norm = "ffn_norm";  // the input norm's tensor (qwen35: post_attention_norm)
 };
 
 class GatedFfn final : public Layer {

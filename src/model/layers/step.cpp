@@ -20,6 +20,14 @@ void Activations::allocate(const Config& c, int32_t max_batch_tokens) {
   gate.assign(n * ffn, 0.0f);
   up.assign(n * ffn, 0.0f);
   ffn_out.assign(n * dim, 0.0f);
+  q_gate.assign(c.attn_output_gate ? 2 * n * q_dim : 0, 0.0f);
+  attn_gate.assign(c.attn_output_gate ? n * q_dim : 0, 0.0f);
+  const bool recurrent = !c.layer_recurrent.empty();
+  ssm_qkv.assign(recurrent ? n * static_cast<size_t>(c.ssm.conv_dim()) : 0, 0.0f);
+  ssm_z.assign(recurrent ? n * static_cast<size_t>(c.ssm.v_dim()) : 0, 0.0f);
+  ssm_beta.assign(recurrent ? n * static_cast<size_t>(c.ssm.n_v_heads) : 0, 0.0f);
+  ssm_alpha.assign(recurrent ? n * static_cast<size_t>(c.ssm.n_v_heads) : 0, 0.0f);
+  ssm_out.assign(recurrent ? n * static_cast<size_t>(c.ssm.v_dim()) : 0, 0.0f);
   // Q8_0 copies of a batch of activation rows for quantized matmuls (matmul grows it if ever needed).
   quant_scratch.reserve(n * gguf::row_bytes(gguf::TensorType::Q8_0, ((std::max({dim, q_dim, ffn}) + 31) / 32) * 32));
 }

@@ -25,6 +25,13 @@ struct Activations {
   std::vector<float> attn_out;  // [n_heads][head_dim]
   std::vector<float> gate, up;  // [ffn_dim]
   std::vector<float> ffn_out;   // [dim]
+  std::vector<float> q_gate;    // attn_output_gate: [n_heads][2][head_dim] the query and gate projection
+  std::vector<float> attn_gate; // attn_output_gate: [n_heads][head_dim]
+  std::vector<float> ssm_qkv;   // recurrent layers: [ssm.conv_dim()] the projection, then the conv's output
+  std::vector<float> ssm_z;     // recurrent layers: [ssm.v_dim()] the output gate
+  std::vector<float> ssm_beta;  // recurrent layers: [ssm.n_v_heads]
+  std::vector<float> ssm_alpha; // recurrent layers: [ssm.n_v_heads]
+  std::vector<float> ssm_out;   // recurrent layers: [ssm.v_dim()] the gated, normed output of the state
   std::vector<uint8_t> quant_scratch;  // quantized activation rows for matmuls (grown by matmul when needed)
   std::vector<float> attn_scratch;     // detail::attention's tiles, sized by its first call
 

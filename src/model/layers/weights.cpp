@@ -47,8 +47,14 @@ kernels::Matrix row_view(const kernels::Matrix& m, int64_t first, int64_t n_rows
 }
 
 std::vector<float> load_vector(const gguf::File& file, const std::string& name, int64_t n) {
-  const gguf::TensorInfo& t = expect_tensor(file, name, {static_cast<uint64_t>(n)});
-  if (n % static_cast<int64_t>(gguf::type_block_values(t.type)) != 0) {
+  return load_values(file, name, {static_cast<uint64_t>(n)});
+}
+
+std::vector<float> load_values(const gguf::File& file, const std::string& name, const std::vector<uint64_t>& dims) {
+  const gguf::TensorInfo& t = expect_tensor(file, name, dims);
+  uint64_t n = 1;
+  for (const uint64_t d : dims) n *= d;  // expect_tensor matched the file's dims, whose product the reader checked
+  if (dims.empty() || dims[0] % gguf::type_block_values(t.type) != 0) {
     throw Error("tensor " + name + " has " + std::to_string(n) + " values, not a whole number of blocks");
   }
   std::vector<float> out(static_cast<size_t>(n));

@@ -18,5 +18,8 @@ kernels::Matrix row_view(const kernels::Matrix& m, int64_t first, int64_t n_rows
 
 // A 1-D tensor of n values of any supported type, decoded to f32; every value must be finite.
 std::vector<float> load_vector(const gguf::File& file, const std::string& name, int64_t n);
+// All values of a tensor of exactly these dims (dims[0] = row length, as GGUF stores them), decoded to f32, in the
+// file's order; the same checks as load_vector.
+std::vector<float> load_values(const gguf::File& file, const std::string& name, const std::vector<uint64_t>& dims);
 
 }  // namespace preface::model

@@ -287,6 +287,13 @@ std::string Metrics::render(const engine::EngineCounters* c, int32_t n_in_flight
   single(out, "preface_kv_blocks_capacity", "gauge", "KV cache blocks in the pool.", c->n_blocks_total);
   single(out, "preface_kv_blocks_pinned", "gauge", "Cached blocks pinned by cache_control until their TTL passes.",
          c->n_pinned_blocks);
+  header(out, "preface_state_snapshots", "gauge",
+         "Recurrent-state snapshots held for prefix hits on models with recurrent layers (qwen35), and their bytes.");
+  sample(out, "preface_state_snapshots", static_cast<double>(c->n_state_snapshots), "unit=\"snapshots\"");
+  sample(out, "preface_state_snapshots", static_cast<double>(c->state_snapshot_bytes), "unit=\"bytes\"");
+  single(out, "preface_state_snapshots_evicted_total", "counter",
+         "Recurrent-state snapshots dropped to stay within --state-cache-mem.",
+         static_cast<double>(c->n_state_snapshots_evicted));
   if (kv_invariants_ok) {
     single(out, "preface_kv_invariants_ok", "gauge",
            "1 when the KV block pool's and scheduler's invariants held at this scrape, else 0.",
