@@ -10,6 +10,11 @@
 #include "util/error.h"
 
 namespace preface::kv {
+namespace {
+
+constexpr size_t kRegionAlign = 64;  // bytes; a cache line
+
+}  // namespace
 
 KvStorage::KvStorage(const model::MemoryLayout& layout, kernels::KvType type, int32_t block_size, int32_t n_blocks,
                      int32_t n_state_slots)
@@ -36,9 +41,11 @@ KvStorage::KvStorage(const model::MemoryLayout& layout, kernels::KvType type, in
   };
   std::vector<Offsets> offsets(static_cast<size_t>(layout.n_layers()));
   size_t n_bytes = 0;
+  // Each region starts on a kRegionAlign boundary: a Q8_0 region of an odd number of rows ends off the 4-byte
+  // alignment a following state region's floats need.
   const auto add = [&n_bytes](size_t bytes) {
-    const size_t at = n_bytes;
-    if (__builtin_add_overflow(n_bytes, bytes, &n_bytes)) throw Error("KV storage size overflows");
+    const size_t at = (n_bytes + kRegionAlign - 1) / kRegionAlign * kRegionAlign;
+    if (at < n_bytes || __builtin_add_overflow(at, bytes, &n_bytes)) throw Error("KV storage size overflows");
     return at;
   };
   const auto mul = [](size_t a, size_t b) {

@@ -10,7 +10,8 @@
 // recycles the same few blocks; measurements in docs/perf-log/session-08.md).
 //
 // Memory layout, in layer order: a paged layer's K region then its V region (each n_blocks * block_size rows of
-// kv_row_bytes(type, row values) bytes; Q8_0: 34 bytes per 32 values), a state layer's n_state_slots slots.
+// kv_row_bytes(type, row values) bytes; Q8_0: 34 bytes per 32 values), a state layer's n_state_slots slots; each
+// region starts on a 64-byte boundary (size_bytes() counts the padding).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -43,7 +44,7 @@ class KvStorage {
   const model::MemoryLayout& layout() const { return layout_; }
   // K and V of one token over all paged layers (MemoryLayout::paged_bytes_per_token).
   size_t bytes_per_token() const { return bytes_per_token_; }
-  size_t size_bytes() const { return size_bytes_; }  // the whole allocation, states included
+  size_t size_bytes() const { return size_bytes_; }  // the whole allocation, states and padding included
 
   // Copies slots [0, n_rows) of src_block to dst_block, K and V of every paged layer (copy-on-write of a partial
   // block). Throws preface::Error on an out-of-range block id or n_rows; src == dst is a no-op.

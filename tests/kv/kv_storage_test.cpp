@@ -139,7 +139,7 @@ TEST(KvStorage, MixedLayoutGivesEachLayerItsOwnRegions) {
   const size_t per_token = 2 * (16 + 16) * 4 + (16 + 8) * 4;  // layers 0 and 4, then layer 1
   EXPECT_EQ(s.bytes_per_token(), per_token);
   EXPECT_EQ(s.bytes_per_token(), mixed.paged_bytes_per_token(kernels::KvType::F32));
-  EXPECT_EQ(s.size_bytes(), per_token * 3 * 4 + 2 * 40);
+  EXPECT_EQ(s.size_bytes(), per_token * 3 * 4 + 2 * 40 + 48);  // layer 4's K starts on a 64-byte boundary
   EXPECT_EQ(s.block_bytes(), per_token * 4);
   EXPECT_EQ(v.n_state_slots, 2);
   EXPECT_EQ(v.k_row_bytes(1), 16u * 4);
@@ -150,7 +150,10 @@ TEST(KvStorage, MixedLayoutGivesEachLayerItsOwnRegions) {
   EXPECT_EQ(v.layers[3].k, nullptr);
   ASSERT_NE(v.layers[3].state, nullptr);
   EXPECT_EQ(v.state(3, 1), v.layers[3].state + 40);
-  EXPECT_EQ(v.layers[4].k, v.state(3, 0) + 2 * 40);
+  EXPECT_EQ(v.layers[4].k, v.state(3, 0) + 2 * 40 + 48);
+  for (const kernels::KvLayerView& l : v.layers) {  // every region on a 64-byte boundary
+    for (const uint8_t* p : {l.k, l.v, l.state}) EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+  }
 
   std::vector<uint8_t> record(s.block_bytes());
   for (size_t i = 0; i < record.size(); ++i) record[i] = static_cast<uint8_t>(i * 7 + 1);
