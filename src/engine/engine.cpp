@@ -1,12 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
-#include <cstring>
-#include <sstream>
 
-#include "engine/cpu_backend.h"
-#include "model/capacity.h"
-#include "util/bytes.h"
 #include "util/error.h"
 
 namespace preface::engine {
@@ -16,98 +11,7 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-std::unique_ptr<Backend> cpu_backend(model::Model& model, const EngineConfig& c) {
-  const uint64_t budget =
-      c.kv_cache_bytes ? c.kv_cache_bytes : default_kv_cache_bytes(model, c.kv_type, c.max_running);
-  // A recurrent state per running sequence.
-  const int32_t n_state_slots = model.memory().has_state() ? std::max(c.max_running, 1) : 0;
-  return std::make_unique<CpuBackend>(model, c.kv_type, c.block_size,
-                                      kv_blocks_for_budget(model.memory(), c.kv_type, c.block_size, budget),
-                                      c.n_threads, n_state_slots);
-}
-
-// Models with recurrent layers resume hits from state snapshots, which the tiers below RAM do not store yet: the
-// tiers are off for them.
-EngineConfig effective_config(EngineConfig c, const Backend& backend) {
-  if (backend.memory().has_state()) c.tiers = TierConfig{};
-  return c;
-}
-
-// The snapshot budget: as configured, else 256 MiB; at least one snapshot for a model with recurrent layers.
-uint64_t snapshot_budget(const EngineConfig& c, const Backend& backend) {
-  if (!backend.memory().has_state()) return 0;
-  const uint64_t one = backend.memory().state_bytes_per_sequence();
-  return std::max(c.state_snapshot_bytes > 0 ? c.state_snapshot_bytes : uint64_t{256} << 20, one);
-}
-
-// model::shape_param_count of the model's shape (a Llama-family count: fused or extra tensors of other architectures
-// are not seen); 0 when the shape is not one it can count.
-uint64_t model_param_count(const model::Config& c) {
-  model::KvShape s;
-  s.n_layers = c.n_layers;
-  s.n_heads = c.n_heads;
-  s.n_kv_heads = c.n_kv_heads;
-  s.head_dim = c.head_dim;
-  s.dim = c.dim;
-  s.ffn_dim = c.ffn_dim;
-  s.n_vocab = c.n_vocab;
-  s.tied_embeddings = c.tied_embeddings;
-  s.qkv_bias = c.qkv_bias;
-  try {
-    return model::shape_param_count(s);
-  } catch (const Error&) {
-    return 0;
-  }
-}
-
 }  // namespace
-
-uint64_t default_kv_cache_bytes() {
-  const uint64_t quarter = mem_available_bytes() / 4;
-  return std::clamp<uint64_t>(quarter, 64ull << 20, 8ull << 30);
-}
-
-uint64_t default_kv_cache_bytes(const model::Model& model, kernels::KvType type, int32_t max_running) {
-  const uint64_t wanted = kv_bytes_per_token(model.memory(), type) *
-                          static_cast<uint64_t>(std::max(model.config().ctx_len, 1)) *
-                          static_cast<uint64_t>(std::max(max_running, 1));
-  return std::min(wanted, default_kv_cache_bytes());
-}
-
-Engine::Engine(model::Model& model, const EngineConfig& config) : Engine(cpu_backend(model, config), config) {}
-
-Engine::Engine(std::unique_ptr<Backend> backend, const EngineConfig& config)
-    : backend_(std::move(backend)),
-      config_(effective_config(config, *backend_)),
-      fingerprint_(backend_->fingerprint()),
-      cache_(backend_->n_kv_blocks(), backend_->block_size(), *backend_, nullptr, backend_->n_state_slots(),
-             snapshot_budget(config_, *backend_)),
-      scheduler_(cache_, config_.prefix_cache, config.max_running),
-      runner_(*backend_, std::max(config.max_running, 1)),
-      pins_(std::max(1, backend_->n_kv_blocks() / 2), config.max_pinned_blocks_per_group) {
-  config_.kv_type = backend_->kv_type();
-  config_.block_size = backend_->block_size();
-  std::sort(config_.end_of_generation.begin(), config_.end_of_generation.end());
-  if (config_.max_batch_tokens < 1 || config_.max_batch_tokens > backend_->max_batch_tokens()) {
-    throw Error("max batch tokens must be in [1, " + std::to_string(backend_->max_batch_tokens()) + "], got " +
-                std::to_string(config_.max_batch_tokens));
-  }
-  if (config_.max_running < 1) throw Error("max running sequences must be >= 1");
-  rope_desc_ = model::rope_description(backend_->config());
-  n_params_ = model_param_count(backend_->config());
-  if (config_.prefix_cache && config_.tiers.enabled()) {
-    tiers_ = std::make_unique<KvTiers>(config_.tiers, *backend_, cache_);
-    cache_.add_event_sink(tiers_.get());
-    scheduler_.set_tiers(tiers_.get());
-  }
-  publish_counters();
-}
-
-EngineDescription Engine::describe() const {
-  const auto& cfg = backend_->config();
-  return {cfg.ctx_len,          cfg.n_vocab,          backend_->block_size(), backend_->n_kv_blocks(),
-          backend_->kv_bytes(), backend_->kv_type(), config_.prefix_cache, cache_.snapshots().budget_bytes()};
-}
 
 Engine::~Engine() { stop(); }
 
@@ -139,8 +43,8 @@ std::shared_ptr<RequestStream> Engine::submit(RequestParams params) {
   auto stream = std::make_shared<RequestStream>();
   uint64_t id;
   {
-    std::lock_guard lock(inbox_mu_);
-    id = next_id_++;
+    std::lock_guard lock(inbox_.mu);
+    id = inbox_.next_id++;
   }
   auto seq = std::make_unique<Sequence>(id, std::move(params), stream);
   seq->t_submit = Clock::now();
@@ -153,27 +57,27 @@ std::shared_ptr<RequestStream> Engine::submit(RequestParams params) {
   if (seq->params.max_new_tokens == 0) {
     seq->stats.finish = FinishReason::Length;
     stream->finish(seq->stats);
-    std::lock_guard lock(inbox_mu_);
-    ++n_requests_;
+    std::lock_guard lock(inbox_.mu);
+    ++inbox_.n_requests;
     return stream;
   }
   {
-    std::lock_guard lock(inbox_mu_);
-    ++n_requests_;
-    inbox_.push_back(std::move(seq));
+    std::lock_guard lock(inbox_.mu);
+    ++inbox_.n_requests;
+    inbox_.seqs.push_back(std::move(seq));
   }
-  inbox_cv_.notify_all();
+  inbox_.cv.notify_all();
   return stream;
 }
 
 void Engine::drain_inbox() {
   std::vector<std::unique_ptr<Sequence>> incoming;
   {
-    std::lock_guard lock(inbox_mu_);
-    incoming.swap(inbox_);
+    std::lock_guard lock(inbox_.mu);
+    incoming.swap(inbox_.seqs);
   }
   for (auto& seq : incoming) {
-    n_prompt_tokens_ += seq->n_prompt;
+    totals_.n_prompt_tokens += seq->n_prompt;
     scheduler_.add(std::move(seq));
   }
 }
@@ -230,7 +134,7 @@ bool Engine::step() {
     prefill_tokens_per_s_ =
         prefill_tokens_per_s_ == 0 ? rate : prefill_tokens_per_s_ + kPrefillRateAlpha * (rate - prefill_tokens_per_s_);
   }
-  ++n_steps_;
+  ++totals_.n_steps;
   update_pins(plan);
   postprocess(plan, out);
   verify_start_if_idle();
@@ -239,7 +143,7 @@ bool Engine::step() {
 }
 
 void Engine::fail(const std::vector<ScheduledChunk>* plan, const std::exception& e) {
-  ++n_failed_steps_;
+  ++totals_.n_failed_steps;
   const std::string error = std::string("the engine step failed: ") + e.what();
   std::vector<Sequence*> victims;
   if (plan != nullptr) {
@@ -301,7 +205,7 @@ void Engine::postprocess(const std::vector<ScheduledChunk>& plan, StepOutput& ou
     try {
       scheduler_.on_computed(plan[c]);
     } catch (const std::exception& e) {
-      ++n_failed_steps_;
+      ++totals_.n_failed_steps;
       failed.emplace_back(&seq, std::string("the engine step failed: ") + e.what());
       continue;
     }
@@ -315,13 +219,13 @@ void Engine::postprocess(const std::vector<ScheduledChunk>& plan, StepOutput& ou
     if (seq.stats.n_generated_tokens == 0) {
       seq.t_first_token = now;
       if (is_shadow(seq)) {
-        verify_check(seq, s->logits);
-      } else if (config_.verify_fraction > 0) {
+        verifier_.check(s->logits);
+      } else if (verifier_.enabled()) {
         verify_note_first_token(seq, s->logits);
       }
     }
     seq.stats.n_generated_tokens++;
-    n_generated_tokens_ += is_shadow(seq) ? 0 : 1;
+    totals_.n_generated_tokens += is_shadow(seq) ? 0 : 1;
     const bool is_stop =
         ((!seq.params.ignore_eos || seq.matcher) &&
          std::binary_search(config_.end_of_generation.begin(), config_.end_of_generation.end(), token)) ||
@@ -379,7 +283,7 @@ void Engine::finish(Sequence& seq, FinishReason reason, const std::string& error
   const bool shadow = is_shadow(seq);
   if (shadow) verify_on_finish(seq, reason);
   std::unique_ptr<Sequence> owned = scheduler_.remove(&seq);  // frees its blocks now
-  n_requests_finished_ += shadow ? 0 : 1;
+  totals_.n_requests_finished += shadow ? 0 : 1;
   owned->stream->finish(stats);
 }
 
@@ -389,15 +293,15 @@ void Engine::run_until_idle() {
 }
 
 void Engine::start() {
-  std::lock_guard lock(inbox_mu_);
+  std::lock_guard lock(inbox_.mu);
   if (loop_.joinable()) return;
-  stopping_ = false;
+  inbox_.stopping = false;
   loop_ = std::thread([this] {
     while (true) {
       {
-        std::unique_lock lock(inbox_mu_);
-        inbox_cv_.wait(lock, [&] { return stopping_ || !inbox_.empty() || !scheduler_.idle(); });
-        if (stopping_) break;
+        std::unique_lock lock(inbox_.mu);
+        inbox_.cv.wait(lock, [&] { return inbox_.stopping || !inbox_.seqs.empty() || !scheduler_.idle(); });
+        if (inbox_.stopping) break;
       }
       step();
     }
@@ -406,10 +310,10 @@ void Engine::start() {
 
 void Engine::stop() {
   {
-    std::lock_guard lock(inbox_mu_);
-    stopping_ = true;
+    std::lock_guard lock(inbox_.mu);
+    inbox_.stopping = true;
   }
-  inbox_cv_.notify_all();
+  inbox_.cv.notify_all();
   if (loop_.joinable()) loop_.join();
   std::lock_guard step_lock(step_mu_);
   drain_inbox();
@@ -423,9 +327,9 @@ void Engine::stop() {
 
 void Engine::publish_counters() {
   EngineCounters c;
-  c.n_requests_finished = n_requests_finished_;
-  c.n_prompt_tokens = n_prompt_tokens_;
-  c.n_generated_tokens = n_generated_tokens_;
+  c.n_requests_finished = totals_.n_requests_finished;
+  c.n_prompt_tokens = totals_.n_prompt_tokens;
+  c.n_generated_tokens = totals_.n_generated_tokens;
   c.prefix = cache_.stats();
   const kv::BlockPool& pool = cache_.blocks();
   c.n_blocks_total = cache_.n_blocks();
@@ -439,29 +343,29 @@ void Engine::publish_counters() {
   c.n_preemptions = scheduler_.n_preemptions();
   c.n_waiting = scheduler_.n_waiting();
   c.n_running = scheduler_.n_running();
-  c.n_steps = n_steps_;
-  c.n_failed_steps = n_failed_steps_;
+  c.n_steps = totals_.n_steps;
+  c.n_failed_steps = totals_.n_failed_steps;
   c.n_pinned_blocks = pins_.n_pinned();
   c.n_state_snapshots = static_cast<int64_t>(cache_.snapshots().n_snapshots());
   c.state_snapshot_bytes = static_cast<int64_t>(cache_.snapshots().bytes());
   c.n_state_snapshots_evicted = cache_.snapshots().n_evicted();
   c.n_params = n_params_;
-  c.n_verify_match = n_verify_match_;
-  c.n_verify_mismatch = n_verify_mismatch_;
-  c.n_verify_pending = static_cast<int64_t>(verify_pending_.size()) + (verify_active_ ? 1 : 0);
-  c.n_verify_dropped = n_verify_dropped_;
+  c.n_verify_match = verifier_.n_match();
+  c.n_verify_mismatch = verifier_.n_mismatch();
+  c.n_verify_pending = verifier_.n_pending();
+  c.n_verify_dropped = verifier_.n_dropped();
   c.prefill_tokens_per_s = prefill_tokens_per_s_;
   if (tiers_) c.n_tier_loaded_blocks = tiers_->n_loaded_blocks();
-  std::lock_guard lock(inbox_mu_);
-  c.n_requests = n_requests_;
-  c.n_waiting += static_cast<int32_t>(inbox_.size());
+  std::lock_guard lock(inbox_.mu);
+  c.n_requests = inbox_.n_requests;
+  c.n_waiting += static_cast<int32_t>(inbox_.seqs.size());
   published_ = c;
 }
 
 EngineCounters Engine::counters() const {
   EngineCounters c;
   {
-    std::lock_guard lock(inbox_mu_);
+    std::lock_guard lock(inbox_.mu);
     c = published_;
   }
   // The tiers' writers run between steps: their counters are read live (each tier locks its own).

@@ -31,6 +31,7 @@
 #include "engine/pins.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
+#include "engine/shadow_verifier.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
 
@@ -221,17 +222,9 @@ class Engine {
   void pin_requested(Sequence& seq, std::chrono::steady_clock::time_point t);
   std::chrono::steady_clock::time_point now() const;
   void expire_namespaces();  // step_mu_ held: the cache TTL
-  // Shadow verification (engine_verify.cpp), step_mu_ held.
-  struct Verification {
-    uint64_t request_id = 0;
-    std::vector<int32_t> prompt;
-    std::string salt;
-    int32_t n_cached = 0;
-    std::vector<float> hit_logits;  // [n_vocab] of the hit's first generated position
-  };
-  bool is_shadow(const Sequence& seq) const { return verify_active_ && seq.id == verify_seq_id_; }
+  // Shadow verification (engine_verify.cpp; the bookkeeping is verifier_), step_mu_ held.
+  bool is_shadow(const Sequence& seq) const { return verifier_.is_shadow(seq.id); }
   void verify_note_first_token(const Sequence& seq, const float* logits);  // a live request's first token
-  void verify_check(const Sequence& shadow, const float* logits);           // the shadow's first token
   void verify_yield_to_live();   // start of a step: cancel a running shadow when live work exists
   void verify_start_if_idle();   // end of a step: start the next shadow when nothing live is left
   void verify_on_finish(const Sequence& shadow, FinishReason reason);
@@ -246,24 +239,22 @@ class Engine {
   Scheduler scheduler_;
   ModelRunner runner_;
   PinTable pins_;                       // at most half the pool pinned
-  int64_t n_requests_finished_ = 0, n_prompt_tokens_ = 0, n_generated_tokens_ = 0, n_steps_ = 0;
-  int64_t n_failed_steps_ = 0;
+  ShadowVerifier verifier_;
+  struct Totals {  // what EngineCounters reports of the engine's own work (shadows excluded)
+    int64_t n_requests_finished = 0, n_prompt_tokens = 0, n_generated_tokens = 0, n_steps = 0, n_failed_steps = 0;
+  } totals_;
   uint64_t n_params_ = 0;
   double prefill_tokens_per_s_ = 0;     // EngineCounters::prefill_tokens_per_s
-  std::deque<Verification> verify_pending_;
-  std::optional<Verification> verify_active_;  // the running shadow's
-  uint64_t verify_seq_id_ = 0;                 // its sequence id
-  bool verify_done_ = false;                   // its first token was compared
-  uint64_t n_verify_hits_seen_ = 0;
-  int64_t n_verify_match_ = 0, n_verify_mismatch_ = 0, n_verify_dropped_ = 0;
 
-  // Shared with submitters (under inbox_mu_).
-  mutable std::mutex inbox_mu_;
-  std::condition_variable inbox_cv_;
-  std::vector<std::unique_ptr<Sequence>> inbox_;
-  uint64_t next_id_ = 1;
-  int64_t n_requests_ = 0;
-  bool stopping_ = false;
+  // Shared with submitters (under inbox_.mu).
+  struct Inbox {
+    mutable std::mutex mu;
+    std::condition_variable cv;
+    std::vector<std::unique_ptr<Sequence>> seqs;  // submitted, not yet handed to the scheduler
+    uint64_t next_id = 1;
+    int64_t n_requests = 0;
+    bool stopping = false;
+  } inbox_;
   EngineCounters published_;            // refreshed after every step
   std::thread loop_;
 

@@ -1,0 +1,108 @@
+// Building an Engine: the CPU backend and its KV budget, the snapshot budget of models with recurrent layers, the
+// cache, scheduler, runner and pins over them, and the tiers below RAM; and describe(), what was built.
+#include <algorithm>
+
+#include "engine/cpu_backend.h"
+#include "engine/engine.h"
+#include "model/capacity.h"
+#include "util/bytes.h"
+#include "util/error.h"
+
+namespace preface::engine {
+namespace {
+
+std::unique_ptr<Backend> cpu_backend(model::Model& model, const EngineConfig& c) {
+  const uint64_t budget =
+      c.kv_cache_bytes ? c.kv_cache_bytes : default_kv_cache_bytes(model, c.kv_type, c.max_running);
+  // A recurrent state per running sequence.
+  const int32_t n_state_slots = model.memory().has_state() ? std::max(c.max_running, 1) : 0;
+  return std::make_unique<CpuBackend>(model, c.kv_type, c.block_size,
+                                      kv_blocks_for_budget(model.memory(), c.kv_type, c.block_size, budget),
+                                      c.n_threads, n_state_slots);
+}
+
+// Models with recurrent layers resume hits from state snapshots, which the tiers below RAM do not store yet: the
+// tiers are off for them.
+EngineConfig effective_config(EngineConfig c, const Backend& backend) {
+  if (backend.memory().has_state()) c.tiers = TierConfig{};
+  return c;
+}
+
+// The snapshot budget: as configured, else 256 MiB; at least one snapshot for a model with recurrent layers.
+uint64_t snapshot_budget(const EngineConfig& c, const Backend& backend) {
+  if (!backend.memory().has_state()) return 0;
+  const uint64_t one = backend.memory().state_bytes_per_sequence();
+  return std::max(c.state_snapshot_bytes > 0 ? c.state_snapshot_bytes : uint64_t{256} << 20, one);
+}
+
+// model::shape_param_count of the model's shape (a Llama-family count: fused or extra tensors of other architectures
+// are not seen); 0 when the shape is not one it can count.
+uint64_t model_param_count(const model::Config& c) {
+  model::KvShape s;
+  s.n_layers = c.n_layers;
+  s.n_heads = c.n_heads;
+  s.n_kv_heads = c.n_kv_heads;
+  s.head_dim = c.head_dim;
+  s.dim = c.dim;
+  s.ffn_dim = c.ffn_dim;
+  s.n_vocab = c.n_vocab;
+  s.tied_embeddings = c.tied_embeddings;
+  s.qkv_bias = c.qkv_bias;
+  try {
+    return model::shape_param_count(s);
+  } catch (const Error&) {
+    return 0;
+  }
+}
+
+}  // namespace
+
+uint64_t default_kv_cache_bytes() {
+  const uint64_t quarter = mem_available_bytes() / 4;
+  return std::clamp<uint64_t>(quarter, 64ull << 20, 8ull << 30);
+}
+
+uint64_t default_kv_cache_bytes(const model::Model& model, kernels::KvType type, int32_t max_running) {
+  const uint64_t wanted = kv_bytes_per_token(model.memory(), type) *
+                          static_cast<uint64_t>(std::max(model.config().ctx_len, 1)) *
+                          static_cast<uint64_t>(std::max(max_running, 1));
+  return std::min(wanted, default_kv_cache_bytes());
+}
+
+Engine::Engine(model::Model& model, const EngineConfig& config) : Engine(cpu_backend(model, config), config) {}
+
+Engine::Engine(std::unique_ptr<Backend> backend, const EngineConfig& config)
+    : backend_(std::move(backend)),
+      config_(effective_config(config, *backend_)),
+      fingerprint_(backend_->fingerprint()),
+      cache_(backend_->n_kv_blocks(), backend_->block_size(), *backend_, nullptr, backend_->n_state_slots(),
+             snapshot_budget(config_, *backend_)),
+      scheduler_(cache_, config_.prefix_cache, config.max_running),
+      runner_(*backend_, std::max(config.max_running, 1)),
+      pins_(std::max(1, backend_->n_kv_blocks() / 2), config.max_pinned_blocks_per_group),
+      verifier_(config.verify_fraction, config.max_pending_verifications) {
+  config_.kv_type = backend_->kv_type();
+  config_.block_size = backend_->block_size();
+  std::sort(config_.end_of_generation.begin(), config_.end_of_generation.end());
+  if (config_.max_batch_tokens < 1 || config_.max_batch_tokens > backend_->max_batch_tokens()) {
+    throw Error("max batch tokens must be in [1, " + std::to_string(backend_->max_batch_tokens()) + "], got " +
+                std::to_string(config_.max_batch_tokens));
+  }
+  if (config_.max_running < 1) throw Error("max running sequences must be >= 1");
+  rope_desc_ = model::rope_description(backend_->config());
+  n_params_ = model_param_count(backend_->config());
+  if (config_.prefix_cache && config_.tiers.enabled()) {
+    tiers_ = std::make_unique<KvTiers>(config_.tiers, *backend_, cache_);
+    cache_.add_event_sink(tiers_.get());
+    scheduler_.set_tiers(tiers_.get());
+  }
+  publish_counters();
+}
+
+EngineDescription Engine::describe() const {
+  const auto& cfg = backend_->config();
+  return {cfg.ctx_len,          cfg.n_vocab,          backend_->block_size(), backend_->n_kv_blocks(),
+          backend_->kv_bytes(), backend_->kv_type(), config_.prefix_cache, cache_.snapshots().budget_bytes()};
+}
+
+}  // namespace preface::engine
