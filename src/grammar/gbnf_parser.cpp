@@ -5,67 +5,19 @@
 #include <algorithm>
 #include <map>
 
+#include "grammar/gbnf_builder.h"
 #include "grammar/grammar.h"
 #include "grammar/utf8_ranges.h"
 
 namespace preface::grammar {
 namespace {
 
+using detail::Builder;
+using detail::Item;
+using detail::Seq;
+
 constexpr uint32_t kMaxCodePoint = 0x10FFFF;
 constexpr int64_t kMaxRepetition = 100000;
-
-struct Item {
-  bool is_ref = false;
-  int32_t value = 0;  // rule id or terminal id
-};
-using Seq = std::vector<Item>;
-
-class Builder {
- public:
-  std::vector<std::vector<Seq>> rules;
-  std::vector<std::string> names;
-  std::vector<bool> defined;
-  std::vector<std::bitset<256>> terminals;
-  size_t n_items = 0;
-
-  int32_t named(const std::string& name) {
-    const auto [it, fresh] = by_name_.emplace(name, static_cast<int32_t>(rules.size()));
-    if (fresh) add(name);
-    return it->second;
-  }
-  int32_t synthesized(const std::string& base) {
-    const int32_t id = static_cast<int32_t>(rules.size());
-    add(base + "-" + std::to_string(id));
-    defined[static_cast<size_t>(id)] = true;
-    return id;
-  }
-  int32_t terminal(const std::bitset<256>& set) {
-    const auto [it, fresh] = terminal_ids_.emplace(set.to_string(), static_cast<int32_t>(terminals.size()));
-    if (fresh) terminals.push_back(set);
-    return it->second;
-  }
-  void add_alt(int32_t rule, Seq seq) {
-    count(seq.size() + 1);
-    rules[static_cast<size_t>(rule)].push_back(std::move(seq));
-  }
-  void count(size_t n) {
-    n_items += n;
-    if (n_items > kMaxGrammarElements) {
-      throw GrammarError("", "the grammar is too large (more than " + std::to_string(kMaxGrammarElements) +
-                                 " elements once repetitions are expanded)");
-    }
-  }
-  std::map<std::vector<uint32_t>, Item> class_cache;  // lowered code point classes, by their sorted ranges
-
- private:
-  void add(const std::string& name) {
-    rules.emplace_back();
-    names.push_back(name);
-    defined.push_back(false);
-  }
-  std::map<std::string, int32_t> by_name_;
-  std::map<std::string, int32_t> terminal_ids_;
-};
 
 bool is_word_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
@@ -379,62 +331,6 @@ class Parser {
   Builder& b_;
 };
 
-// Rejects rules that can reach themselves without consuming a byte: the matcher's expansion would not end.
-void check_left_recursion(const Grammar& g) {
-  const size_t n = g.rules.size();
-  std::vector<bool> nullable(n, false);
-  auto alt_nullable_prefix = [&](int32_t pos, auto&& on_ref) {  // walks while items are nullable
-    for (;; ++pos) {
-      const Element& e = g.elements[static_cast<size_t>(pos)];
-      if (e.kind == Element::End) return true;
-      if (e.kind == Element::Bytes) return false;
-      on_ref(e.value);
-      if (!nullable[static_cast<size_t>(e.value)]) return false;
-    }
-  };
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t r = 0; r < n; ++r) {
-      if (nullable[r]) continue;
-      for (int32_t alt : g.rules[r]) {
-        if (alt_nullable_prefix(alt, [](int32_t) {})) {
-          nullable[r] = true;
-          changed = true;
-          break;
-        }
-      }
-    }
-  }
-  std::vector<std::vector<int32_t>> left(n);
-  for (size_t r = 0; r < n; ++r) {
-    for (int32_t alt : g.rules[r]) alt_nullable_prefix(alt, [&](int32_t ref) { left[r].push_back(ref); });
-  }
-  std::vector<uint8_t> color(n, 0);  // 0 new, 1 on the path, 2 done
-  for (size_t start = 0; start < n; ++start) {
-    if (color[start]) continue;
-    std::vector<std::pair<size_t, size_t>> stack{{start, 0}};
-    color[start] = 1;
-    while (!stack.empty()) {
-      auto& [r, k] = stack.back();
-      if (k == left[r].size()) {
-        color[r] = 2;
-        stack.pop_back();
-        continue;
-      }
-      const auto next = static_cast<size_t>(left[r][k++]);
-      if (color[next] == 1) {
-        throw GrammarError("rule '" + g.rule_names[next] + "'",
-                           "left recursion (the rule can reach itself without consuming input, e.g. a repetition "
-                           "of something that can be empty)");
-      }
-      if (color[next] == 0) {
-        color[next] = 1;
-        stack.emplace_back(next, 0);
-      }
-    }
-  }
-}
-
 }  // namespace
 
 Grammar parse_gbnf(std::string_view text, std::string_view start_rule) {
@@ -465,66 +361,6 @@ Grammar parse_gbnf(std::string_view text, std::string_view start_rule) {
   }
   check_left_recursion(g);
   return g;
-}
-
-ByteMatch match_bytes(const Grammar& g, std::string_view bytes, size_t max_stacks) {
-  using Stack = std::vector<int32_t>;  // positions, top last
-  std::vector<Stack> cur, done;
-  // Expands stacks until each has a Bytes element on top (or is empty: accepted).
-  auto expand = [&](Stack start, std::vector<Stack>& out) {
-    std::vector<Stack> work{std::move(start)};
-    while (!work.empty()) {
-      Stack s = std::move(work.back());
-      work.pop_back();
-      if (out.size() + work.size() > max_stacks) {
-        throw Error("match_bytes: more than " + std::to_string(max_stacks) + " parse stacks");
-      }
-      if (s.empty()) {
-        out.push_back(std::move(s));
-        continue;
-      }
-      const int32_t pos = s.back();
-      const Element& e = g.elements[static_cast<size_t>(pos)];
-      if (e.kind == Element::Bytes) {
-        out.push_back(std::move(s));
-      } else if (e.kind == Element::End) {
-        s.pop_back();
-        work.push_back(std::move(s));
-      } else {
-        s.back() = pos + 1;
-        for (int32_t alt : g.rules[static_cast<size_t>(e.value)]) {
-          Stack t = s;
-          t.push_back(alt);
-          work.push_back(std::move(t));
-        }
-      }
-    }
-  };
-  // Stacks are a set (as the token matcher interns them): duplicates, e.g. from `root ::= "" | ""`, collapse.
-  auto dedupe = [](std::vector<Stack>& v) {
-    std::sort(v.begin(), v.end());
-    v.erase(std::unique(v.begin(), v.end()), v.end());
-  };
-  for (int32_t alt : g.rules[static_cast<size_t>(g.root)]) expand({alt}, cur);
-  dedupe(cur);
-  for (const char ch : bytes) {
-    std::vector<Stack> next;
-    for (const Stack& s : cur) {
-      if (s.empty()) continue;
-      const Element& e = g.elements[static_cast<size_t>(s.back())];
-      if (!g.terminals[static_cast<size_t>(e.value)].test(static_cast<uint8_t>(ch))) continue;
-      Stack t = s;
-      t.back() += 1;
-      expand(std::move(t), next);
-    }
-    dedupe(next);
-    cur = std::move(next);
-  }
-  ByteMatch m;
-  m.alive = !cur.empty();
-  m.accepting = std::any_of(cur.begin(), cur.end(), [](const Stack& s) { return s.empty(); });
-  m.complete = m.accepting && cur.size() == 1;
-  return m;
 }
 
 }  // namespace preface::grammar

@@ -66,5 +66,8 @@ struct ByteMatch {
   bool complete = false;
 };
 ByteMatch match_bytes(const Grammar& g, std::string_view bytes, size_t max_stacks = SIZE_MAX);
+// Throws GrammarError naming a rule that can reach itself without consuming a byte (the matcher's expansion would
+// not end); parse_gbnf runs it on every grammar it builds.
+void check_left_recursion(const Grammar& g);
 
 }  // namespace preface::grammar
