@@ -1,4 +1,5 @@
-// The dashboard page served at GET /dashboard: one HTML document with its CSS and JavaScript inline (no CDN; the
+// The dashboard page served at GET /dashboard (assets/dashboard.html, compiled in by CMake through
+// dashboard_page.cpp.in): one HTML document with its CSS and JavaScript inline (no CDN; the
 // charts use Debian's Chart.js, served by preface at /dashboard/chart.js). Data from GET /v1/cache/stats (see
 // server/http/http_dashboard.cpp for who sees what and how the page authenticates).
 //
