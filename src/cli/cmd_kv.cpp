@@ -71,6 +71,7 @@ std::string short_sci(double v, int n_decimals) {
 // Everything printed, computed before printing so that an error leaves no partial report.
 struct Report {
   model::KvShape shape;
+  model::MemoryLayout memory;     // model::memory_layout(shape), computed once: bytes per token and the groups
   kernels::KvType dtype = kernels::KvType::F16;
   std::vector<model::KvBudget> budgets;  // [1] with --mem, else one per kDefaultBudgets
   std::optional<model::PrefixCost> prefix;
@@ -137,11 +138,12 @@ void print_json(const KvOptions& o, const Report& r) {
                 {"tied_embeddings", s.tied_embeddings}, {"qkv_bias", s.qkv_bias}, {"n_params", s.n_params},
                 {"params_source", std::string(model::param_source_text(s.params_source))}};
   nlohmann::json per_token = nlohmann::json::object();
-  for (kernels::KvType d : kernels::kAllKvTypes) per_token[kernels::kv_type_name(d)] = model::kv_bytes_per_token(s, d);
+  for (kernels::KvType d : kernels::kAllKvTypes) {
+    per_token[kernels::kv_type_name(d)] = r.memory.paged_bytes_per_token(d);
+  }
   j["bytes_per_token"] = per_token;
   j["memory_groups"] = nlohmann::json::array();
-  const model::MemoryLayout memory = model::memory_layout(s);
-  for (const model::MemoryGroup& g : memory.groups()) {
+  for (const model::MemoryGroup& g : r.memory.groups()) {
     nlohmann::json group = {{"layers", g.layers}, {"kind", model::memory_kind_name(g.spec.kind)}};
     if (g.spec.kind == model::MemoryKind::PagedRows) {
       group["n_kv_heads"] = g.spec.n_kv_heads;
@@ -178,8 +180,7 @@ void print_json(const KvOptions& o, const Report& r) {
 }
 
 // Whether every layer remembers the paged rows the shape's fields give (the formula printed is then exact).
-bool memory_is_uniform(const model::KvShape& s) {
-  const model::MemoryLayout memory = model::memory_layout(s);
+bool memory_is_uniform(const model::KvShape& s, const model::MemoryLayout& memory) {
   return memory.groups().size() == 1 &&
          memory.groups()[0].spec == model::MemorySpec::paged(s.n_kv_heads, s.head_dim, s.head_dim);
 }
@@ -193,7 +194,7 @@ void print_text(const KvOptions& o, const Report& r) {
               s.n_vocab, s.tied_embeddings ? ", tied embeddings" : "", s.qkv_bias ? ", QKV bias" : "");
   std::printf("parameters  %s (%s, %s)\n", group_digits(s.n_params).c_str(), short_sci(double(s.n_params), 2).c_str(),
               std::string(model::param_source_text(s.params_source)).c_str());
-  if (memory_is_uniform(s)) {
+  if (memory_is_uniform(s, r.memory)) {
     std::printf("KV per token = 2 x %d layers x %d KV heads x %d head dim x bytes per value:\n", s.n_layers,
                 s.n_kv_heads, s.head_dim);
   } else {
@@ -201,14 +202,13 @@ void print_text(const KvOptions& o, const Report& r) {
                 "value:\n");
   }
   for (kernels::KvType d : kernels::kAllKvTypes) {
-    const uint64_t n = model::kv_bytes_per_token(s, d);
+    const uint64_t n = r.memory.paged_bytes_per_token(d);
     std::printf("  %-5s %-11s %14s bytes%s\n", kernels::kv_type_name(d),
                 format_bytes(n).c_str(), group_digits(n).c_str(), d == t ? "   <- --kv-type" : "");
   }
-  const model::MemoryLayout memory = model::memory_layout(s);
-  for (size_t i = 0; i < memory.groups().size(); ++i) {
-    std::printf("memory      group %zu of %zu: %s\n", i + 1, memory.groups().size(),
-                memory.groups()[i].summary(t).c_str());
+  const std::vector<model::MemoryGroup>& groups = r.memory.groups();
+  for (size_t i = 0; i < groups.size(); ++i) {
+    std::printf("memory      group %zu of %zu: %s\n", i + 1, groups.size(), groups[i].summary(t).c_str());
   }
   if (s.head_dim % 32 != 0) {
     std::printf("  (q8_0 row shown padded to whole 32-value blocks; the engine refuses q8_0 for head dim %d)\n",
@@ -250,6 +250,7 @@ void run_kv(const KvOptions& o) {
   Report r;
   r.dtype = kernels::parse_kv_type(o.kv_type);
   r.shape = load_shape(o);
+  r.memory = model::memory_layout(r.shape);
   if (!o.mem.empty()) {
     const uint64_t budget_bytes = parse_bytes(o.mem);
     if (budget_bytes == 0) throw Error("--mem must be more than 0 bytes");

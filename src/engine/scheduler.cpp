@@ -307,7 +307,7 @@ void Scheduler::check_invariants() const {
   // State slots: each running sequence holds one (when the model has state layers), a waiting one none.
   int32_t n_held = 0;
   for (const auto& seq : owned_) {
-    const bool wants = seq->running && cache_.state_slots().n_slots() > 0;
+    const bool wants = seq->running && recurrent_;
     if (wants != (seq->state_slot >= 0) || (seq->state_slot >= 0 && !cache_.state_slots().held(seq->state_slot))) {
       throw std::logic_error("scheduler: sequence " + std::to_string(seq->id) + " state slot " +
                              std::to_string(seq->state_slot) + " does not match its state");

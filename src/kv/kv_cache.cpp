@@ -1,5 +1,7 @@
 #include "kv/kv_cache.h"
 
+#include <utility>
+
 #include "util/error.h"
 
 namespace preface::kv {
@@ -18,7 +20,7 @@ KvCache::KvCache(int32_t n_blocks, int32_t block_size, BlockStorage& storage, st
 bool KvCache::snapshot_state(const Digest& ns, const Digest& hash, int32_t slot) {
   std::vector<uint8_t> bytes(storage_.state_bytes());
   storage_.read_state(slot, bytes);
-  return snapshots_.put(ns, hash, bytes);
+  return snapshots_.put(ns, hash, std::move(bytes));
 }
 
 bool KvCache::restore_state(const Digest& hash, int32_t slot) {

@@ -1,6 +1,7 @@
 #include "kv/state_snapshots.h"
 
 #include <stdexcept>
+#include <utility>
 
 namespace preface::kv {
 
@@ -10,16 +11,16 @@ void StateSnapshots::erase(std::list<Entry>::iterator it) {
   lru_.erase(it);
 }
 
-bool StateSnapshots::put(const Digest& ns, const Digest& hash, std::span<const uint8_t> bytes) {
+bool StateSnapshots::put(const Digest& ns, const Digest& hash, std::vector<uint8_t> bytes) {
   if (const auto it = map_.find(hash); it != map_.end()) erase(it->second);
   if (bytes.size() > budget_) return false;
   while (bytes_ + bytes.size() > budget_) {
     erase(std::prev(lru_.end()));
     ++n_evicted_;
   }
-  lru_.push_front(Entry{hash, ns, std::vector<uint8_t>(bytes.begin(), bytes.end())});
-  map_[hash] = lru_.begin();
   bytes_ += bytes.size();
+  lru_.push_front(Entry{hash, ns, std::move(bytes)});
+  map_[hash] = lru_.begin();
   return true;
 }
 

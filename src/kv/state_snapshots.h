@@ -13,7 +13,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <list>
-#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -28,7 +27,7 @@ class StateSnapshots {
 
   // Files bytes under hash (namespace ns, for purges), replacing any snapshot there, evicting least recently used
   // ones to fit; false (nothing kept) when the snapshot alone exceeds the budget.
-  bool put(const Digest& ns, const Digest& hash, std::span<const uint8_t> bytes);
+  bool put(const Digest& ns, const Digest& hash, std::vector<uint8_t> bytes);
   // The snapshot under hash, now the most recently used; nullptr when none.
   const std::vector<uint8_t>* get(const Digest& hash);
   bool contains(const Digest& hash) const { return map_.count(hash) != 0; }
