@@ -25,6 +25,12 @@ std::string model_summary(const Model& m) {
     window = "; sliding window " + std::to_string(c.sliding_window) + " on " + std::to_string(n_local) + " of " +
              std::to_string(c.n_layers) + " layers";
   }
+  // Mixture-of-experts FFNs: "; 16 experts of 32, 4 per token, shared expert 128".
+  if (c.moe.n_experts > 0) {
+    window += "; " + std::to_string(c.moe.n_experts) + " experts of " + std::to_string(c.moe.expert_ffn) + ", " +
+              std::to_string(c.moe.n_used) + " per token";
+    if (c.moe.shared_ffn > 0) window += ", shared expert " + std::to_string(c.moe.shared_ffn);
+  }
   char line[640];
   std::snprintf(line, sizeof line,
                 "%s: %d layers, dim %d, %d heads / %d KV heads of %d, ffn %d, vocab %d, context %d%s; "

@@ -1,4 +1,5 @@
-// A hybrid model (qwen35: Gated DeltaNet layers with a recurrent state per sequence, and gated attention layers)
+// A hybrid model (qwen35: Gated DeltaNet layers with a recurrent state per sequence, and gated attention layers;
+// qwen35moe: the same trunk with mixture-of-experts FFNs, so batched tokens of different sequences share experts)
 // through the engine: every way tokens arrive gives memcmp-identical logits, since each sequence's state is updated
 // token by token in one fixed order (model/layers/delta_net.h) and lives in a state slot the scheduler holds while
 // the sequence runs. Covered: prefill chunk sizes 1/7/64/512, 1 and 2 threads, three requests batched together, a
@@ -14,7 +15,6 @@
 namespace preface::test {
 namespace {
 
-constexpr const char* kModel = "synth-qwen35-d128-f16.gguf";
 constexpr int32_t kNew = 6;
 
 std::vector<std::vector<int32_t>> prompts(const Tokenizer& tok) {
@@ -34,6 +34,8 @@ std::vector<std::vector<int32_t>> prompts(const Tokenizer& tok) {
   e.insert(e.end(), other.begin(), other.end());
   return {a, b, c, d, e};
 }
+
+class EngineHybrid : public ::testing::TestWithParam<std::string> {};
 
 engine::EngineConfig config_for(int32_t chunk, int32_t threads, uint64_t kv_bytes = 8ull << 20) {
   engine::EngineConfig cfg;
@@ -58,9 +60,9 @@ std::vector<Outcome> references(const LoadedModel& lm, const std::vector<std::ve
   return out;
 }
 
-TEST(EngineHybrid, BatchedChunkedThreadedIdentical) {
-  auto lm = load_shared_model(kModel);
-  ASSERT_TRUE(lm.model) << "needs ../shared/models/" << kModel;
+TEST_P(EngineHybrid, BatchedChunkedThreadedIdentical) {
+  auto lm = load_shared_model(GetParam());
+  ASSERT_TRUE(lm.model) << "needs ../shared/models/" << GetParam();
   const auto ps = prompts(*lm.tokenizer);
   const std::vector<Outcome> ref = references(lm, ps);
   for (int32_t threads : {1, 2}) {
@@ -105,9 +107,9 @@ TEST(EngineHybrid, BatchedChunkedThreadedIdentical) {
 // A reply decoded token by token and then sent back as part of the next prompt gives the state decode had: the
 // logits of the position after it equal the ones decode produced there, computed cold and resumed from the
 // snapshot the first request left.
-TEST(EngineHybrid, ReplySentBackEqualsDecode) {
-  auto lm = load_shared_model(kModel);
-  ASSERT_TRUE(lm.model) << "needs ../shared/models/" << kModel;
+TEST_P(EngineHybrid, ReplySentBackEqualsDecode) {
+  auto lm = load_shared_model(GetParam());
+  ASSERT_TRUE(lm.model) << "needs ../shared/models/" << GetParam();
   const auto ps = prompts(*lm.tokenizer);
   const Outcome first = references(lm, {ps[0]})[0];
   const size_t n_vocab = static_cast<size_t>(lm.model->config().n_vocab);
@@ -137,9 +139,9 @@ TEST(EngineHybrid, ReplySentBackEqualsDecode) {
 
 // A pool of 6 blocks for three sequences that need 5-6 each: sequences are preempted (their blocks and state slot
 // given back) and recomputed from position 0, with identical results.
-TEST(EngineHybrid, PreemptedSequencesRecomputeIdentically) {
-  auto lm = load_shared_model(kModel);
-  ASSERT_TRUE(lm.model) << "needs ../shared/models/" << kModel;
+TEST_P(EngineHybrid, PreemptedSequencesRecomputeIdentically) {
+  auto lm = load_shared_model(GetParam());
+  ASSERT_TRUE(lm.model) << "needs ../shared/models/" << GetParam();
   const auto ps = prompts(*lm.tokenizer);
   const std::vector<Outcome> ref = references(lm, ps);
   const uint64_t block_bytes = 16 * lm.model->memory().paged_bytes_per_token(kernels::KvType::F16);
@@ -154,9 +156,9 @@ TEST(EngineHybrid, PreemptedSequencesRecomputeIdentically) {
 
 // A snapshot budget of one: a's snapshot is evicted by c's, so a again finds its blocks but no snapshot to resume
 // from, and computes cold with the same bits; a purge of the namespace drops the snapshots with the blocks.
-TEST(EngineHybrid, EvictedSnapshotMeansACompute) {
-  auto lm = load_shared_model(kModel);
-  ASSERT_TRUE(lm.model) << "needs ../shared/models/" << kModel;
+TEST_P(EngineHybrid, EvictedSnapshotMeansACompute) {
+  auto lm = load_shared_model(GetParam());
+  ASSERT_TRUE(lm.model) << "needs ../shared/models/" << GetParam();
   const auto ps = prompts(*lm.tokenizer);
   const std::vector<Outcome> ref = references(lm, ps);
   auto cfg = config_for(64, 2);
@@ -179,9 +181,9 @@ TEST(EngineHybrid, EvictedSnapshotMeansACompute) {
 
 // Shadow verification (--verify-fraction 1) recomputes every snapshot hit cold and compares the first generated
 // position's logits bit for bit: all match.
-TEST(EngineHybrid, ShadowVerificationOfSnapshotHitsMatches) {
-  auto lm = load_shared_model(kModel);
-  ASSERT_TRUE(lm.model) << "needs ../shared/models/" << kModel;
+TEST_P(EngineHybrid, ShadowVerificationOfSnapshotHitsMatches) {
+  auto lm = load_shared_model(GetParam());
+  ASSERT_TRUE(lm.model) << "needs ../shared/models/" << GetParam();
   const auto ps = prompts(*lm.tokenizer);
   auto cfg = config_for(16, 2);
   cfg.verify_fraction = 1.0;
@@ -199,6 +201,13 @@ TEST(EngineHybrid, ShadowVerificationOfSnapshotHitsMatches) {
   EXPECT_EQ(c.n_verify_mismatch, 0);
   EXPECT_EQ(c.n_verify_dropped, 0);
 }
+
+INSTANTIATE_TEST_SUITE_P(Hybrids, EngineHybrid,
+                         ::testing::Values("synth-qwen35-d128-f16.gguf", "synth-qwen35moe-d128-f16.gguf"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param.find("moe") != std::string::npos ? std::string("qwen35moe")
+                                                                                : std::string("qwen35");
+                         });
 
 }  // namespace
 }  // namespace preface::test

@@ -149,8 +149,8 @@ TEST(Architectures, UnsupportedListsNames) {
     config_of("mamba", [](gguf::Writer&) {});
     FAIL() << "mamba loaded";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("unsupported architecture 'mamba' (supported: llama, qwen2, qwen3, qwen35, "
-                                         "phi3, gemma2, gemma3)"),
+    EXPECT_NE(std::string(e.what()).find("unsupported architecture 'mamba' (supported: llama, qwen2, qwen3, qwen3moe, "
+                                         "qwen35, qwen35moe, phi3, gemma2, gemma3)"),
               std::string::npos)
         << e.what();
   }

@@ -123,7 +123,8 @@ INSTANTIATE_TEST_SUITE_P(SharedModels, Oracle,
                                            "synth-llama-rope-linear-d256-f16", "synth-llama-rope-llama3-d256-f16",
                                            "synth-llama-rope-llama3-oc64-d256-f16", "synth-qwen3-d256-f16",
                                            "synth-phi3-d256-f16", "synth-gemma2-d128-f16", "synth-gemma3-d256-f16",
-                                           "synth-qwen35-d128-f16"),
+                                           "synth-qwen35-d128-f16", "synth-qwen3moe-d128-f16",
+                                           "synth-qwen35moe-d128-f16"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string s = info.param;
                            for (char& ch : s) {
@@ -166,7 +167,9 @@ TEST_P(LongOracle, MatchesLlamaCppInChunks) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models2026, LongOracle, ::testing::Values("synth-qwen35-d128-f16"),
+INSTANTIATE_TEST_SUITE_P(Models2026, LongOracle,
+                         ::testing::Values("synth-qwen35-d128-f16", "synth-qwen3moe-d128-f16",
+                                           "synth-qwen35moe-d128-f16"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string s = info.param;
                            for (char& ch : s) {

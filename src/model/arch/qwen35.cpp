@@ -5,6 +5,10 @@
 // norm). Which layers are recurrent: attention.recurrent_layers, else every layer but each full_attention_interval-th
 // (default 4). The last nextn_predict_layers blocks are the multi-token-prediction head, which llama.cpp loads and
 // never runs; preface neither reads nor runs them (their tensors are left in the file).
+//
+// qwen35moe (Qwen3.5 / 3.6 MoE hybrids): the same trunk with a mixture-of-experts FFN in every block
+// (model/layers/moe_ffn.h): softmax over every router logit, the expert_used_count best kept and renormalized to
+// sum 1, plus a shared expert scaled by sigmoid(ffn_gate_inp_shexp . x); feed_forward_length is unused.
 #include <memory>
 #include <string>
 
@@ -12,6 +16,7 @@
 #include "model/layers/attention_layer.h"
 #include "model/layers/delta_net.h"
 #include "model/layers/gated_ffn.h"
+#include "model/layers/moe_ffn.h"
 #include "util/error.h"
 
 namespace preface::model {
@@ -66,10 +71,25 @@ Block qwen35_block(const gguf::File& file, const Config& c, int32_t il) {
     a.output_gate = true;
     b.mixer = std::make_unique<AttentionLayer>(file, c, il, a);
   }
-  FfnOptions f;
-  f.norm = "post_attention_norm";
-  b.ffn = std::make_unique<GatedFfn>(file, c, il, f);
+  if (c.moe.n_experts > 0) {
+    MoeOptions m;
+    m.norm = "post_attention_norm";
+    b.ffn = std::make_unique<MoeFfn>(file, c, il, m);
+  } else {
+    FfnOptions f;
+    f.norm = "post_attention_norm";
+    b.ffn = std::make_unique<GatedFfn>(file, c, il, f);
+  }
   return b;
+}
+
+void read_qwen35moe(const gguf::File& file, const std::string& prefix, Config& c) {
+  read_qwen35(file, prefix, c);
+  Config::Moe defaults;
+  defaults.gating = Config::ExpertGating::SoftmaxThenTopK;
+  defaults.norm_weights = true;
+  read_experts(file, prefix, c, defaults);
+  if (c.moe.shared_ffn < 1) throw Error("metadata " + prefix + "expert_shared_feed_forward_length is missing");
 }
 
 MemorySpec qwen35_memory(const Config& c, int32_t il) {
@@ -80,5 +100,7 @@ MemorySpec qwen35_memory(const Config& c, int32_t il) {
 
 extern const Architecture kQwen35 = {"qwen35", /*rope_neox=*/true, /*qkv_bias=*/false, /*qk_norm=*/true,
                                      /*fused_projections=*/false, read_qwen35, qwen35_block, qwen35_memory};
+extern const Architecture kQwen35Moe = {"qwen35moe", /*rope_neox=*/true, /*qkv_bias=*/false, /*qk_norm=*/true,
+                                        /*fused_projections=*/false, read_qwen35moe, qwen35_block, qwen35_memory};
 
 }  // namespace preface::model

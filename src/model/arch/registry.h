@@ -45,6 +45,10 @@ MemoryLayout memory_layout(const Config& c);
 
 // The float at key, which must be finite and > 0 (preface::Error naming the key otherwise), or nullopt when absent.
 std::optional<float> positive_float(const gguf::File& file, const std::string& key);
+// The mixture-of-experts keys (expert_count, expert_used_count, expert_feed_forward_length, optional
+// expert_shared_feed_forward_length, expert_gating_func, expert_weights_norm, expert_weights_scale) into c.moe over
+// the architecture's defaults (what llama.cpp assumes where a key is absent); preface::Error naming a bad key.
+void read_experts(const gguf::File& file, const std::string& prefix, Config& c, const Config::Moe& defaults);
 // The window of <prefix>attention.sliding_window, else fallback (0: none); preface::Error when out of range.
 int32_t read_window(const gguf::File& file, const std::string& prefix, int64_t fallback);
 

@@ -70,6 +70,23 @@ struct Config {
     int32_t conv_dim() const { return 2 * qk_dim() + v_dim(); }  // the conv's channels: q, k, v
   } ssm;
 
+  // Mixture-of-experts FFN (model/layers/moe_ffn.h), read by model/arch/experts.cpp; n_experts 0: a dense FFN.
+  enum class ExpertGating {
+    SoftmaxThenTopK,  // softmax over every router logit, the k largest probabilities kept (qwen3moe, qwen35moe)
+    TopKThenSoftmax,  // the k largest logits kept, softmaxed among themselves (gpt-oss)
+    Sigmoid,          // sigmoid of each logit (deepseek2)
+  };
+  struct Moe {
+    int32_t n_experts = 0;   // expert_count
+    int32_t n_used = 0;      // expert_used_count: experts per token
+    int32_t expert_ffn = 0;  // expert_feed_forward_length: each routed expert's hidden width
+    int32_t shared_ffn = 0;  // expert_shared_feed_forward_length: the shared expert's width; 0: none
+    ExpertGating gating = ExpertGating::SoftmaxThenTopK;
+    bool norm_weights = false;   // the selected experts' weights divided by their sum
+    float weights_scale = 1.0f;  // expert_weights_scale: multiplies every selected weight
+    int32_t max_ffn() const { return expert_ffn > shared_ffn ? expert_ffn : shared_ffn; }
+  } moe;
+
   int32_t kv_row_values() const { return n_kv_heads * head_dim; }  // K (or V) values per token per layer
   int32_t q_dim() const { return n_heads * head_dim; }  // Q (and attention output) values per token
   float attn_scale() const {  // what multiplies q . k

@@ -28,8 +28,18 @@ void Activations::allocate(const Config& c, int32_t max_batch_tokens) {
   ssm_beta.assign(recurrent ? n * static_cast<size_t>(c.ssm.n_v_heads) : 0, 0.0f);
   ssm_alpha.assign(recurrent ? n * static_cast<size_t>(c.ssm.n_v_heads) : 0, 0.0f);
   ssm_out.assign(recurrent ? n * static_cast<size_t>(c.ssm.v_dim()) : 0, 0.0f);
+  const size_t n_experts = static_cast<size_t>(c.moe.n_experts), n_used = static_cast<size_t>(c.moe.n_used);
+  const size_t moe_ffn = n_experts > 0 ? static_cast<size_t>(c.moe.max_ffn()) : 0;
+  moe_logits.assign(n * n_experts, 0.0f);
+  moe_expert.assign(n * n_used, 0);
+  moe_weight.assign(n * n_used, 0.0f);
+  moe_x.assign(n_experts > 0 ? n * dim : 0, 0.0f);
+  moe_gate.assign(n * moe_ffn, 0.0f);
+  moe_up.assign(n * moe_ffn, 0.0f);
+  moe_out.assign(n * n_used * dim, 0.0f);
   // Q8_0 copies of a batch of activation rows for quantized matmuls (matmul grows it if ever needed).
-  quant_scratch.reserve(n * gguf::row_bytes(gguf::TensorType::Q8_0, ((std::max({dim, q_dim, ffn}) + 31) / 32) * 32));
+  const size_t widest = std::max({dim, q_dim, ffn, moe_ffn});
+  quant_scratch.reserve(n * gguf::row_bytes(gguf::TensorType::Q8_0, ((widest + 31) / 32) * 32));
 }
 
 void norm_input(const Step& s, const std::vector<float>& weight) {

@@ -32,6 +32,13 @@ struct Activations {
   std::vector<float> ssm_beta;  // recurrent layers: [ssm.n_v_heads]
   std::vector<float> ssm_alpha; // recurrent layers: [ssm.n_v_heads]
   std::vector<float> ssm_out;   // recurrent layers: [ssm.v_dim()] the gated, normed output of the state
+  // Mixture-of-experts layers (moe.n_experts > 0); an expert's rows hold the batch tokens routed to it, in batch order:
+  std::vector<float> moe_logits;        // [moe.n_experts] router logits
+  std::vector<int32_t> moe_expert;      // [moe.n_used] each token's experts, in selection order
+  std::vector<float> moe_weight;        // [moe.n_used] their weights
+  std::vector<float> moe_x;             // [dim] an expert's input rows (also its output rows)
+  std::vector<float> moe_gate, moe_up;  // [moe.max_ffn()]
+  std::vector<float> moe_out;           // [moe.n_used][dim] each selected expert's output
   std::vector<uint8_t> quant_scratch;  // quantized activation rows for matmuls (grown by matmul when needed)
   std::vector<float> attn_scratch;     // detail::attention's tiles, sized by its first call
 

@@ -29,16 +29,33 @@ const gguf::TensorInfo& expect_tensor(const gguf::File& file, const std::string&
   return *t;
 }
 
+// A matrix's rows must hold whole blocks of its type.
+void check_whole_blocks(const gguf::TensorInfo& t, const std::string& name, int64_t n_cols) {
+  if (n_cols % static_cast<int64_t>(gguf::type_block_values(t.type)) != 0) {
+    throw Error("tensor " + name + " of type " + std::string(gguf::tensor_type_name(t.type)) +
+                " has rows of " + std::to_string(n_cols) + " values, not a whole number of blocks");
+  }
+}
+
 }  // namespace
 
 kernels::Matrix load_matrix(const gguf::File& file, const std::string& name, int64_t n_rows, int64_t n_cols) {
   const gguf::TensorInfo& t =
       expect_tensor(file, name, {static_cast<uint64_t>(n_cols), static_cast<uint64_t>(n_rows)});
-  if (n_cols % static_cast<int64_t>(gguf::type_block_values(t.type)) != 0) {
-    throw Error("tensor " + name + " of type " + std::string(gguf::tensor_type_name(t.type)) +
-                " has rows of " + std::to_string(n_cols) + " values, not a whole number of blocks");
-  }
+  check_whole_blocks(t, name, n_cols);
   return kernels::Matrix{t.type, t.data, n_rows, n_cols};
+}
+
+std::vector<kernels::Matrix> load_experts(const gguf::File& file, const std::string& name, int64_t n_experts,
+                                          int64_t n_rows, int64_t n_cols) {
+  const gguf::TensorInfo& t = expect_tensor(
+      file, name, {static_cast<uint64_t>(n_cols), static_cast<uint64_t>(n_rows), static_cast<uint64_t>(n_experts)});
+  check_whole_blocks(t, name, n_cols);
+  const kernels::Matrix all{t.type, t.data, n_experts * n_rows, n_cols};
+  std::vector<kernels::Matrix> experts;
+  experts.reserve(static_cast<size_t>(n_experts));
+  for (int64_t e = 0; e < n_experts; ++e) experts.push_back(row_view(all, e * n_rows, n_rows));
+  return experts;
 }
 
 kernels::Matrix row_view(const kernels::Matrix& m, int64_t first, int64_t n_rows) {

@@ -13,6 +13,11 @@ namespace preface::model {
 // A weight matrix of n_rows x n_cols (GGUF dims {n_cols, n_rows}), read in place from the file's bytes.
 kernels::Matrix load_matrix(const gguf::File& file, const std::string& name, int64_t n_rows, int64_t n_cols);
 
+// The n_experts matrices of n_rows x n_cols of a 3-D expert tensor (GGUF dims {n_cols, n_rows, n_experts}), each a
+// view of its slice of the file's bytes.
+std::vector<kernels::Matrix> load_experts(const gguf::File& file, const std::string& name, int64_t n_experts,
+                                          int64_t n_rows, int64_t n_cols);
+
 // Rows [first, first + n_rows) of m, as a matrix of its own (a view into the same bytes).
 kernels::Matrix row_view(const kernels::Matrix& m, int64_t first, int64_t n_rows);
 
