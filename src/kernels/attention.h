@@ -14,7 +14,7 @@
 //     l     = l * a + sum_i p_i
 //     acc   = acc * a + sum_i p_i * V_i        (i in increasing order)
 //     m     = m'
-//   out = acc / l
+//   out = acc / attn_denominator(l, m, sink)   (l, or l + exp(sink - m) with a sink: gpt-oss)
 // The dot reduction order, the order of the chunk sum and of the V accumulation are fixed by head_dim and the
 // code path (scalar or AVX2) alone. Rows at positions >= n_pos of a query are never read for it; rows below its
 // first_pos (a sliding window) may be loaded with its chunk's other rows, but never reach its output (a NaN there
@@ -23,6 +23,7 @@
 // K_i, V_i are the stored rows widened to f32, exactly: F16/BF16 widen exactly, and a Q8_0 value is
 // f32(d) * f32(q) (an 11-bit by 8-bit significand product, exact in f32), so every path sees the same K_i, V_i.
 #pragma once
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -50,7 +51,16 @@ struct AttnQuery {
   float* out = nullptr;      // [head_dim] attention output
   int32_t n_pos = 0;         // attends positions first_pos..n_pos-1 (n_pos >= 1)
   int32_t first_pos = 0;     // 0, or n_pos - window for a sliding window (0 <= first_pos < n_pos)
+  // A learned logit of the query's head that joins the softmax's denominator and weighs no row (gpt-oss's attention
+  // sinks); -inf: none.
+  float sink = -INFINITY;
 };
+
+// The softmax denominator of a query whose scores have running max m and running sum l (of exp(s_i - m)): l itself
+// without a sink (bit for bit), l + exp(sink - m) with one. Every path finishes with it, so they agree bit for bit.
+inline float attn_denominator(float l, float m, float sink) {
+  return sink == -INFINITY ? l : l + std::exp(sink - m);
+}
 
 struct AttnTile {
   KvPages kv;

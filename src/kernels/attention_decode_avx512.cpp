@@ -257,11 +257,12 @@ class SharedTile {
     }
   }
 
-  // Writes out = acc / l for every query.
+  // Writes out = acc / attn_denominator(l, m, sink) for every query.
   void finish() const {
     const size_t hp = lay_.hd_pad;
     for (size_t j = 0; j < tile_->n_queries; ++j) {
-      const __m512 vl = _mm512_set1_ps(scratch_[lay_.l + j]);
+      const __m512 vl =
+          _mm512_set1_ps(attn_denominator(scratch_[lay_.l + j], scratch_[lay_.m + j], tile_->queries[j].sink));
       const float* acc = scratch_ + lay_.acc + j * hp;
       for (size_t d = 0; d < tile_->head_dim; d += 16) {
         _mm512_storeu_ps(tile_->queries[j].out + d, _mm512_div_ps(_mm512_loadu_ps(acc + d), vl));

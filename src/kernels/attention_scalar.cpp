@@ -182,7 +182,7 @@ void attention_tile(const AttnTile& tile, float* scratch) {
 
   for (size_t j = 0; j < tile.n_queries; ++j) {
     const float* acc = scratch + lay.acc + j * hp;
-    const float l = scratch[lay.l + j];
+    const float l = attn_denominator(scratch[lay.l + j], scratch[lay.m + j], tile.queries[j].sink);
     for (size_t d = 0; d < hd; ++d) tile.queries[j].out[d] = acc[d] / l;
   }
 }

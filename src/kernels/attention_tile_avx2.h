@@ -313,7 +313,7 @@ void attention_tile_body(const AttnTile& tile, float* scratch) {
   for (size_t j = 0; j < tile.n_queries; ++j) {
     const float* acc = scratch + lay.acc + j * hp;
     float* out = tile.queries[j].out;
-    const __m256 vl = _mm256_set1_ps(scratch[lay.l + j]);
+    const __m256 vl = _mm256_set1_ps(attn_denominator(scratch[lay.l + j], scratch[lay.m + j], tile.queries[j].sink));
     size_t d = 0;
     for (; d + 8 <= hd; d += 8) _mm256_storeu_ps(out + d, _mm256_div_ps(_mm256_loadu_ps(acc + d), vl));
     if (d < hd) {

@@ -187,6 +187,14 @@ void softcap(float* x, size_t n, float cap) { kernel_table().softcap(x, n, cap);
 
 void geglu(float* gate, const float* up, size_t n) { kernel_table().geglu(gate, up, n); }
 
+void swiglu_oai(float* gate, const float* up, size_t n, float alpha, float limit) {
+  for (size_t i = 0; i < n; ++i) {
+    const float g = std::fmin(gate[i], limit);
+    const float u = std::fmin(std::fmax(up[i], -limit), limit);
+    gate[i] = g / (1.0f + std::exp(alpha * -g)) * (u + 1.0f);
+  }
+}
+
 void scalar::softcap(float* x, size_t n, float cap) {
   const float inv = 1.0f / cap;
   for (size_t i = 0; i < n; ++i) x[i] = cap * softcap_tanh(x[i] * inv);

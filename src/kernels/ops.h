@@ -57,6 +57,10 @@ LogitStats logit_stats(const float* x, size_t n);
 // vectorized exp (within a few ulps of std::exp), so the two paths may differ in the last bits.
 void swiglu(float* gate, const float* up, size_t n);
 
+// gpt-oss's clamped SwiGLU, as ggml_swiglu_oai: g = min(gate[i], limit), u = clamp(up[i], -limit, limit),
+// gate[i] = g / (1 + exp(-alpha g)) * (u + 1). One path (std::exp), so the same bits everywhere on one machine.
+void swiglu_oai(float* gate, const float* up, size_t n, float alpha, float limit);
+
 // tanh(x) = sign(x) (1 - t) / (1 + t), t = scalar::exp_poly(-2 |x|): only correctly rounded float operations and
 // std::fma, so every path (avx2::tanh_x8 is this lane by lane) and every machine gives the same bits; libm's tanhf
 // is not used, since it differs between libm versions. Absolute error below 1e-7; NaN stays NaN. Used by the

@@ -124,7 +124,7 @@ INSTANTIATE_TEST_SUITE_P(SharedModels, Oracle,
                                            "synth-llama-rope-llama3-oc64-d256-f16", "synth-qwen3-d256-f16",
                                            "synth-phi3-d256-f16", "synth-gemma2-d128-f16", "synth-gemma3-d256-f16",
                                            "synth-qwen35-d128-f16", "synth-qwen3moe-d128-f16",
-                                           "synth-qwen35moe-d128-f16"),
+                                           "synth-qwen35moe-d128-f16", "synth-gpt-oss-d128-f16"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string s = info.param;
                            for (char& ch : s) {
@@ -169,7 +169,7 @@ TEST_P(LongOracle, MatchesLlamaCppInChunks) {
 
 INSTANTIATE_TEST_SUITE_P(Models2026, LongOracle,
                          ::testing::Values("synth-qwen35-d128-f16", "synth-qwen3moe-d128-f16",
-                                           "synth-qwen35moe-d128-f16"),
+                                           "synth-qwen35moe-d128-f16", "synth-gpt-oss-d128-f16"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string s = info.param;
                            for (char& ch : s) {

@@ -44,6 +44,8 @@ AttentionLayer::AttentionLayer(const gguf::File& file, const Config& c, int32_t 
     bk_ = load_vector(file, p + "attn_k.bias", kv);
     bv_ = load_vector(file, p + "attn_v.bias", kv);
   }
+  if (file.find_tensor(p + "attn_output.bias") != nullptr) bo_ = load_vector(file, p + "attn_output.bias", dim);
+  if (o.sinks) sinks_ = load_vector(file, p + "attn_sinks.weight", c.n_heads);
   if (o.qk_norm) {
     q_norm_ = load_vector(file, p + "attn_q_norm.weight", c.head_dim);
     k_norm_ = load_vector(file, p + "attn_k_norm.weight", c.head_dim);
@@ -100,13 +102,20 @@ void AttentionLayer::forward(const Step& s, int32_t il) const {
     }
     detail::store_kv(s.batch, s.kv, il, a.k.data(), a.v.data(), t0, t1);
   });
-  detail::attention(s.pool, c, s.batch, s.kv, il, a.q.data(), a.attn_out.data(), a.attn_scratch);
+  detail::attention(s.pool, c, s.batch, s.kv, il, a.q.data(), sinks_.empty() ? nullptr : sinks_.data(),
+                    a.attn_out.data(), a.attn_scratch);
   if (output_gate_) {
     for_tokens(s.pool, nt, [&](size_t t0, size_t t1) {
       for (size_t i = t0 * q_dim; i < t1 * q_dim; ++i) a.attn_out[i] *= 1.0f / (1.0f + std::exp(-a.attn_gate[i]));
     });
   }
   kernels::matmul(s.pool, wo_, a.attn_out.data(), nt, a.xb.data(), a.quant_scratch);
+  if (!bo_.empty()) {
+    const size_t dim = static_cast<size_t>(c.dim);
+    for_tokens(s.pool, nt, [&](size_t t0, size_t t1) {
+      for (size_t t = t0; t < t1; ++t) add_bias(a.xb.data() + t * dim, bo_);
+    });
+  }
   add_output(s, a.xb.data(), post_norm_);
 }
 

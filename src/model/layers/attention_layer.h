@@ -1,7 +1,8 @@
 // Causal self-attention as a layer kind: RMSNorm, Q/K/V projections (separate or one fused matrix, optional
 // biases), optional per-head Q/K RMSNorm, RoPE, the K/V rows stored into the paged KV, attention over the paged
-// rows only (layers/paged_attention.h: window, soft-cap and scale from the Config and the block index), the output
-// projection (after an optional sigmoid output gate), an optional post-norm, and the residual add.
+// rows only (layers/paged_attention.h: window, soft-cap and scale from the Config and the block index; optional
+// sinks), the output projection (after an optional sigmoid output gate; with attn_output.bias when the file has
+// it), an optional post-norm, and the residual add.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -21,6 +22,7 @@ struct AttentionOptions {
   // attn_q holds per head head_dim query rows then head_dim gate rows; each head's attention output is multiplied by
   // sigmoid(gate) before the output projection (qwen35; needs Config::attn_output_gate for its buffers).
   bool output_gate = false;
+  bool sinks = false;         // attn_sinks.weight: [n_heads] logits joining each head's softmax denominator (gpt-oss)
 };
 
 class AttentionLayer final : public Layer {
@@ -42,6 +44,8 @@ class AttentionLayer final : public Layer {
   std::vector<float> norm_;                // [dim]
   kernels::Matrix wq_, wk_, wv_, wo_;      // [q_dim x dim], [kv x dim], [kv x dim], [dim x q_dim] (rows x cols)
   std::vector<float> bq_, bk_, bv_;        // empty: no biases
+  std::vector<float> bo_;                  // [dim] attn_output.bias; empty: none
+  std::vector<float> sinks_;               // [n_heads]; empty: none
   std::vector<float> q_norm_, k_norm_;     // [head_dim]; empty: none
   std::vector<float> post_norm_;           // [dim]; empty: none
 };

@@ -4,8 +4,8 @@
 // KV (attention). Its output for a token depends only on that token's x and, through the KV, on the tokens
 // before it in its sequence, never on the rest of the batch or the thread count.
 //
-// The kinds today: AttentionLayer (layers/attention_layer.h) and GatedFfn (layers/gated_ffn.h). What comes next
-// is a new kind beside them: a recurrent mixer (Gated DeltaNet) and a mixture-of-experts FFN.
+// The kinds today: mixers AttentionLayer (layers/attention_layer.h) and DeltaNetLayer (layers/delta_net.h, a
+// recurrent state per sequence); FFNs GatedFfn (layers/gated_ffn.h) and MoeFfn (layers/moe_ffn.h).
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -9,7 +9,7 @@
 
 namespace preface::model {
 
-MoeFfn::MoeFfn(const gguf::File& file, const Config& c, int32_t il, const MoeOptions& o) {
+MoeFfn::MoeFfn(const gguf::File& file, const Config& c, int32_t il, const MoeOptions& o) : activation_(o.activation) {
   const Config::Moe& moe = c.moe;
   const int64_t dim = c.dim, n_experts = moe.n_experts, ffn = moe.expert_ffn;
   const std::string p = "blk." + std::to_string(il) + ".";
@@ -18,6 +18,13 @@ MoeFfn::MoeFfn(const gguf::File& file, const Config& c, int32_t il, const MoeOpt
   gate_ = load_experts(file, p + "ffn_gate_exps.weight", n_experts, ffn, dim);
   up_ = load_experts(file, p + "ffn_up_exps.weight", n_experts, ffn, dim);
   down_ = load_experts(file, p + "ffn_down_exps.weight", n_experts, dim, ffn);
+  if (o.biases) {
+    const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
+    router_bias_ = load_vector(file, p + "ffn_gate_inp.bias", n_experts);
+    gate_bias_ = load_values(file, p + "ffn_gate_exps.bias", {u(ffn), u(n_experts)});
+    up_bias_ = load_values(file, p + "ffn_up_exps.bias", {u(ffn), u(n_experts)});
+    down_bias_ = load_values(file, p + "ffn_down_exps.bias", {u(dim), u(n_experts)});
+  }
   if (moe.shared_ffn > 0) {
     shared_gate_ = load_matrix(file, p + "ffn_gate_shexp.weight", moe.shared_ffn, dim);
     shared_up_ = load_matrix(file, p + "ffn_up_shexp.weight", moe.shared_ffn, dim);
@@ -68,14 +75,30 @@ void MoeFfn::route(const Config::Moe& moe, float* logits, int32_t* experts, floa
 }
 
 void MoeFfn::run_expert(const Step& s, const kernels::Matrix& gate, const kernels::Matrix& up,
-                        const kernels::Matrix& down, const float* x, int64_t n, float* out) const {
+                        const kernels::Matrix& down, const Biases& b, const float* x, int64_t n, float* out) const {
   Activations& a = s.act;
-  const size_t width = static_cast<size_t>(gate.n_rows);
+  const size_t width = static_cast<size_t>(gate.n_rows), dim = static_cast<size_t>(down.n_rows);
   kernels::matmul_multi(s.pool, {&gate, &up}, x, n, {a.moe_gate.data(), a.moe_up.data()}, a.quant_scratch);
   for_tokens(s.pool, n, [&](size_t t0, size_t t1) {
-    kernels::swiglu(a.moe_gate.data() + t0 * width, a.moe_up.data() + t0 * width, (t1 - t0) * width);
+    for (size_t t = t0; t < t1 && b.gate != nullptr; ++t) {
+      for (size_t i = 0; i < width; ++i) {
+        a.moe_gate[t * width + i] += b.gate[i];
+        a.moe_up[t * width + i] += b.up[i];
+      }
+    }
+    float* g = a.moe_gate.data() + t0 * width;
+    const float* u = a.moe_up.data() + t0 * width;
+    if (activation_ == MoeActivation::SwiGLUOai) {
+      kernels::swiglu_oai(g, u, (t1 - t0) * width, 1.702f, 7.0f);
+    } else {
+      kernels::swiglu(g, u, (t1 - t0) * width);
+    }
   });
   kernels::matmul(s.pool, down, a.moe_gate.data(), n, out, a.quant_scratch);
+  if (b.down == nullptr) return;
+  for (size_t t = 0; t < static_cast<size_t>(n); ++t) {
+    for (size_t i = 0; i < dim; ++i) out[t * dim + i] += b.down[i];
+  }
 }
 
 void MoeFfn::forward(const Step& s, int32_t) const {
@@ -88,6 +111,7 @@ void MoeFfn::forward(const Step& s, int32_t) const {
   kernels::matmul(s.pool, router_, a.xb.data(), nt, a.moe_logits.data(), a.quant_scratch);
   for_tokens(s.pool, nt, [&](size_t t0, size_t t1) {
     for (size_t t = t0; t < t1; ++t) {
+      for (size_t e = 0; e < router_bias_.size(); ++e) a.moe_logits[t * n_experts + e] += router_bias_[e];
       route(c.moe, a.moe_logits.data() + t * n_experts, a.moe_expert.data() + t * k, a.moe_weight.data() + t * k);
     }
   });
@@ -109,7 +133,12 @@ void MoeFfn::forward(const Step& s, int32_t) const {
     for (size_t r = 0; r < n_rows; ++r) {
       std::memcpy(a.moe_x.data() + r * dim, a.xb.data() + (rows[r] / k) * dim, dim * sizeof(float));
     }
-    run_expert(s, gate_[e], up_[e], down_[e], a.moe_x.data(), static_cast<int64_t>(n_rows), a.moe_x.data());
+    Biases b;
+    if (!gate_bias_.empty()) {
+      const size_t width = static_cast<size_t>(c.moe.expert_ffn);
+      b = {gate_bias_.data() + e * width, up_bias_.data() + e * width, down_bias_.data() + e * dim};
+    }
+    run_expert(s, gate_[e], up_[e], down_[e], b, a.moe_x.data(), static_cast<int64_t>(n_rows), a.moe_x.data());
     for (size_t r = 0; r < n_rows; ++r) {
       const float w = a.moe_weight[rows[r]];
       const float* src = a.moe_x.data() + r * dim;
@@ -119,7 +148,7 @@ void MoeFfn::forward(const Step& s, int32_t) const {
   }
 
   const bool shared = shared_gate_.data != nullptr;
-  if (shared) run_expert(s, shared_gate_, shared_up_, shared_down_, a.xb.data(), nt, a.moe_x.data());
+  if (shared) run_expert(s, shared_gate_, shared_up_, shared_down_, Biases{}, a.xb.data(), nt, a.moe_x.data());
   for_tokens(s.pool, nt, [&](size_t t0, size_t t1) {
     for (size_t t = t0; t < t1; ++t) {
       float* out = a.ffn_out.data() + t * dim;

@@ -1,6 +1,6 @@
 // The mixture-of-experts feed-forward network as a layer kind: RMSNorm, a router (ffn_gate_inp, [n_experts x dim])
 // scoring every expert, the moe.n_used best experts of each token (Config::ExpertGating says how scores become
-// selections and weights), each a SwiGLU FFN of its own (ffn_{gate,up,down}_exps: 3-D tensors, one slice per
+// selections and weights), each a gated FFN of its own (MoeOptions: activation, biases) (ffn_{gate,up,down}_exps: 3-D tensors, one slice per
 // expert), optionally a shared expert every token runs (ffn_{gate,up,down}_shexp, scaled by
 // sigmoid(ffn_gate_inp_shexp . x) where the file has that vector), and the residual add.
 //
@@ -18,8 +18,17 @@
 
 namespace preface::model {
 
+enum class MoeActivation {
+  SwiGLU,     // SiLU(gate) * up
+  SwiGLUOai,  // gpt-oss: kernels::swiglu_oai with alpha 1.702 and limit 7
+};
+
 struct MoeOptions {
-  const char* norm = "ffn_norm";  // the input norm's tensor (qwen35moe: post_attention_norm)
+  const char* norm = "ffn_norm";  // the input norm's tensor (qwen35moe, gpt-oss: post_attention_norm)
+  // Biases (gpt-oss): ffn_gate_inp.bias added to the router logits, ffn_{gate,up}_exps.bias to each expert's gate
+  // and up rows before the activation, ffn_down_exps.bias to its output before its weight multiplies it.
+  bool biases = false;
+  MoeActivation activation = MoeActivation::SwiGLU;
 };
 
 class MoeFfn final : public Layer {
@@ -36,11 +45,19 @@ class MoeFfn final : public Layer {
   static void route(const Config::Moe& moe, float* logits, int32_t* experts, float* weights);
 
  private:
-  // Runs expert rows of one SwiGLU FFN: out[i] = down(SiLU(gate x[i]) * up x[i]) for n rows.
+  struct Biases {  // nullptr: none
+    const float* gate = nullptr;  // [width]
+    const float* up = nullptr;    // [width]
+    const float* down = nullptr;  // [dim]
+  };
+  // Runs n rows through one gated FFN: out[i] = down(act(gate x[i] + b_gate, up x[i] + b_up)) + b_down.
   void run_expert(const Step& s, const kernels::Matrix& gate, const kernels::Matrix& up, const kernels::Matrix& down,
-                  const float* x, int64_t n, float* out) const;
+                  const Biases& b, const float* x, int64_t n, float* out) const;
 
+  MoeActivation activation_;
   std::vector<float> norm_;                          // [dim]
+  std::vector<float> router_bias_;                   // [n_experts]; empty: none
+  std::vector<float> gate_bias_, up_bias_, down_bias_;  // [n_experts][expert_ffn] x2, [n_experts][dim]; or empty
   kernels::Matrix router_;                           // [n_experts x dim]
   std::vector<kernels::Matrix> gate_, up_, down_;    // per expert: [expert_ffn x dim] x2, [dim x expert_ffn]
   kernels::Matrix shared_gate_, shared_up_, shared_down_;  // shared_ffn > 0: [shared_ffn x dim] x2, [dim x ...]

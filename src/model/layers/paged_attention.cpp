@@ -43,7 +43,7 @@ void store_kv(const ForwardBatch& batch, const kernels::KvView& kv, int layer, c
 }
 
 void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch, const kernels::KvView& kv, int layer,
-               const float* q, float* out, std::vector<float>& scratch) {
+               const float* q, const float* sinks, float* out, std::vector<float>& scratch) {
   const size_t head_dim = static_cast<size_t>(config.head_dim);
   const size_t n_heads = static_cast<size_t>(config.n_heads);
   const size_t group = static_cast<size_t>(config.n_heads / config.n_kv_heads);
@@ -96,7 +96,8 @@ void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch
           for (size_t h = kv_head * group; h < (kv_head + 1) * group; ++h) {
             const size_t offset = (t * n_heads + h) * head_dim;
             const int32_t n_pos = batch.pos[t] + 1;
-            tq[n_q++] = {q + offset, out + offset, n_pos, window > 0 ? std::max(0, n_pos - window) : 0};
+            tq[n_q++] = {q + offset, out + offset, n_pos, window > 0 ? std::max(0, n_pos - window) : 0,
+                         sinks != nullptr ? sinks[h] : -INFINITY};
           }
         }
         kernels::AttnTile& tile = tiles[buf * heads_per_item + kv_head - h0];

@@ -28,9 +28,10 @@ void store_kv(const ForwardBatch& batch, const kernels::KvView& kv, int layer, c
 // consecutive batch tokens of one sequence — share a tile, and a run's tiles for all its KV heads go to
 // kernels::attention_tiles together (split over threads only when runs are fewer than threads); but each query's
 // arithmetic is its own, so the result does not depend on the batch, the tiling or the pool's thread count.
-// q, out: [n][n_heads][head_dim]. scratch: the tiles' working memory, grown here when too small (so it is
+// q, out: [n][n_heads][head_dim]. sinks: nullptr, or [n_heads] logits that join each head's softmax denominator
+// (kernels::AttnQuery::sink; gpt-oss). scratch: the tiles' working memory, grown here when too small (so it is
 // allocated once, by the first call that needs that much).
 void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch, const kernels::KvView& kv, int layer,
-               const float* q, float* out, std::vector<float>& scratch);
+               const float* q, const float* sinks, float* out, std::vector<float>& scratch);
 
 }  // namespace preface::model::detail
