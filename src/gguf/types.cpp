@@ -33,7 +33,7 @@ constexpr TypeTraits kTypes[] = {
     {TensorType::I32, "I32", 1, 4, false},          {TensorType::I64, "I64", 1, 8, false},
     {TensorType::F64, "F64", 1, 8, false},          {TensorType::IQ1_M, "IQ1_M", 256, 56, false},
     {TensorType::BF16, "BF16", 1, 2, true},         {TensorType::TQ1_0, "TQ1_0", 256, 54, false},
-    {TensorType::TQ2_0, "TQ2_0", 256, 66, false},
+    {TensorType::TQ2_0, "TQ2_0", 256, 66, false},  {TensorType::MXFP4, "MXFP4", 32, 17, true},
 };
 
 const TypeTraits* traits_of(uint32_t raw) {

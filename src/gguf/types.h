@@ -48,6 +48,7 @@ enum class TensorType : uint32_t {
   BF16 = 30,
   TQ1_0 = 34,
   TQ2_0 = 35,
+  MXFP4 = 39,
 };
 
 inline constexpr size_t kQuantBlock = 32;  // values per Q8_0 / Q4_0 block
@@ -70,7 +71,7 @@ std::optional<TensorType> tensor_type_from_raw(uint32_t raw);
 std::string_view tensor_type_name(TensorType t);
 std::optional<TensorType> tensor_type_from_name(std::string_view name);
 // True for the types preface has kernels for (F32, F16, BF16, Q8_0, Q4_0 in kernels/dot.h; Q4_1, Q5_0, Q5_1,
-// IQ4_NL, Q2_K..Q6_K, IQ4_XS in kernels/quant.h); computed_type_names() lists them.
+// IQ4_NL, MXFP4, Q2_K..Q6_K, IQ4_XS in kernels/quant.h); computed_type_names() lists them.
 bool type_is_computed(TensorType t);
 std::string computed_type_names();
 // Values per block (1 for plain types, 32 or 256 for block-quantized ones) and bytes per block.

@@ -56,9 +56,9 @@ void gemm(const GemmArgs& args, int64_t row_begin, int64_t row_end);
 bool vnni_available();
 void gemm_vnni(const GemmArgs& args, int64_t row_begin, int64_t row_end);
 // The same results as scalar::gemm_traits: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS in tiles of up to 8 rows x
-// tokens (gemm_k_avx2.cpp), Q4_1, Q5_0, Q5_1 and IQ4_NL through gemm_q32.
+// tokens (gemm_k_avx2.cpp), Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4 through gemm_q32.
 void gemm_traits(const GemmArgs& args, int64_t row_begin, int64_t row_end);
-// The same results as scalar::gemm_traits for Q4_1, Q5_0, Q5_1 and IQ4_NL in tiles of up to 8 rows x tokens
+// The same results as scalar::gemm_traits for Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4 in tiles of up to 8 rows x tokens
 // (gemm_q32_avx2.h); other types through scalar::gemm_traits.
 void gemm_q32(const GemmArgs& args, int64_t row_begin, int64_t row_end);
 }  // namespace avx2
@@ -80,7 +80,7 @@ void gemm_groups(const GemmArgs& args, int64_t row_begin, int64_t row_end);
 // AVX-VNNI; the same results. Only where quant_available().
 void gemm_vnni(const GemmArgs& args, int64_t row_begin, int64_t row_end);
 // The same results as scalar::gemm_traits: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS in gemm_k_avx2.cpp's tile
-// shapes with 64-value steps (vpmaddubsw + vpdpwssd, gemm_k_avx512.cpp), Q4_1, Q5_0, Q5_1 and IQ4_NL through
+// shapes with 64-value steps (vpmaddubsw + vpdpwssd, gemm_k_avx512.cpp), Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4 through
 // avx512::gemm_q32; packed matrices (row_groups) through gemm_k_groups, as repack.h's split_row_groups says.
 // Only where quant_available().
 void gemm_traits(const GemmArgs& args, int64_t row_begin, int64_t row_end);

@@ -285,6 +285,7 @@ void gemm_traits(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
     case gguf::TensorType::Q5_0:
     case gguf::TensorType::Q5_1:
     case gguf::TensorType::IQ4_NL:
+    case gguf::TensorType::MXFP4:
       return gemm_q32(a, row_begin, row_end);
     default:
       return scalar::gemm_traits(a, row_begin, row_end);

@@ -1,5 +1,5 @@
-// AVX2 GEMM for Q4_1, Q5_0, Q5_1 and IQ4_NL weights (gemm_q32_avx2.h's tiles with maddubs + madd); every output
-// the bits of the scalar traits dot.
+// AVX2 GEMM for Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4 weights (gemm_q32_avx2.h's tiles with maddubs + madd); every
+// output the bits of the scalar traits dot.
 #include "kernels/gemm_q32_avx2.h"
 
 namespace preface::kernels::avx2 {

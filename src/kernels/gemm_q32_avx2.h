@@ -1,4 +1,4 @@
-// GEMM tiles for the 32-value block types of quant.h (Q4_1, Q5_0, Q5_1, IQ4_NL) against Q8_0 activations, on
+// GEMM tiles for the 32-value block types of quant.h (Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4) against Q8_0 activations, on
 // 256-bit registers, over an Isa (Isa::dot(acc, u, s): acc + the sums of 4 products u8 * s8 per int32 lane, exact;
 // Isa::kWideU8: u may be any u8, else each int16 pair sum must stay below 2^15). Included by gemm_q32_avx2.cpp
 // (AVX2 maddubs + madd) and gemm_q32_avx512.cpp (EVEX vpdpbusd).
@@ -11,7 +11,7 @@
 // is the bits of the scalar traits dot of its row and token, whatever the tile shape, row range or batch.
 //
 // Levels as unsigned operands: Q4_1 / Q5_1 are unsigned already; Q5_0 uses the raw 5-bit q (value q - 16) and
-// subtracts 16 * sum(x); IQ4_NL uses v + 128 and subtracts 128 * sum(x) with a wide-u8 Isa, else |v| against x
+// subtracts 16 * sum(x); IQ4_NL and MXFP4 use v + 128 and subtract 128 * sum(x) with a wide-u8 Isa, else |v| against x
 // carrying v's sign (|x| <= 127: dot.h's precondition on Q8_0 activations).
 //
 // Internal linkage (see gemm_tile_avx2.h): include only from files compiled for AVX2 or wider.
@@ -104,18 +104,47 @@ struct Q5 {
 using Q50 = Q5<BlockQ5_0, false, 4>;
 using Q51 = Q5<BlockQ5_1, true, -1>;
 
-struct IQ4NL {
-  using Block = BlockIQ4_NL;
+// IQ4_NL and MXFP4: a 16-entry table of signed levels indexed by the nibbles.
+template <typename B, const int8_t* kTable>
+struct Lut4 {
+  using Block = B;
   static constexpr bool kMin = false;
   template <typename Isa> static constexpr int kShift = Isa::kWideU8 ? 7 : -1;
   template <typename Isa> static constexpr bool kSigned = !Isa::kWideU8;
   // The table's values, or v + 128 (v ^ 0x80) for a wide-u8 Isa.
   template <typename Isa> static __m256i levels(const Block& b) {
-    const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
+    const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kTable));
     const __m128i table = Isa::kWideU8 ? _mm_xor_si128(t, _mm_set1_epi8(static_cast<char>(0x80))) : t;
     return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(table), nibbles_32(b.qs));
   }
 };
+using IQ4NL = Lut4<BlockIQ4_NL, kIq4nlValues>;
+using MXFP4 = Lut4<BlockMXFP4, kMxfp4Values>;
+
+// A block's scale as the scalar dot takes it: its f16 d (F16C: exact, as f16_to_f32 for every finite value), or
+// MXFP4's halved E8M0 exponent.
+template <typename Block>
+inline float scale_f32(const Block& b) {
+  if constexpr (requires { b.e; }) {
+    return e8m0_half(b.e);
+  } else {
+    return _cvtsh_ss(b.d);
+  }
+}
+
+// The scales of a tile's lanes (lane i: row i / T), zero past R * T.
+template <typename Block, int R, int T>
+inline __m256 lane_scales(const Block* const* w, size_t b) {
+  if constexpr (R == 1) {
+    return _mm256_set1_ps(scale_f32(w[0][b]));
+  } else if constexpr (requires { w[0][b].e; }) {
+    alignas(32) float s[8];
+    for (int i = 0; i < 8; ++i) s[i] = i < R * T ? e8m0_half(w[i / T][b].e) : 0.0f;
+    return _mm256_load_ps(s);
+  } else {
+    return _mm256_cvtph_ps(lanes_u16([&](int i) -> uint16_t { return i < R * T ? w[i / T][b].d : 0; }));
+  }
+}
 
 template <typename Block>
 inline uint16_t m_bits(const Block& b) {
@@ -178,11 +207,7 @@ void q32_tile(const GemmArgs& a, const Q32Acts& acts, int64_t r0, int64_t t0) {
                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&acts.sum[at])), token_of_lane);
     }
     if constexpr (kShift >= 0) isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(xsum, kShift));
-    // The rows' f16 scales per lane (F16C: exact, as f16_to_f32 for every finite value).
-    const __m256 vd = R == 1 ? _mm256_set1_ps(_cvtsh_ss(w[0][b].d))
-                             : _mm256_cvtph_ps(lanes_u16([&](int i) -> uint16_t {
-                                 return i < R * T ? w[i / T][b].d : 0;
-                               }));
+    const __m256 vd = lane_scales<Block, R, T>(w, b);
     __m256 term = _mm256_mul_ps(_mm256_mul_ps(vd, vdx), _mm256_cvtepi32_ps(isum));
     if constexpr (K::kMin) {
       const __m256 vm = R == 1 ? _mm256_set1_ps(_cvtsh_ss(m_bits(w[0][b])))
@@ -223,7 +248,7 @@ void gemm_q32_type(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
   if (t < a.n_tokens) q32_token_tile<K, Isa, 8, 1>(a, acts, row_begin, row_end, t);
 }
 
-// Q4_1, Q5_0, Q5_1 or IQ4_NL (a.type); false for any other type.
+// Q4_1, Q5_0, Q5_1, IQ4_NL or MXFP4 (a.type); false for any other type.
 template <typename Isa>
 bool gemm_q32_tiles(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
   switch (a.type) {
@@ -231,6 +256,7 @@ bool gemm_q32_tiles(const GemmArgs& a, int64_t row_begin, int64_t row_end) {
     case gguf::TensorType::Q5_0: gemm_q32_type<Q50, Isa>(a, row_begin, row_end); return true;
     case gguf::TensorType::Q5_1: gemm_q32_type<Q51, Isa>(a, row_begin, row_end); return true;
     case gguf::TensorType::IQ4_NL: gemm_q32_type<IQ4NL, Isa>(a, row_begin, row_end); return true;
+    case gguf::TensorType::MXFP4: gemm_q32_type<MXFP4, Isa>(a, row_begin, row_end); return true;
     default: return false;
   }
 }

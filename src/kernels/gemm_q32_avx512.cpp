@@ -1,4 +1,4 @@
-// GEMM for Q4_1, Q5_0, Q5_1 and IQ4_NL weights with vpdpbusd in its EVEX form (AVX512-VNNI): batches below
+// GEMM for Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4 weights with vpdpbusd in its EVEX form (AVX512-VNNI): batches below
 // kTokenLaneMin tokens run gemm_q32_avx2.h's tiles (256-bit registers, one instruction per 32 products where AVX2
 // needs two, IQ4_NL's levels biased to unsigned instead of the sign trick), larger ones the token-lane tiles
 // below. Every output the bits of the scalar traits dot.
@@ -127,7 +127,7 @@ void lane_tile(const GemmArgs& a, const LaneActs& acts, int64_t r0, size_t g, in
       __m512i isum = _mm512_setzero_si512();
       for (int k = 0; k < 8; ++k) isum = _mm512_dpbusd_epi32(isum, _mm512_set1_epi32(static_cast<int>(u[k])), xv[k]);
       if constexpr (kShift >= 0) isum = _mm512_sub_epi32(isum, _mm512_slli_epi32(xsum, kShift));
-      const __m512 vd = _mm512_set1_ps(_cvtsh_ss(w[r][b].d));
+      const __m512 vd = _mm512_set1_ps(avx2::scale_f32(w[r][b]));
       __m512 term = _mm512_mul_ps(_mm512_mul_ps(vd, vdx), _mm512_cvtepi32_ps(isum));
       if constexpr (K::kMin) {
         const float m = _cvtsh_ss(avx2::m_bits(w[r][b]));
@@ -159,6 +159,7 @@ void gemm_q32(const GemmArgs& args, int64_t row_begin, int64_t row_end) {
       case gguf::TensorType::Q5_0: return gemm_lanes<avx2::Q50>(args, row_begin, row_end);
       case gguf::TensorType::Q5_1: return gemm_lanes<avx2::Q51>(args, row_begin, row_end);
       case gguf::TensorType::IQ4_NL: return gemm_lanes<avx2::IQ4NL>(args, row_begin, row_end);
+      case gguf::TensorType::MXFP4: return gemm_lanes<avx2::MXFP4>(args, row_begin, row_end);
       default: break;
     }
   }

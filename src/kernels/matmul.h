@@ -21,8 +21,8 @@ struct Matrix {
 
 // y[t * n_rows + r] = dot(W row r, x[t * n_cols ...]) for t < n_tokens, r < W.n_rows.
 //   x: [n_tokens][W.n_cols] f32;  y: [n_tokens][W.n_rows] f32.
-// For Q8_0/Q4_0 weights (and Q4_1, Q5_0, Q5_1, IQ4_NL) x is first quantized to Q8_0 into `scratch` (grown if
-// needed); for the K-quants and IQ4_XS to Q8_K (kernels/quant.h), in a buffer of the calling thread.
+// For Q8_0/Q4_0 weights (and Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4) x is first quantized to Q8_0 into `scratch` (grown
+// if needed); for the K-quants and IQ4_XS to Q8_K (kernels/quant.h), in a buffer of the calling thread.
 // Each y element equals the row dot kernel (dot.h) of its row and token, bit for bit: results are independent
 // of n_tokens and thread count.
 void matmul(ThreadPool& pool, const Matrix& w, const float* x, int64_t n_tokens, float* y,

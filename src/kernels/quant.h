@@ -1,6 +1,7 @@
 // The weight types beyond F32/F16/BF16/Q8_0/Q4_0: one traits row each (the activation format its dot product
 // wants, dequantize, row dot), scalar reference kernels. llama.cpp pairs these types with 8-bit activations:
-// Q8_K super-blocks (256 values) for the K-quants and IQ4_XS, Q8_0 blocks (32) for Q4_1, Q5_0, Q5_1 and IQ4_NL.
+// Q8_K super-blocks (256 values) for the K-quants and IQ4_XS, Q8_0 blocks (32) for Q4_1, Q5_0, Q5_1, IQ4_NL and
+// MXFP4.
 //
 // Exactness: a row dot forms each (sub-)block's product in exact integer arithmetic and accumulates one float per
 // 32-value block (Q8_0 formats) or per super-block (Q8_K) in block order, so a result depends on the row and the
@@ -32,7 +33,8 @@ struct QuantTraits {
   void (*quantize)(const float* x, void* out, size_t n);
 };
 
-// The row of a type computed through this table (Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K..Q6_K, IQ4_XS), else nullptr.
+// The row of a type computed through this table (Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K..Q6_K, IQ4_XS), else
+// nullptr.
 const QuantTraits* quant_traits(gguf::TensorType type);
 
 // ggml's quantize_row_q8_K_ref: per 256 values, d = max / -127 where max is the value of largest magnitude (the
@@ -47,6 +49,7 @@ void dequantize_row_q4_1(const BlockQ4_1* x, float* y, size_t n);
 void dequantize_row_q5_0(const BlockQ5_0* x, float* y, size_t n);
 void dequantize_row_q5_1(const BlockQ5_1* x, float* y, size_t n);
 void dequantize_row_iq4_nl(const BlockIQ4_NL* x, float* y, size_t n);
+void dequantize_row_mxfp4(const BlockMXFP4* x, float* y, size_t n);
 void dequantize_row_q2_k(const BlockQ2_K* x, float* y, size_t n);
 void dequantize_row_q3_k(const BlockQ3_K* x, float* y, size_t n);
 void dequantize_row_q4_k(const BlockQ4_K* x, float* y, size_t n);
@@ -58,6 +61,7 @@ float dot_q4_1(const BlockQ4_1* w, const gguf::BlockQ8_0* x, size_t n);
 float dot_q5_0(const BlockQ5_0* w, const gguf::BlockQ8_0* x, size_t n);
 float dot_q5_1(const BlockQ5_1* w, const gguf::BlockQ8_0* x, size_t n);
 float dot_iq4_nl(const BlockIQ4_NL* w, const gguf::BlockQ8_0* x, size_t n);
+float dot_mxfp4(const BlockMXFP4* w, const gguf::BlockQ8_0* x, size_t n);
 float dot_q2_k(const BlockQ2_K* w, const BlockQ8_K* x, size_t n);
 float dot_q3_k(const BlockQ3_K* w, const BlockQ8_K* x, size_t n);
 float dot_q4_k(const BlockQ4_K* w, const BlockQ8_K* x, size_t n);

@@ -73,6 +73,17 @@ void dequantize_row_iq4_nl(const BlockIQ4_NL* x, float* y, size_t n) {
   }
 }
 
+// As ggml's dequantize_row_mxfp4: each value an exact product of a small integer and a power of two.
+void dequantize_row_mxfp4(const BlockMXFP4* x, float* y, size_t n) {
+  for (size_t b = 0; b < n / 32; ++b, y += 32) {
+    const float d = e8m0_half(x[b].e);
+    for (int j = 0; j < 16; ++j) {
+      y[j] = static_cast<float>(kMxfp4Values[x[b].qs[j] & 0xF]) * d;
+      y[j + 16] = static_cast<float>(kMxfp4Values[x[b].qs[j] >> 4]) * d;
+    }
+  }
+}
+
 void dequantize_row_q2_k(const BlockQ2_K* x, float* y, size_t n) {
   for (size_t b = 0; b < n / kQK; ++b) {
     const float d = f16_to_f32(x[b].d), dmin = f16_to_f32(x[b].dmin);

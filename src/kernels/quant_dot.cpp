@@ -185,6 +185,21 @@ void levels(const BlockIQ4_NL& b, int8_t* q) {
     q[j + 16] = kIq4nlValues[b.qs[j] >> 4];
   }
 }
+void levels(const BlockMXFP4& b, int8_t* q) {
+  for (int j = 0; j < 16; ++j) {
+    q[j] = kMxfp4Values[b.qs[j] & 0xF];
+    q[j + 16] = kMxfp4Values[b.qs[j] >> 4];
+  }
+}
+// A 32-value block's scale d: f16, or MXFP4's halved E8M0 exponent.
+template <typename Block>
+float scale_of(const Block& b) {
+  if constexpr (requires { b.e; }) {
+    return e8m0_half(b.e);
+  } else {
+    return f16_to_f32(b.d);
+  }
+}
 template <typename Block>
 float m_of(const Block& b) {
   if constexpr (requires { b.m; }) {
@@ -200,7 +215,7 @@ float dot_32(const Block* w, const gguf::BlockQ8_0* x, size_t n) {
   int8_t q[32];
   for (size_t b = 0; b < n / 32; ++b) {
     levels(w[b], q);
-    acc += block_term(q, f16_to_f32(w[b].d), m_of(w[b]), x[b]);
+    acc += block_term(q, scale_of(w[b]), m_of(w[b]), x[b]);
   }
   return acc;
 }
@@ -248,6 +263,7 @@ float dot_q4_1(const BlockQ4_1* w, const gguf::BlockQ8_0* x, size_t n) { return 
 float dot_q5_0(const BlockQ5_0* w, const gguf::BlockQ8_0* x, size_t n) { return dot_32(w, x, n); }
 float dot_q5_1(const BlockQ5_1* w, const gguf::BlockQ8_0* x, size_t n) { return dot_32(w, x, n); }
 float dot_iq4_nl(const BlockIQ4_NL* w, const gguf::BlockQ8_0* x, size_t n) { return dot_32(w, x, n); }
+float dot_mxfp4(const BlockMXFP4* w, const gguf::BlockQ8_0* x, size_t n) { return dot_32(w, x, n); }
 
 float dot_q2_k(const BlockQ2_K* w, const BlockQ8_K* x, size_t n) { return dot_k(w, x, n); }
 float dot_q3_k(const BlockQ3_K* w, const BlockQ8_K* x, size_t n) { return dot_k(w, x, n); }
@@ -292,6 +308,7 @@ constexpr QuantTraits kTraits[] = {
     row<BlockIQ4_NL, BlockQ8_0, scalar::dequantize_row_iq4_nl, scalar::dot_iq4_nl>(TensorType::IQ4_NL,
                                                                                     ActFormat::Q8_0,
                                                                                     scalar::quantize_row_iq4_nl),
+    row<BlockMXFP4, BlockQ8_0, scalar::dequantize_row_mxfp4, scalar::dot_mxfp4>(TensorType::MXFP4, ActFormat::Q8_0),
     row<BlockQ2_K, BlockQ8_K, scalar::dequantize_row_q2_k, scalar::dot_q2_k>(TensorType::Q2_K, ActFormat::Q8_K),
     row<BlockQ3_K, BlockQ8_K, scalar::dequantize_row_q3_k, scalar::dot_q3_k>(TensorType::Q3_K, ActFormat::Q8_K),
     row<BlockQ4_K, BlockQ8_K, scalar::dequantize_row_q4_k, dispatched_dot_q4_k>(TensorType::Q4_K, ActFormat::Q8_K,

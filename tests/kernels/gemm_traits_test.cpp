@@ -55,6 +55,7 @@ const Case kCases[] = {
     row_case<BlockQ5_0, BlockQ8_0, scalar::dot_q5_0>(gguf::TensorType::Q5_0),
     row_case<BlockQ5_1, BlockQ8_0, scalar::dot_q5_1>(gguf::TensorType::Q5_1),
     row_case<BlockIQ4_NL, BlockQ8_0, scalar::dot_iq4_nl>(gguf::TensorType::IQ4_NL),
+    row_case<BlockMXFP4, BlockQ8_0, scalar::dot_mxfp4>(gguf::TensorType::MXFP4),
 };
 
 // Activation rows of n_cols values in the format a type's dot wants (quant.h ActFormat) as bytes, and the size

@@ -32,7 +32,11 @@ std::vector<Block> random_blocks(size_t n_blocks, std::mt19937& rng) {
   for (Block& b : blocks) {
     auto* p = reinterpret_cast<uint8_t*>(&b);
     for (size_t i = 0; i < sizeof(Block); ++i) p[i] = static_cast<uint8_t>(byte(rng));
-    b.d = f32_to_f16(scale(rng));
+    if constexpr (requires { b.d; }) b.d = f32_to_f16(scale(rng));
+    if constexpr (requires { b.e; }) {  // MXFP4's E8M0 exponent: mostly near 2^-5, some subnormal and huge scales
+      const int kind = byte(rng) % 16;
+      b.e = static_cast<uint8_t>(kind == 0 ? 0 : kind == 1 ? 1 : kind == 2 ? 250 : 112 + byte(rng) % 16);
+    }
     if constexpr (requires { b.dmin; }) b.dmin = f32_to_f16(scale(rng));
     if constexpr (requires { b.m; }) {
       const int kind = byte(rng) % 16;

@@ -28,7 +28,10 @@ namespace {
 
 const char* const kFiles[] = {"synth-llama-d256-q4_k_m", "synth-llama-d256-q5_k_m", "synth-llama-d256-q6_k",
                               "synth-llama-d256-q3_k_m", "synth-llama-d256-q2_k",   "synth-llama-d256-iq4_xs",
-                              "synth-llama-d256-q4_1",   "synth-llama-d256-q5_0"};
+                              "synth-llama-d256-q4_1",   "synth-llama-d256-q5_0",
+                              "2026/synth-gpt-oss-d128-mxfp4"};  // under models/; its oracle by file name
+
+std::string base_name(const std::string& path) { return path.substr(path.rfind('/') + 1); }
 
 std::string hex(const unsigned char* d, size_t n) {
   std::string s;
@@ -52,7 +55,7 @@ TEST(QuantDequant, EveryTensorMatchesGgmlBitForBit) {
   std::set<std::string> types_seen;
   for (const char* name : kFiles) {
     const auto gguf_path = preface::test::shared_file(std::string("models/") + name + ".gguf");
-    const auto oracle_path = preface::test::shared_file(std::string("oracle/dequant/") + name + ".jsonl");
+    const auto oracle_path = preface::test::shared_file("oracle/dequant/" + base_name(name) + ".jsonl");
     ASSERT_FALSE(gguf_path.empty() || oracle_path.empty());
     const gguf::File file = gguf::File::open(gguf_path.string());
     std::ifstream in(oracle_path);
@@ -74,7 +77,7 @@ TEST(QuantDequant, EveryTensorMatchesGgmlBitForBit) {
     }
     EXPECT_GT(n_checked, 0) << name;
   }
-  for (const char* type : {"Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS", "Q4_1", "Q5_0"}) {
+  for (const char* type : {"Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS", "Q4_1", "Q5_0", "MXFP4"}) {
     EXPECT_TRUE(types_seen.count(type)) << type << " not in any shared file";
   }
 }

@@ -55,8 +55,8 @@ std::vector<float> prompt_logits(model::Model& m, ThreadPool& pool, kernels::KvT
 class Oracle : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Oracle, MatchesLlamaCpp) {
-  const std::string name = GetParam();
-  const auto model_path = shared_file("models/" + name + ".gguf");
+  const std::string path = GetParam(), name = path.substr(path.rfind('/') + 1);  // models/<path>, oracle/<name>
+  const auto model_path = shared_file("models/" + path + ".gguf");
   const auto oracle_path = shared_file("oracle/" + name + ".jsonl");
   if (model_path.empty() || oracle_path.empty()) return;
   const bool trained = name == "stories260K";
@@ -82,7 +82,9 @@ TEST_P(Oracle, MatchesLlamaCpp) {
     // The quantized d256 files: llama.cpp rounds activations to 8-bit blocks before each product, so a float
     // difference far below the weights' precision can flip a rounding; two llama.cpp releases differ by up to 1%
     // of the range on these files (../shared/README.md), and preface lands within 1.8%.
-    const bool quantized_d256 = name.rfind("synth-llama-d256-", 0) == 0 && name != "synth-llama-d256-f16";
+    // The MXFP4 file likewise: llama.cpp's own F16 and F32 KV runs of it differ by up to 1.5% (the shared README).
+    const bool quantized_d256 = (name.rfind("synth-llama-d256-", 0) == 0 && name != "synth-llama-d256-f16") ||
+                                name.find("mxfp4") != std::string::npos;
     // Float weights (F16, BF16) land within 0.15% of the range; 0.5% still tells a missing RoPE scaling apart.
     const bool float_weights = name.find("-f16") != std::string::npos || name.find("-bf16") != std::string::npos;
     const float tolerance = trained ? 0.05f : (quantized_d256 ? 0.025f : float_weights ? 0.005f : 0.015f) * range;
@@ -124,7 +126,8 @@ INSTANTIATE_TEST_SUITE_P(SharedModels, Oracle,
                                            "synth-llama-rope-llama3-oc64-d256-f16", "synth-qwen3-d256-f16",
                                            "synth-phi3-d256-f16", "synth-gemma2-d128-f16", "synth-gemma3-d256-f16",
                                            "synth-qwen35-d128-f16", "synth-qwen3moe-d128-f16",
-                                           "synth-qwen35moe-d128-f16", "synth-gpt-oss-d128-f16"),
+                                           "synth-qwen35moe-d128-f16", "synth-gpt-oss-d128-f16",
+                                           "2026/synth-gpt-oss-d128-mxfp4"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string s = info.param;
                            for (char& ch : s) {
@@ -135,12 +138,13 @@ INSTANTIATE_TEST_SUITE_P(SharedModels, Oracle,
 
 // The 2026 files' long prompts (515-872 tokens: the recurrent states run hundreds of steps), fed in chunks of 100
 // tokens so that every state continues across batches. Last-position logits within 0.5% of the range (the shared
-// README: a correct implementation lands within about 0.4%), argmax at most 2% of positions off (near-ties).
+// README: a correct implementation lands within about 0.4%), argmax at most 2% of positions off (near-ties); the
+// MXFP4 file within 2.5% and 5%.
 class LongOracle : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(LongOracle, MatchesLlamaCppInChunks) {
-  const std::string name = GetParam();
-  const auto model_path = shared_file("models/" + name + ".gguf");
+  const std::string path = GetParam(), name = path.substr(path.rfind('/') + 1);  // models/<path>, oracle/<name>
+  const auto model_path = shared_file("models/" + path + ".gguf");
   const auto oracle_path = shared_file("oracle/" + name + ".long.jsonl");
   ASSERT_FALSE(model_path.empty() || oracle_path.empty()) << "needs ../shared/models and oracle for " << name;
   auto m = model::Model::load(model_path.string(), 128);
@@ -162,14 +166,18 @@ TEST_P(LongOracle, MatchesLlamaCppInChunks) {
     for (size_t p = 0; p < tokens.size(); ++p) mismatches += argmax(logits.data() + p * n_vocab, n_vocab) != oc.argmax[p];
     std::printf("[oracle-long] %-24s %3zu tokens  range %7.3f  max|diff| %.5f  argmax mismatches %d/%zu\n",
                 name.c_str(), tokens.size(), *hi - *lo, diff, mismatches, tokens.size());
-    EXPECT_LE(diff, 0.005f * (*hi - *lo));
-    EXPECT_LE(mismatches, static_cast<int>(tokens.size() / 50));
+    // MXFP4: llama.cpp rounds activations to Q8_0 before every MXFP4 and Q8_0 product, as preface does, and its own
+    // F16 and F32 KV runs differ by up to 1.6% of the range with 95.5-97% of argmax agreeing (the shared README).
+    const bool mxfp4 = name.find("mxfp4") != std::string::npos;
+    EXPECT_LE(diff, (mxfp4 ? 0.025f : 0.005f) * (*hi - *lo));
+    EXPECT_LE(mismatches, static_cast<int>(tokens.size() / (mxfp4 ? 20 : 50)));
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Models2026, LongOracle,
                          ::testing::Values("synth-qwen35-d128-f16", "synth-qwen3moe-d128-f16",
-                                           "synth-qwen35moe-d128-f16", "synth-gpt-oss-d128-f16"),
+                                           "synth-qwen35moe-d128-f16", "synth-gpt-oss-d128-f16",
+                                           "2026/synth-gpt-oss-d128-mxfp4"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string s = info.param;
                            for (char& ch : s) {
