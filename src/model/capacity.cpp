@@ -139,27 +139,35 @@ KvShape shape_from_gguf(const gguf::File& file) {
   s.arch = file.get_string("general.architecture");
   s.name = std::filesystem::path(file.path()).filename().string();
   const std::string p = s.arch + ".";
-  s.dim = meta_count(file, p + "embedding_length", 0);
-  s.n_layers = meta_count(file, p + "block_count", 0);
-  s.n_heads = meta_count(file, p + "attention.head_count", 0);
-  s.n_kv_heads = meta_count(file, p + "attention.head_count_kv", s.n_heads);
-  s.head_dim = meta_count(file, p + "attention.key_length", s.dim % s.n_heads == 0 ? s.dim / s.n_heads : 0);
-  if (meta_count(file, p + "attention.value_length", s.head_dim) != s.head_dim) {
-    throw Error("unsupported: " + p + "attention.value_length differs from the key length");
+  if (find_architecture(s.arch) != nullptr) {
+    // The architecture's own reading: the layers it runs (qwen35: without its MTP block) and per-layer shapes
+    // (gemma4: head sizes, KV heads and FFN widths per layer, shared KV).
+    const Config c = read_config(file);
+    s.dim = c.dim;
+    s.n_layers = c.n_layers;
+    s.n_heads = c.n_heads;
+    s.n_kv_heads = c.n_kv_heads;
+    s.head_dim = c.head_dim;
+    s.ffn_dim = c.layer_ffn.empty() ? c.ffn_dim : 0;  // 0: unknown (widths differ per layer)
+    s.memory = memory_layout(c);
+  } else {
+    s.dim = meta_count(file, p + "embedding_length", 0);
+    s.n_layers = meta_count(file, p + "block_count", 0);
+    s.n_heads = meta_count(file, p + "attention.head_count", 0);
+    s.n_kv_heads = meta_count(file, p + "attention.head_count_kv", s.n_heads);
+    s.head_dim = meta_count(file, p + "attention.key_length", s.dim % s.n_heads == 0 ? s.dim / s.n_heads : 0);
+    if (meta_count(file, p + "attention.value_length", s.head_dim) != s.head_dim) {
+      throw Error("unsupported: " + p + "attention.value_length differs from the key length");
+    }
+    const gguf::Value* ffn = file.find(p + "feed_forward_length");
+    s.ffn_dim = ffn != nullptr && !ffn->is_array() ? meta_count(file, p + "feed_forward_length", 0) : 0;  // 0: unknown
   }
-  const gguf::Value* ffn = file.find(p + "feed_forward_length");
-  s.ffn_dim = ffn != nullptr && !ffn->is_array() ? meta_count(file, p + "feed_forward_length", 0) : 0;  // 0: unknown
   if (const gguf::TensorInfo* embd = file.find_tensor("token_embd.weight"); embd && embd->dims.size() == 2) {
     s.n_vocab = static_cast<int32_t>(std::min<uint64_t>(embd->dims[1], std::numeric_limits<int32_t>::max()));
   }
   s.tied_embeddings = file.find_tensor("output.weight") == nullptr;
   s.qkv_bias = file.find_tensor("blk.0.attn_q.bias") != nullptr;
   validate_shape(s);
-  if (find_architecture(s.arch) != nullptr) {  // the layers the architecture runs (qwen35: without its MTP block)
-    const Config c = read_config(file);
-    s.memory = memory_layout(c);
-    s.n_layers = c.n_layers;
-  }
   uint64_t n_params = 0;
   for (const gguf::TensorInfo& t : file.tensors()) {
     if (__builtin_add_overflow(n_params, t.n_values, &n_params)) throw Error("tensor element count overflows");

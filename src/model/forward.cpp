@@ -125,25 +125,32 @@ void Model::forward(const ForwardBatch& batch, const kernels::KvView& kv, Thread
   const size_t n_rot = static_cast<size_t>(c.n_rot);
   const bool two_ropes = c.local_rope_differs();
   RopeTables rope;
+  rope.n_rot = n_rot;
+  rope.n_rot_local = two_ropes && c.n_rot_local > 0 ? static_cast<size_t>(c.n_rot_local) : n_rot;
   rope.global.resize(n * n_rot);
-  rope.local.resize(two_ropes ? n * n_rot : 0);
+  rope.local.resize(two_ropes ? n * rope.n_rot_local : 0);
   for_tokens(pool, nt, [&](size_t t0, size_t t1) {
     const float* factors = c.rope_freq_factors.empty() ? nullptr : c.rope_freq_factors.data();
-    for (size_t t = t0; t < t1 && n_rot > 0; ++t) {
-      kernels::rope_cos_sin(batch.pos[t], n_rot, c.rope_base, c.rope_freq_scale, factors, c.rope_yarn,
-                            rope.global.data() + t * n_rot);
-      if (two_ropes) {
-        kernels::rope_cos_sin(batch.pos[t], n_rot, c.rope_base_local, c.rope_freq_scale_local, factors, c.rope_yarn,
-                              rope.local.data() + t * n_rot);
+    const float* local_factors = c.rope_factors_global_only ? nullptr : factors;
+    for (size_t t = t0; t < t1; ++t) {
+      if (n_rot > 0) {
+        kernels::rope_cos_sin(batch.pos[t], n_rot, c.rope_base, c.rope_freq_scale, factors, c.rope_yarn,
+                              rope.global.data() + t * n_rot);
+      }
+      if (two_ropes && rope.n_rot_local > 0) {
+        kernels::rope_cos_sin(batch.pos[t], rope.n_rot_local, c.rope_base_local, c.rope_freq_scale_local,
+                              local_factors, c.rope_yarn, rope.local.data() + t * rope.n_rot_local);
       }
     }
   });
 
   const Step step{pool, c, batch, kv, act_, rope};
+  if (per_layer_inputs_) per_layer_inputs_->compute(step);
   for (int32_t il = 0; il < c.n_layers; ++il) {
     const Block& b = blocks_[static_cast<size_t>(il)];
     b.mixer->forward(step, il);
     b.ffn->forward(step, il);
+    if (b.post) b.post->forward(step, il);
   }
 
   // Only tokens that want logits go through the output head: their normed rows are packed into xb.

@@ -23,6 +23,7 @@
 #include "model/base/config.h"
 #include "model/base/memory.h"
 #include "model/layers/layer.h"
+#include "model/layers/per_layer_input.h"
 #include "util/thread_pool.h"
 
 namespace preface::model {
@@ -62,6 +63,7 @@ class Model {
   kernels::Matrix tok_embd_;               // [n_vocab x dim]
   kernels::Matrix output_;                 // [n_vocab x dim] (tok_embd_ when tied)
   std::vector<float> output_norm_;         // [dim]
+  std::unique_ptr<PerLayerInputs> per_layer_inputs_;  // Config::ple_dim > 0 (gemma4), else null
   std::vector<Block> blocks_;              // [n_layers], made by the architecture's row (model/arch/registry.h)
   // The packed copies kernels::prepare_matrix made of output_ and the blocks' matrices, which they point into; a
   // std::deque, whose elements stay where they are as it grows.

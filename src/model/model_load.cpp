@@ -88,15 +88,18 @@ Model::Model(gguf::File file, Config config, int32_t max_batch_tokens)
   const Architecture* arch = find_architecture(c.arch_name);
   if (arch == nullptr) throw Error("unsupported architecture '" + c.arch_name + "'");  // read_config checked it
   memory_ = memory_layout(c);
+  if (c.ple_dim > 0) per_layer_inputs_ = std::make_unique<PerLayerInputs>(file_, c);
   blocks_.reserve(static_cast<size_t>(c.n_layers));
   for (int32_t il = 0; il < c.n_layers; ++il) blocks_.push_back(arch->block(file_, c, il));
   // Where the kernels read them faster, matrices get a packed copy (kernels/repack.h), and the mapped bytes it was
   // made from leave resident memory (so a packed model holds its weights once); tok_embd_ keeps GGUF layout for
   // row lookups, so a tied output_ gets its own copy and the mapped bytes stay.
   std::vector<kernels::Matrix*> matrices{&output_};
+  if (per_layer_inputs_) per_layer_inputs_->collect_matrices(matrices);
   for (Block& b : blocks_) {
     b.mixer->collect_matrices(matrices);
     b.ffn->collect_matrices(matrices);
+    if (b.post) b.post->collect_matrices(matrices);
   }
   prepare_matrices(matrices, packed_, file_, tok_embd_.data);
   act_.allocate(c, max_batch_tokens_);

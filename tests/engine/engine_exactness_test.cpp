@@ -1,7 +1,9 @@
 // Bit-exactness of the engine: a request served cold, with a full-block hit, with a partial (copy-on-write) hit,
 // alone or batched with others, at prefill chunk sizes 1/7/16/64/512 and at 1 and 2 threads gives the same tokens
 // and memcmp-identical logits; with F16 KV and with Q8_0 KV (which an engine refuses, with preface::Error, for a
-// model whose head_dim is not a multiple of 32).
+// model whose head_dim is not a multiple of 32). The 2026 attention models too: mixture-of-experts FFNs (qwen3moe,
+// gpt-oss F16 and MXFP4: batched tokens share experts), attention sinks and alternating windows (gpt-oss), and
+// gemma4's per-layer shapes with its last layers reading earlier layers' rows.
 #include <gtest/gtest.h>
 
 #include "engine/engine_harness.h"
@@ -155,7 +157,10 @@ INSTANTIATE_TEST_SUITE_P(SharedModels, EngineExactness,
                                            Case{"synth-llama-d256-q4_1.gguf"}, Case{"synth-qwen3-d256-f16.gguf"},
                                            Case{"synth-phi3-d256-f16.gguf"},
                                            Case{"synth-llama-rope-llama3-oc64-d256-f16.gguf"},
-                                           Case{"synth-gemma2-d128-f16.gguf"}, Case{"synth-gemma3-d256-f16.gguf"}),
+                                           Case{"synth-gemma2-d128-f16.gguf"}, Case{"synth-gemma3-d256-f16.gguf"},
+                                           Case{"synth-qwen3moe-d128-f16.gguf"}, Case{"synth-gpt-oss-d128-f16.gguf"},
+                                           Case{"2026/synth-gpt-oss-d128-mxfp4.gguf"},
+                                           Case{"synth-gemma4-d128-f16.gguf"}),
                          [](const auto& info) {
                            std::string name = info.param.model;
                            name = name.substr(0, name.find(".gguf"));

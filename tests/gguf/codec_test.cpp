@@ -34,7 +34,11 @@ TEST(Types, NamesSizesAndRawValues) {
   EXPECT_TRUE(type_is_computed(TensorType::Q4_K));
   EXPECT_FALSE(type_is_computed(TensorType::IQ2_XXS));
   EXPECT_FALSE(type_is_computed(TensorType::Q8_K));  // activations only
-  EXPECT_EQ(computed_type_names(), "F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, BF16");
+  EXPECT_EQ(computed_type_names(),
+            "F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, BF16, MXFP4");
+  EXPECT_EQ(tensor_type_from_raw(39), TensorType::MXFP4);
+  EXPECT_EQ(type_block_values(TensorType::MXFP4), 32u);
+  EXPECT_EQ(row_bytes(TensorType::MXFP4, 64), 34u);  // two blocks of one exponent byte and 16 bytes of codes
   EXPECT_FALSE(type_has_codec(TensorType::Q4_K));
   EXPECT_TRUE(type_has_codec(TensorType::Q4_0));
   EXPECT_EQ(tensor_type_name(TensorType::IQ4_XS), "IQ4_XS");

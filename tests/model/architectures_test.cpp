@@ -150,7 +150,7 @@ TEST(Architectures, UnsupportedListsNames) {
     FAIL() << "mamba loaded";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("unsupported architecture 'mamba' (supported: llama, qwen2, qwen3, qwen3moe, "
-                                         "qwen35, qwen35moe, phi3, gemma2, gemma3, gpt-oss)"),
+                                         "qwen35, qwen35moe, phi3, gemma2, gemma3, gemma4, gpt-oss)"),
               std::string::npos)
         << e.what();
   }

@@ -167,7 +167,7 @@ INSTANTIATE_TEST_SUITE_P(SharedModels, Exactness,
                                            "synth-phi3-d256-f16.gguf", "synth-llama-rope-linear-d256-f16.gguf",
                                            "synth-gemma2-d128-f16.gguf", "synth-gemma3-d256-f16.gguf",
                                            "synth-qwen3moe-d128-f16.gguf", "synth-gpt-oss-d128-f16.gguf",
-                                           "2026/synth-gpt-oss-d128-mxfp4.gguf"),
+                                           "2026/synth-gpt-oss-d128-mxfp4.gguf", "synth-gemma4-d128-f16.gguf"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string name = info.param.substr(0, info.param.size() - 5);
                            for (char& ch : name) {

@@ -9,6 +9,7 @@
 
 #include "gguf/reader.h"
 #include "gguf/writer.h"
+#include "model/arch/registry.h"
 #include "model/model.h"
 #include "support/shared_data.h"
 
@@ -50,9 +51,9 @@ struct TestKv {
       if (layer.state_bytes > 0) layer.state = bytes.data() + offsets[l];
     }
   }
-  // The layout of a plain transformer of this config (every layer the same global paged rows).
+  // The layout the config's architecture declares (model::memory_layout).
   TestKv(const model::Config& c, kernels::KvType type, int32_t block_size, int32_t n_blocks)
-      : TestKv(model::MemoryLayout::uniform(c.n_layers, c.n_kv_heads, c.head_dim), type, block_size, n_blocks) {}
+      : TestKv(model::memory_layout(c), type, block_size, n_blocks) {}
   std::vector<uint8_t> bytes;
   kernels::KvView view;
 };

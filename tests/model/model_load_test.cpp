@@ -135,7 +135,7 @@ TEST(ModelLoad, UncomputedTypeIsNamed) {
   write_tiny_llama(path, "llama", "", "", "blk.0.attn_q.weight", 256);
   const std::string e = load_error(path);
   EXPECT_NE(e.find("tensor blk.0.attn_q.weight is IQ2_XXS, which preface cannot compute yet (it computes F32, F16, "
-                   "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, BF16)"),
+                   "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, BF16, MXFP4)"),
             std::string::npos)
       << e;
 }

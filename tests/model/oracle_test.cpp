@@ -127,7 +127,7 @@ INSTANTIATE_TEST_SUITE_P(SharedModels, Oracle,
                                            "synth-phi3-d256-f16", "synth-gemma2-d128-f16", "synth-gemma3-d256-f16",
                                            "synth-qwen35-d128-f16", "synth-qwen3moe-d128-f16",
                                            "synth-qwen35moe-d128-f16", "synth-gpt-oss-d128-f16",
-                                           "2026/synth-gpt-oss-d128-mxfp4"),
+                                           "2026/synth-gpt-oss-d128-mxfp4", "synth-gemma4-d128-f16"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string s = info.param;
                            for (char& ch : s) {
@@ -177,7 +177,7 @@ TEST_P(LongOracle, MatchesLlamaCppInChunks) {
 INSTANTIATE_TEST_SUITE_P(Models2026, LongOracle,
                          ::testing::Values("synth-qwen35-d128-f16", "synth-qwen3moe-d128-f16",
                                            "synth-qwen35moe-d128-f16", "synth-gpt-oss-d128-f16",
-                                           "2026/synth-gpt-oss-d128-mxfp4"),
+                                           "2026/synth-gpt-oss-d128-mxfp4", "synth-gemma4-d128-f16"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string s = info.param;
                            for (char& ch : s) {

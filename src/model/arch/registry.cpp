@@ -15,11 +15,13 @@ extern const Architecture kQwen2, kQwen3, kQwen3Moe;  // qwen.cpp
 extern const Architecture kQwen35, kQwen35Moe;       // qwen35.cpp
 extern const Architecture kPhi3;                  // phi3.cpp
 extern const Architecture kGemma2, kGemma3;       // gemma.cpp
+extern const Architecture kGemma4;                 // gemma4.cpp
 extern const Architecture kGptOss;                 // gpt_oss.cpp
 
 namespace {
 
-const Architecture* const kArchitectures[] = {&kLlama, &kQwen2, &kQwen3, &kQwen3Moe, &kQwen35, &kQwen35Moe, &kPhi3, &kGemma2, &kGemma3, &kGptOss};
+const Architecture* const kArchitectures[] = {&kLlama,  &kQwen2,  &kQwen3,  &kQwen3Moe, &kQwen35, &kQwen35Moe,
+                                             &kPhi3,   &kGemma2, &kGemma3, &kGemma4,   &kGptOss};
 
 }  // namespace
 

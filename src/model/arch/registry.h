@@ -1,6 +1,6 @@
 // The architectures preface runs, keyed by general.architecture: one file per family under model/arch/
-// (llama.cpp, qwen.cpp, qwen35.cpp, phi3.cpp, gemma.cpp, gpt_oss.cpp), each defining its rows, and the one table
-// in registry.cpp that lists them. A row says which hyper-parameters the architecture reads beyond the common ones
+// (llama.cpp, qwen.cpp, qwen35.cpp, phi3.cpp, gemma.cpp, gemma4.cpp, gpt_oss.cpp), each defining its rows, and the
+// one table in registry.cpp that lists them. A row says which hyper-parameters the architecture reads beyond the common ones
 // (config.cpp) and which layer kinds make each of its blocks (model/layers/). Adding an architecture: a file with
 // its row (and any new layer kind it needs) and a line in the table.
 #pragma once

@@ -1,5 +1,6 @@
 #include "model/base/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -29,6 +30,28 @@ int32_t get_count(const gguf::File& file, const std::string& key, int64_t max_va
 
 int32_t try_count(const gguf::File& file, const std::string& key, int64_t max_value, int32_t fallback) {
   return file.find(key) ? get_count(file, key, max_value) : fallback;
+}
+
+// A count, or an array of one count per layer (gemma4), each in [1, max_value]: the scalar (the array's largest,
+// with the array in per_layer), or fallback when the key is absent.
+int32_t try_count_or_per_layer(const gguf::File& file, const std::string& key, int64_t max_value, int32_t fallback,
+                               int32_t n_layers, std::vector<int32_t>& per_layer) {
+  const gguf::Value* v = file.find(key);
+  if (v == nullptr) return fallback;
+  if (!v->is_array()) return get_count(file, key, max_value);
+  if (v->nums.size() != static_cast<size_t>(n_layers)) {
+    throw Error("metadata " + key + " has " + std::to_string(v->nums.size()) + " values for " +
+                std::to_string(n_layers) + " layers");
+  }
+  int32_t largest = 0;
+  for (const double x : v->nums) {
+    if (!(x >= 1.0 && x <= static_cast<double>(max_value)) || x != std::floor(x)) {
+      throw Error("metadata " + key + " holds a value outside [1, " + std::to_string(max_value) + "]");
+    }
+    per_layer.push_back(static_cast<int32_t>(x));
+    largest = std::max(largest, per_layer.back());
+  }
+  return largest;
 }
 
 // Vocabulary size: rows of token_embd.weight (dims {dim, n_vocab}); the tokenizer must agree when present.
@@ -161,7 +184,11 @@ std::string rope_description(const Config& c) {
     s << ";yarn=" << y.ext_factor << "," << y.attn_factor << "," << y.beta_fast << "," << y.beta_slow << ","
       << y.n_ctx_orig;
   }
-  if (c.local_rope_differs()) s << ";local_base=" << c.rope_base_local << ";local_scale=" << c.rope_freq_scale_local;
+  if (c.local_rope_differs()) {
+    s << ";local_base=" << c.rope_base_local << ";local_scale=" << c.rope_freq_scale_local
+      << ";local_n_rot=" << (c.n_rot_local > 0 ? c.n_rot_local : c.n_rot)
+      << ";factors_global_only=" << c.rope_factors_global_only;
+  }
   return s.str();
 }
 
@@ -174,8 +201,10 @@ Config read_common_config(const gguf::File& file, const std::string& arch_name) 
   c.dim = get_count(file, p + "embedding_length", kMaxDim);
   c.n_layers = get_count(file, p + "block_count", kMaxLayers);
   c.n_heads = get_count(file, p + "attention.head_count", kMaxHeads);
-  c.n_kv_heads = try_count(file, p + "attention.head_count_kv", kMaxHeads, c.n_heads);
-  c.ffn_dim = get_count(file, p + "feed_forward_length", 4 * kMaxDim);
+  c.n_kv_heads = try_count_or_per_layer(file, p + "attention.head_count_kv", kMaxHeads, c.n_heads, c.n_layers,
+                                        c.layer_kv_heads);
+  c.ffn_dim = try_count_or_per_layer(file, p + "feed_forward_length", 4 * kMaxDim, 0, c.n_layers, c.layer_ffn);
+  if (c.ffn_dim == 0) throw Error("metadata " + p + "feed_forward_length is missing");
   c.ctx_len = get_count(file, p + "context_length", kMaxCtx);
   const std::optional<int64_t> key_length = file.find(p + "attention.key_length")
                                                 ? std::optional<int64_t>(get_count(file, p + "attention.key_length", kMaxDim))
@@ -184,9 +213,11 @@ Config read_common_config(const gguf::File& file, const std::string& arch_name) 
     throw Error("embedding_length " + std::to_string(c.dim) + " is not a multiple of head_count " +
                 std::to_string(c.n_heads));
   }
-  if (c.n_heads % c.n_kv_heads != 0) {
-    throw Error("head_count " + std::to_string(c.n_heads) + " is not a multiple of head_count_kv " +
-                std::to_string(c.n_kv_heads));
+  for (int32_t il = 0; il < c.n_layers; ++il) {
+    if (c.n_heads % c.kv_heads_of(il) != 0) {
+      throw Error("head_count " + std::to_string(c.n_heads) + " is not a multiple of head_count_kv " +
+                  std::to_string(c.kv_heads_of(il)));
+    }
   }
   // Heads may be wider or narrower than dim / n_heads (Qwen3: 128-wide heads on a 1024 embedding).
   c.head_dim = key_length ? static_cast<int32_t>(*key_length) : c.dim / c.n_heads;

@@ -17,9 +17,9 @@ struct Config {
   int32_t dim = 0;            // embedding length
   int32_t n_layers = 0;
   int32_t n_heads = 0;
-  int32_t n_kv_heads = 0;     // GQA: n_heads % n_kv_heads == 0
+  int32_t n_kv_heads = 0;     // GQA: n_heads % n_kv_heads == 0; the largest of layer_kv_heads when that is set
   int32_t head_dim = 0;       // attention.key_length, else dim / n_heads
-  int32_t ffn_dim = 0;
+  int32_t ffn_dim = 0;        // the largest of layer_ffn when that is set
   int32_t n_rot = 0;          // rope.dimension_count (default head_dim)
   float rope_base = 10000.0f; // rope.freq_base
   bool rope_neox = false;     // true for qwen2 (rotate halves), false for llama (rotate adjacent pairs)
@@ -70,6 +70,18 @@ struct Config {
     int32_t conv_dim() const { return 2 * qk_dim() + v_dim(); }  // the conv's channels: q, k, v
   } ssm;
 
+  // Per-layer shapes (gemma4); each empty or 0 where every layer has the scalar one above:
+  std::vector<int32_t> layer_kv_heads;  // [n_layers] attention.head_count_kv as an array
+  std::vector<int32_t> layer_ffn;       // [n_layers] feed_forward_length as an array
+  int32_t head_dim_local = 0;           // local layers' head size (attention.key_length_swa)
+  int32_t n_rot_local = 0;              // local layers' rotated dims (rope.dimension_count_swa)
+  bool rope_factors_global_only = false;  // rope_freq_factors rotate global layers only (gemma4's proportional rope)
+  // [n_layers] the layer whose K/V rows each layer attends over: itself, or an earlier layer of the same kind
+  // (gemma4's attention.shared_kv_layers: the last layers store nothing and read a donor's rows); empty: itself.
+  std::vector<int32_t> layer_kv_source;
+  bool v_norm = false;     // V RMS-normalized per head without a weight before it is stored (gemma4)
+  int32_t ple_dim = 0;     // embedding_length_per_layer_input: per-layer embeddings (model/layers/per_layer_input.h)
+
   // Mixture-of-experts FFN (model/layers/moe_ffn.h), read by model/arch/experts.cpp; n_experts 0: a dense FFN.
   enum class ExpertGating {
     SoftmaxThenTopK,  // softmax over every router logit, the k largest probabilities kept (qwen3moe, qwen35moe)
@@ -87,8 +99,20 @@ struct Config {
     int32_t max_ffn() const { return expert_ffn > shared_ffn ? expert_ffn : shared_ffn; }
   } moe;
 
-  int32_t kv_row_values() const { return n_kv_heads * head_dim; }  // K (or V) values per token per layer
-  int32_t q_dim() const { return n_heads * head_dim; }  // Q (and attention output) values per token
+  // Layer il's attention shape and FFN width (the scalars above unless a per-layer field says otherwise).
+  int32_t head_dim_of(int32_t il) const { return is_local(il) && head_dim_local > 0 ? head_dim_local : head_dim; }
+  int32_t kv_heads_of(int32_t il) const {
+    return layer_kv_heads.empty() ? n_kv_heads : layer_kv_heads[static_cast<size_t>(il)];
+  }
+  int32_t n_rot_of(int32_t il) const { return is_local(il) && n_rot_local > 0 ? n_rot_local : n_rot; }
+  int32_t ffn_of(int32_t il) const { return layer_ffn.empty() ? ffn_dim : layer_ffn[static_cast<size_t>(il)]; }
+  int32_t kv_source(int32_t il) const {
+    return layer_kv_source.empty() ? il : layer_kv_source[static_cast<size_t>(il)];
+  }
+  // Widths for buffers: the largest over the layers.
+  int32_t max_head_dim() const { return head_dim_local > head_dim ? head_dim_local : head_dim; }
+  int32_t kv_row_values() const { return n_kv_heads * max_head_dim(); }  // K (or V) values per token, at most
+  int32_t q_dim() const { return n_heads * max_head_dim(); }  // Q (and attention output) values per token, at most
   float attn_scale() const {  // what multiplies q . k
     return query_scale > 0.0f ? query_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
   }
@@ -100,7 +124,9 @@ struct Config {
   bool any_local() const;
   // Whether local layers rotate differently from global ones (so forward needs a second set of rotations).
   bool local_rope_differs() const {
-    return any_local() && (rope_base_local != rope_base || rope_freq_scale_local != rope_freq_scale);
+    return any_local() && (rope_base_local != rope_base || rope_freq_scale_local != rope_freq_scale ||
+                           (n_rot_local > 0 && n_rot_local != n_rot) ||
+                           (rope_factors_global_only && !rope_freq_factors.empty()));
   }
 };
 

@@ -9,7 +9,7 @@ namespace preface::model {
 
 GatedFfn::GatedFfn(const gguf::File& file, const Config& c, int32_t il, const FfnOptions& o)
     : activation_(o.activation) {
-  const int64_t dim = c.dim, ffn = c.ffn_dim;
+  const int64_t dim = c.dim, ffn = c.ffn_of(il);
   const std::string p = "blk." + std::to_string(il) + ".";
   norm_ = load_vector(file, p + o.norm + ".weight", dim);
   if (o.fused_gate_up) {
@@ -29,10 +29,9 @@ void GatedFfn::collect_matrices(std::vector<kernels::Matrix*>& out) {
 }
 
 void GatedFfn::forward(const Step& s, int32_t) const {
-  const Config& c = s.config;
   Activations& a = s.act;
   const int64_t nt = static_cast<int64_t>(s.batch.size());
-  const size_t ffn = static_cast<size_t>(c.ffn_dim);
+  const size_t ffn = static_cast<size_t>(w_gate_.n_rows);
   norm_input(s, norm_);
   kernels::matmul_multi(s.pool, {&w_gate_, &w_up_}, a.xb.data(), nt, {a.gate.data(), a.up.data()},
                         a.quant_scratch);

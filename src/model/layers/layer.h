@@ -25,10 +25,12 @@ class Layer {
   virtual void collect_matrices(std::vector<kernels::Matrix*>& out) = 0;
 };
 
-// A decoder block: x += mixer(x), then x += ffn(x).
+// A decoder block: x += mixer(x), then x += ffn(x), then what `post` does (gemma4's per-layer embedding and output
+// scale), when present.
 struct Block {
   std::unique_ptr<Layer> mixer;
   std::unique_ptr<Layer> ffn;
+  std::unique_ptr<Layer> post;
 };
 
 }  // namespace preface::model

@@ -1,7 +1,7 @@
 // The mixture-of-experts feed-forward network as a layer kind: RMSNorm, a router (ffn_gate_inp, [n_experts x dim])
 // scoring every expert, the moe.n_used best experts of each token (Config::ExpertGating says how scores become
-// selections and weights), each a gated FFN of its own (MoeOptions: activation, biases) (ffn_{gate,up,down}_exps: 3-D tensors, one slice per
-// expert), optionally a shared expert every token runs (ffn_{gate,up,down}_shexp, scaled by
+// selections and weights), each a gated FFN of its own (MoeOptions: activation, biases; ffn_{gate,up,down}_exps:
+// 3-D tensors, one slice per expert), optionally a shared expert every token runs (ffn_{gate,up,down}_shexp, scaled by
 // sigmoid(ffn_gate_inp_shexp . x) where the file has that vector), and the residual add.
 //
 // On CPU an expert's weights are read once per step: the batch's tokens are grouped by expert (in batch order) and

@@ -44,10 +44,11 @@ void store_kv(const ForwardBatch& batch, const kernels::KvView& kv, int layer, c
 
 void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch, const kernels::KvView& kv, int layer,
                const float* q, const float* sinks, float* out, std::vector<float>& scratch) {
-  const size_t head_dim = static_cast<size_t>(config.head_dim);
+  const size_t head_dim = static_cast<size_t>(config.head_dim_of(layer));
   const size_t n_heads = static_cast<size_t>(config.n_heads);
-  const size_t group = static_cast<size_t>(config.n_heads / config.n_kv_heads);
-  const size_t n_kv_heads = static_cast<size_t>(config.n_kv_heads);
+  const size_t group = static_cast<size_t>(config.n_heads / config.kv_heads_of(layer));
+  const size_t n_kv_heads = static_cast<size_t>(config.kv_heads_of(layer));
+  const auto rows = static_cast<size_t>(config.kv_source(layer));  // the layer whose K/V rows are read
   // Runs of up to kTileTokens consecutive batch tokens of one sequence: [first token, end token).
   std::vector<std::pair<size_t, size_t>> runs;
   for (size_t t = 0; t < batch.size();) {
@@ -67,10 +68,10 @@ void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch
   const int64_t n_slots = std::min<int64_t>(pool.n_threads(), n_items);
   kernels::KvPages pages;
   pages.type = kv.type;
-  pages.k_base = kv.layers[static_cast<size_t>(layer)].k;
-  pages.v_base = kv.layers[static_cast<size_t>(layer)].v;
+  pages.k_base = kv.layers[rows].k;
+  pages.v_base = kv.layers[rows].v;
   pages.block_size = kv.block_size;
-  pages.row_bytes = kv.k_row_bytes(layer);  // == v_row_bytes(layer): the model checks the view at each forward
+  pages.row_bytes = kv.k_row_bytes(static_cast<int>(rows));  // == v_row_bytes(layer): the model checks the view at each forward
   const float scale = config.attn_scale();
   const int32_t window = config.layer_window(layer);  // 0: global
 

@@ -37,8 +37,11 @@ void Activations::allocate(const Config& c, int32_t max_batch_tokens) {
   moe_gate.assign(n * moe_ffn, 0.0f);
   moe_up.assign(n * moe_ffn, 0.0f);
   moe_out.assign(n * n_used * dim, 0.0f);
+  const size_t ple_width = static_cast<size_t>(c.ple_dim);
+  ple.assign(n * ple_width * static_cast<size_t>(c.n_layers), 0.0f);
+  ple_gate.assign(n * ple_width, 0.0f);
   // Q8_0 copies of a batch of activation rows for quantized matmuls (matmul grows it if ever needed).
-  const size_t widest = std::max({dim, q_dim, ffn, moe_ffn});
+  const size_t widest = std::max({dim, q_dim, ffn, moe_ffn, ple_width});
   quant_scratch.reserve(n * gguf::row_bytes(gguf::TensorType::Q8_0, ((widest + 31) / 32) * 32));
 }
 

@@ -39,6 +39,8 @@ struct Activations {
   std::vector<float> moe_x;             // [dim] an expert's input rows (also its output rows)
   std::vector<float> moe_gate, moe_up;  // [moe.max_ffn()]
   std::vector<float> moe_out;           // [moe.n_used][dim] each selected expert's output
+  std::vector<float> ple;       // per-layer inputs (ple_dim > 0): [n_layers][ple_dim]
+  std::vector<float> ple_gate;  // per-layer inputs: [ple_dim]
   std::vector<uint8_t> quant_scratch;  // quantized activation rows for matmuls (grown by matmul when needed)
   std::vector<float> attn_scratch;     // detail::attention's tiles, sized by its first call
 
@@ -46,9 +48,10 @@ struct Activations {
 };
 
 // RoPE cos/sin per batch token, computed once per forward for all layers: [n][n_rot]; `local` for the
-// sliding-window layers when they rotate differently (gemma3), else empty.
+// sliding-window layers when they rotate differently (gemma3, gemma4: [n][n_rot_local]), else empty.
 struct RopeTables {
   std::vector<float> global, local;
+  size_t n_rot = 0, n_rot_local = 0;  // each table's floats per token
 };
 
 struct Step {
