@@ -1,6 +1,8 @@
 // Byte-level BPE as llama.cpp's llm_tokenizer_bpe: the text is cut into pre-tokens by the regexes of
 // tokenizer.ggml.pre, each pre-token's bytes are mapped to GPT-2's printable characters, and within it the
-// adjacent pair with the lowest merge rank is merged, repeatedly.
+// adjacent pair with the lowest merge rank is merged, repeatedly. SentencePiece-style vocabs (gemma4,
+// PreTokenizerSpec::spm_style) skip the byte map: spaces become U+2581 first, pieces stay UTF-8, and a piece the
+// vocab lacks falls back to "<0xXX>" byte tokens.
 #include <queue>
 
 #include "tokenizer/models.h"
@@ -64,9 +66,32 @@ class BpeTokenizer final : public VocabTokenizer {
  protected:
   void encode_text(std::string_view text, bool /*after_special*/, std::vector<int32_t>& out) const override {
     std::string word, key;
+    const bool spm = vocab_.pre_spec.spm_style;
+    std::string escaped;
+    if (spm) {
+      for (const char c : text) {
+        if (c == ' ') {
+          escaped += kSpace;
+        } else {
+          escaped.push_back(c);
+        }
+      }
+      text = escaped;
+    }
     for (const std::string& raw : splitter_.split(text)) {
       word.clear();
-      bytes_map_.encode_into(raw, word);
+      if (spm) {
+        word = raw;
+        if (raw.find_first_not_of('\n') == std::string::npos) {  // a run of newlines that is a token: whole
+          const int32_t id = vocab_.find(word);
+          if (id >= 0) {
+            out.push_back(id);
+            continue;
+          }
+        }
+      } else {
+        bytes_map_.encode_into(raw, word);
+      }
       if (vocab_.pre_spec.ignore_merges) {
         const int32_t id = vocab_.find(word);
         if (id >= 0) {
@@ -80,6 +105,17 @@ class BpeTokenizer final : public VocabTokenizer {
 
   std::string normal_bytes(const std::string& piece) const override {
     std::string s;
+    if (vocab_.pre_spec.spm_style) {  // U+2581 back to spaces, the rest as it is
+      for (size_t i = 0; i < piece.size();) {
+        if (piece.compare(i, kSpace.size(), kSpace) == 0) {
+          s.push_back(' ');
+          i += kSpace.size();
+        } else {
+          s.push_back(piece[i++]);
+        }
+      }
+      return s;
+    }
     for (uint32_t cpt : decode_utf8_lenient(piece)) {
       const int b = bytes_map_.decode(cpt);
       if (b >= 0) {
@@ -142,14 +178,24 @@ class BpeTokenizer final : public VocabTokenizer {
         out.push_back(id);
         continue;
       }
-      // A merge result missing from the vocab: llama.cpp emits the tokens of its single bytes that exist.
+      // A merge result missing from the vocab: llama.cpp emits the tokens of its single bytes that exist ("<0xXX>"
+      // tokens in a SentencePiece-style vocab).
       for (char c : piece) {
-        const int32_t byte_id = vocab_.find(std::string_view(&c, 1));
+        int32_t byte_id = -1;
+        if (vocab_.pre_spec.spm_style) {
+          static constexpr char kHex[] = "0123456789ABCDEF";
+          const auto b = static_cast<uint8_t>(c);
+          const char name[6] = {'<', '0', 'x', kHex[b >> 4], kHex[b & 15], '>'};
+          byte_id = vocab_.find(std::string_view(name, 6));
+        } else {
+          byte_id = vocab_.find(std::string_view(&c, 1));
+        }
         if (byte_id >= 0) out.push_back(byte_id);
       }
     }
   }
 
+  static constexpr std::string_view kSpace = "\xe2\x96\x81";  // U+2581, SentencePiece's space
   RegexSplitter splitter_;
   ByteMap bytes_map_;
   std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> ranks_;  // pair key -> merge rank

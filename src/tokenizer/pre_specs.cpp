@@ -93,6 +93,7 @@ std::vector<Entry> make_table() {
                 {"<sentinel:[0-9]+>", "(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z", "([\\t\\n]|    |  )", "\\p{N}",
                  "[\\p{P}!-/:-@\\[-`{-~]", kGpt2},
                  false, true}});
+  t.push_back({{"gemma4"}, {"gemma4", {"[^\\n]+|[\\n]+"}, false, true, true}});
   t.push_back({{"gpt-4o", "llama4"},
                {"gpt-4o",
                 {"[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))*((?=[\\p{L}])([^A-Z]))+"

@@ -15,6 +15,10 @@ struct PreTokenizerSpec {
   std::vector<std::string> regexes;  // applied in order
   bool ignore_merges = false;        // a pre-token that is itself in the vocab is emitted whole (llama3, tekken)
   bool add_bos = false;              // default of tokenizer.ggml.add_bos_token for this type
+  // SentencePiece-style BPE (gemma4): spaces become U+2581 before the split, pieces are raw UTF-8 (no GPT-2 byte
+  // map), a piece missing from the vocab falls back to "<0xXX>" byte tokens, and a run of newlines that is a token
+  // is taken whole.
+  bool spm_style = false;
 };
 
 // Maps a tokenizer.ggml.pre value ("" when the key is absent, which llama.cpp treats as "default") to its

@@ -168,8 +168,13 @@ Vocab load_vocab(const gguf::File& file) {
     v.pre_spec = pre_tokenizer_spec(v.pre);
     v.bos_id = 11, v.eos_id = 11;  // llama.cpp's defaults for gpt2 vocabs (Falcon's ids)
     v.add_bos = v.pre_spec.add_bos;
+  } else if (*model == "gemma4") {  // llama.cpp: BPE with the gemma4 pre-tokenizer whatever the file says
+    v.model = VocabModel::Bpe;
+    v.pre = "gemma4";
+    v.pre_spec = pre_tokenizer_spec(v.pre);
+    v.add_bos = true;
   } else {
-    throw Error("tokenizer: unsupported tokenizer.ggml.model '" + *model + "' (supported: llama, gpt2)");
+    throw Error("tokenizer: unsupported tokenizer.ggml.model '" + *model + "' (supported: llama, gpt2, gemma4)");
   }
   v.add_space_prefix = file.try_bool("tokenizer.ggml.add_space_prefix").value_or(v.add_space_prefix);
 
@@ -180,6 +185,7 @@ Vocab load_vocab(const gguf::File& file) {
   read_special_id(file, "tokenizer.ggml.eom_token_id", v, v.eom_id);
   read_special_id(file, "tokenizer.ggml.unknown_token_id", v, v.unk_id);
   v.add_bos = file.try_bool("tokenizer.ggml.add_bos_token").value_or(v.add_bos);
+  if (v.pre_spec.spm_style) v.add_bos = true;  // llama.cpp overrides a false add_bos_token for gemma4
   v.add_eos = file.try_bool("tokenizer.ggml.add_eos_token").value_or(v.add_eos);
   if (v.add_bos && v.bos_id < 0) {
     throw Error("tokenizer: tokenizer.ggml.add_bos_token is true, but tokenizer.ggml.bos_token_id is not set");

@@ -39,6 +39,7 @@ inline std::vector<std::string> read_vocab_inputs(const std::filesystem::path& p
   for (size_t hit; (hit = raw.find(sep, pos)) != std::string::npos; pos = hit + sep.size()) {
     out.push_back(raw.substr(pos, hit - pos));
   }
+  if (pos < raw.size()) out.push_back(raw.substr(pos));  // a last input without a separator after it (gemma-4)
   return out;
 }
 

@@ -67,7 +67,7 @@ TEST_P(VocabVectors, StreamingEqualsWholeDecode) {
 
 INSTANTIATE_TEST_SUITE_P(Vocab, VocabVectors,
                          ::testing::Values("llama-spm", "gpt-2", "phi-3", "deepseek-llm", "falcon", "starcoder",
-                                           "qwen35"),
+                                           "qwen35", "gemma-4"),
                          [](const auto& info) { return param_name(info.param); });
 
 }  // namespace
