@@ -28,18 +28,23 @@ inline nlohmann::ordered_json read_json(const std::filesystem::path& p) {
   return nlohmann::ordered_json::parse(in);
 }
 
-// Every <name>.json of ../shared/templates (sorted by file name); empty (and the test failed) when absent.
-inline std::vector<CorpusTemplate> load_corpus_templates() {
+// Every <name>.json of ../shared/templates, and with_2026 those of its 2026/ folder too (named "2026/<name>.json";
+// same fixtures), sorted by that name; empty (and the test failed) when absent.
+inline std::vector<CorpusTemplate> load_corpus_templates(bool with_2026 = false) {
   std::vector<CorpusTemplate> out;
   const std::filesystem::path dir = preface::test::shared_dir();
   if (dir.empty()) return out;
-  for (const auto& e : std::filesystem::directory_iterator(dir / "templates")) {
-    const std::string name = e.path().filename().string();
-    if (e.path().extension() != ".json" || name == "fixtures.json") continue;
-    CorpusTemplate t{name, read_json(e.path()), std::nullopt, std::nullopt};
-    if (t.doc["bos_token"].is_string()) t.bos = t.doc["bos_token"].get<std::string>();
-    if (t.doc["eos_token"].is_string()) t.eos = t.doc["eos_token"].get<std::string>();
-    out.push_back(std::move(t));
+  for (const std::string sub : {"", "2026/"}) {
+    if (!sub.empty() && !with_2026) continue;
+    if (!std::filesystem::is_directory(dir / "templates" / sub)) continue;
+    for (const auto& e : std::filesystem::directory_iterator(dir / "templates" / sub)) {
+      const std::string name = sub + e.path().filename().string();
+      if (!e.is_regular_file() || e.path().extension() != ".json" || name == "fixtures.json") continue;
+      CorpusTemplate t{name, read_json(e.path()), std::nullopt, std::nullopt};
+      if (t.doc["bos_token"].is_string()) t.bos = t.doc["bos_token"].get<std::string>();
+      if (t.doc["eos_token"].is_string()) t.eos = t.doc["eos_token"].get<std::string>();
+      out.push_back(std::move(t));
+    }
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.file < b.file; });
   return out;

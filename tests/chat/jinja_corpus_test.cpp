@@ -1,6 +1,7 @@
-// Every template of ../shared/templates x every fixture case: the Jinja render equals the `rendered` string of
-// the corpus (jinja2 3.1 under Hugging Face's settings) byte for byte, or fails as the corpus says: the same
-// raise_exception message, or an error of the same kind (UndefinedError, TypeError) for template bugs.
+// Every template of ../shared/templates and its 2026/ folder x every fixture case: the Jinja render equals the
+// `rendered` string of the corpus (jinja2 3.1 under Hugging Face's settings) byte for byte, or fails as the corpus
+// says: the same raise_exception message, or an error of the same kind (UndefinedError, TypeError,
+// TemplateRuntimeError) for template bugs.
 #include <gtest/gtest.h>
 
 #include "chat/jinja_corpus.h"
@@ -25,7 +26,7 @@ std::string first_difference(const std::string& got, const std::string& want) {
 }
 
 TEST(JinjaCorpus, EveryCaseRendersAsJinja2) {
-  const std::vector<CorpusTemplate> templates = test::load_corpus_templates();
+  const std::vector<CorpusTemplate> templates = test::load_corpus_templates(/*with_2026=*/true);
   const auto fixtures = test::load_corpus_fixtures();
   ASSERT_GE(templates.size(), 40u);
   size_t cases = 0, rendered = 0, raised = 0;
@@ -68,7 +69,7 @@ TEST(JinjaCorpus, EveryCaseRendersAsJinja2) {
       }
     }
   }
-  EXPECT_EQ(cases, 500u);
+  EXPECT_EQ(cases, 695u);  // 500 of the first corpus, 13 x 15 of templates/2026
   std::printf("corpus: %zu cases, %zu rendered, %zu raised as expected\n", cases, rendered, raised);
 }
 

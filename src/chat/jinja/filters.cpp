@@ -256,7 +256,9 @@ Value Interpreter::apply_filter(const std::string& name, const Value& input, Cal
     return m;
   }();
   const auto it = kFilters.find(name);
-  if (it == kFilters.end()) fail(ErrorKind::Syntax, "no filter named '" + name + "'");
+  // jinja2 defers an unknown filter in a conditional block to run time (TemplateRuntimeError); preface looks filters
+  // up only when one is applied, so every unknown filter is that case.
+  if (it == kFilters.end()) fail(ErrorKind::Runtime, "no filter named '" + name + "'");
   return it->second(*this, input, args);
 }
 

@@ -16,6 +16,7 @@ const char* error_kind_name(ErrorKind k) {
     case ErrorKind::Raised: return "TemplateError";
     case ErrorKind::Limit: return "LimitError";
     case ErrorKind::Unsupported: return "UnsupportedError";
+    case ErrorKind::Runtime: return "TemplateRuntimeError";
   }
   return "Error";
 }

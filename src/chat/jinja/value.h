@@ -29,7 +29,8 @@ namespace preface::chat::jinja {
 
 // What went wrong, in jinja2's/Python's terms (UndefinedError, TypeError, ...). Raised: the template called
 // raise_exception(msg) and what() is msg verbatim. Limit: one of the interpreter's resource caps was hit.
-enum class ErrorKind { Syntax, Undefined, Type, Value, Raised, Limit, Unsupported };
+// Runtime: what jinja2 raises as TemplateRuntimeError (an unknown filter reached while rendering).
+enum class ErrorKind { Syntax, Undefined, Type, Value, Raised, Limit, Unsupported, Runtime };
 const char* error_kind_name(ErrorKind k);  // "TemplateSyntaxError", "UndefinedError", "TypeError", ...
 
 class JinjaError : public preface::Error {
