@@ -70,7 +70,13 @@ uint32_t file_type_of(TensorType t) {  // llama.cpp's llama_ftype
 
 void check_spec(const SynthSpec& s, int32_t ffn) {
   auto fail = [](const std::string& what) { throw Error("synth: " + what); };
-  if (s.arch != "llama" && s.arch != "qwen2") fail("unsupported arch '" + s.arch + "' (llama or qwen2)");
+  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3moe") {
+    fail("unsupported arch '" + s.arch + "' (llama, qwen2 or qwen3moe)");
+  }
+  if (s.arch == "qwen3moe" && (s.n_experts < 1 || s.n_experts > 1024 || s.n_experts_used < 1 ||
+                               s.n_experts_used > s.n_experts || s.expert_ffn < 0 || s.expert_ffn > 262144)) {
+    fail("experts: 1 <= used <= experts <= 1024 and expert ffn <= 262144");
+  }
   if (s.dim <= 0 || s.n_layers <= 0 || s.n_heads <= 0 || s.n_kv_heads <= 0 || ffn <= 0 || s.ctx_len <= 0) {
     fail("dim, layers, heads, kv-heads, ffn and ctx must be positive");
   }
@@ -86,7 +92,7 @@ void check_spec(const SynthSpec& s, int32_t ffn) {
   if (s.k_mix && s.type != TensorType::Q4_K && s.type != TensorType::Q5_K) fail("the _M mix needs Q4_K or Q5_K");
   int32_t block = static_cast<int32_t>(gguf::type_block_values(s.type));
   if (synth_tensor_type(s, "output.weight") != s.type) block = std::max(block, int32_t{256});  // Q6_K rows
-  if (s.dim % block != 0 || ffn % block != 0) {
+  if (s.dim % block != 0 || ffn % block != 0 || (s.arch == "qwen3moe" && synth_expert_ffn(s) % block != 0)) {
     fail("dim and ffn must be multiples of " + std::to_string(block) + " for " +
          std::string(gguf::tensor_type_name(s.type)));
   }
@@ -113,6 +119,11 @@ gguf::TensorType synth_tensor_type(const SynthSpec& spec, const std::string& nam
     if (use_more_bits(layer, spec.n_layers)) return TensorType::Q6_K;
   }
   return spec.type;
+}
+
+int32_t synth_expert_ffn(const SynthSpec& spec) {
+  if (spec.expert_ffn != 0) return spec.expert_ffn;
+  return (synth_ffn_dim(spec) / 4 + 31) / 32 * 32;
 }
 
 int32_t synth_ffn_dim(const SynthSpec& spec) {
@@ -154,23 +165,35 @@ void write_synth_model(const SynthSpec& spec, const std::string& out_path) {
   w.set_f32(a + "rope.freq_base", spec.rope_base);
   w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(head_dim));
   w.set_u32(a + "vocab_size", static_cast<uint32_t>(n_vocab));
+  const bool moe = spec.arch == "qwen3moe";
+  const uint64_t n_experts = static_cast<uint64_t>(spec.n_experts), expert_ffn = moe ? synth_expert_ffn(spec) : 0;
+  if (moe) {
+    w.set_u32(a + "attention.key_length", static_cast<uint32_t>(head_dim));
+    w.set_u32(a + "attention.value_length", static_cast<uint32_t>(head_dim));
+    w.set_u32(a + "expert_count", static_cast<uint32_t>(spec.n_experts));
+    w.set_u32(a + "expert_used_count", static_cast<uint32_t>(spec.n_experts_used));
+    w.set_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(expert_ffn));
+  }
   for (const auto& [key, value] : vocab.metadata()) {
     if (key.starts_with("tokenizer.")) w.set_value(key, value);
   }
 
   // Matrices {n_cols, n_rows} ~ N(0, 1/n_cols): each output is a sum of n_cols unit-variance terms, so
   // activations keep unit scale and logits are O(1) after the final RMS norm.
-  auto matrix = [&](const std::string& name, uint64_t n_cols, uint64_t n_rows) {
+  // n_mats > 1: a 3-D expert tensor of n_mats such matrices.
+  auto matrix = [&](const std::string& name, uint64_t n_cols, uint64_t n_rows, uint64_t n_mats = 1) {
     const float stddev = 1.0f / std::sqrt(static_cast<float>(n_cols));
     const TensorType type = synth_tensor_type(spec, name);
-    const std::vector<float> values = normals(tensor_seed(spec.seed, name), n_cols * n_rows, 0.0f, stddev);
+    const std::vector<float> values = normals(tensor_seed(spec.seed, name), n_cols * n_rows * n_mats, 0.0f, stddev);
+    std::vector<uint64_t> dims = {n_cols, n_rows};
+    if (n_mats > 1) dims.push_back(n_mats);
     if (gguf::type_has_codec(type)) {
-      w.add_tensor_f32(name, type, {n_cols, n_rows}, values);
+      w.add_tensor_f32(name, type, dims, values);
       return;
     }
-    std::vector<uint8_t> bytes(gguf::row_bytes(type, n_cols) * n_rows);
+    std::vector<uint8_t> bytes(gguf::row_bytes(type, n_cols) * n_rows * n_mats);
     kernels::quant_traits(type)->quantize(values.data(), bytes.data(), values.size());
-    w.add_tensor(name, type, {n_cols, n_rows}, std::move(bytes));
+    w.add_tensor(name, type, dims, std::move(bytes));
   };
   auto norm_or_bias = [&](const std::string& name, uint64_t n, float mean, float stddev) {
     w.add_tensor_f32(name, TensorType::F32, {n}, normals(tensor_seed(spec.seed, name), n, mean, stddev));
@@ -191,7 +214,21 @@ void write_synth_model(const SynthSpec& spec, const std::string& out_path) {
       norm_or_bias(p + "attn_v.bias", kv_dim, 0.0f, 0.1f);
     }
     matrix(p + "attn_output.weight", dim, dim);
+    if (moe) {
+      norm_or_bias(p + "attn_q_norm.weight", head_dim, 1.0f, 0.05f);
+      norm_or_bias(p + "attn_k_norm.weight", head_dim, 1.0f, 0.05f);
+    }
     norm_or_bias(p + "ffn_norm.weight", dim, 1.0f, 0.05f);
+    if (moe) {
+      const std::string router = p + "ffn_gate_inp.weight";
+      const float stddev = 1.0f / std::sqrt(static_cast<float>(dim));
+      w.add_tensor_f32(router, TensorType::F32, {dim, n_experts},
+                       normals(tensor_seed(spec.seed, router), dim * n_experts, 0.0f, stddev));
+      matrix(p + "ffn_gate_exps.weight", dim, expert_ffn, n_experts);
+      matrix(p + "ffn_up_exps.weight", dim, expert_ffn, n_experts);
+      matrix(p + "ffn_down_exps.weight", expert_ffn, dim, n_experts);
+      continue;
+    }
     matrix(p + "ffn_gate.weight", dim, static_cast<uint64_t>(ffn));
     matrix(p + "ffn_up.weight", dim, static_cast<uint64_t>(ffn));
     matrix(p + "ffn_down.weight", static_cast<uint64_t>(ffn), dim);

@@ -13,6 +13,7 @@
 #include "gguf/reader.h"
 #include "gguf/writer.h"
 #include "kernels/quant.h"
+#include "model_harness.h"
 #include "support/shared_data.h"
 #include "util/error.h"
 
@@ -241,6 +242,37 @@ TEST(Synth, Qwen2TiedWithBiases) {
   EXPECT_EQ(f.tensor("blk.1.attn_v.bias").type, TensorType::F32);
   EXPECT_EQ(f.tensors().size(), 2u + 2u * 12u);
   expect_usable_logits(f);
+}
+
+// A mixture-of-experts file in llama.cpp's qwen3moe layout, which preface loads and runs (the benchmark files of
+// docs/performance.md are made this way).
+TEST(Synth, Qwen3MoeExpertsLoadAndRun) {
+  SynthSpec spec = small_spec();
+  if (spec.vocab_from.empty()) return;
+  spec.arch = "qwen3moe";
+  spec.type = TensorType::Q8_0;
+  spec.n_experts = 8;
+  spec.n_experts_used = 2;
+  spec.expert_ffn = 0;  // ffn / 4 rounded up to 32
+  const std::string path = (test::temp_dir("synth-qwen3moe") / "moe.gguf").string();
+  write_synth_model(spec, path);
+  const gguf::File f = gguf::File::open(path);
+  EXPECT_EQ(f.get_int("qwen3moe.expert_count"), 8);
+  EXPECT_EQ(f.get_int("qwen3moe.expert_used_count"), 2);
+  EXPECT_EQ(f.get_int("qwen3moe.expert_feed_forward_length"), 32);  // 96 / 4 = 24 -> 32
+  EXPECT_EQ(f.tensor("blk.1.ffn_gate_exps.weight").dims, (Dims{64, 32, 8}));
+  EXPECT_EQ(f.tensor("blk.1.ffn_down_exps.weight").dims, (Dims{32, 64, 8}));
+  EXPECT_EQ(f.tensor("blk.1.ffn_down_exps.weight").type, TensorType::Q8_0);
+  EXPECT_EQ(f.tensor("blk.1.ffn_gate_inp.weight").type, TensorType::F32);
+  EXPECT_EQ(f.find_tensor("blk.1.ffn_gate.weight"), nullptr);
+  auto m = model::Model::load(path, 8);
+  EXPECT_EQ(m->config().moe.n_experts, 8);
+  const auto n_vocab = static_cast<size_t>(m->config().n_vocab);
+  ThreadPool pool(1);
+  test::TestKv kv(m->config(), kernels::KvType::F16, 16, 1);
+  const std::vector<float> logits = test::run_chunked(*m, pool, kv.view, {0}, {1, 5, 9}, 3);
+  ASSERT_EQ(logits.size(), 3 * n_vocab);
+  for (const float v : logits) ASSERT_TRUE(std::isfinite(v));
 }
 
 TEST(Synth, SameSeedSameBytesOtherSeedDifferent) {

@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <mutex>
+#include <system_error>
+#include <vector>
+
 namespace preface::test {
 
 std::filesystem::path shared_dir() {
@@ -27,11 +31,35 @@ std::filesystem::path shared_file(const std::string& rel) {
   return path;
 }
 
+namespace {
+
+// The directories temp_dir made in this process, removed when it exits normally (a crashed test leaves its own).
+struct TempDirs {
+  std::mutex mutex;
+  std::vector<std::filesystem::path> dirs;
+  ~TempDirs() {
+    for (const auto& d : dirs) {
+      std::error_code ec;
+      std::filesystem::remove_all(d, ec);
+    }
+  }
+};
+
+TempDirs& temp_dirs() {
+  static TempDirs t;
+  return t;
+}
+
+}  // namespace
+
 std::filesystem::path temp_dir(const std::string& name) {
   const auto dir = std::filesystem::temp_directory_path() /
                    ("preface-test-" + std::to_string(::getpid()) + "-" + name);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
+  TempDirs& t = temp_dirs();
+  const std::lock_guard<std::mutex> lock(t.mutex);
+  t.dirs.push_back(dir);
   return dir;
 }
 

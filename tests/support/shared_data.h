@@ -10,7 +10,8 @@ namespace preface::test {
 std::filesystem::path shared_dir();
 // shared_dir() / rel, failing the test when the file is absent.
 std::filesystem::path shared_file(const std::string& rel);
-// A fresh empty directory under the build's temp area, removed at process exit is not guaranteed.
+// A fresh empty directory under the system's temp area, removed (with what is in it) when the process exits
+// normally.
 std::filesystem::path temp_dir(const std::string& name);
 
 }  // namespace preface::test
