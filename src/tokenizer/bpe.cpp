@@ -69,13 +69,7 @@ class BpeTokenizer final : public VocabTokenizer {
     const bool spm = vocab_.pre_spec.spm_style;
     std::string escaped;
     if (spm) {
-      for (const char c : text) {
-        if (c == ' ') {
-          escaped += kSpace;
-        } else {
-          escaped.push_back(c);
-        }
-      }
+      append_escaped_spaces(text, escaped);
       text = escaped;
     }
     for (const std::string& raw : splitter_.split(text)) {
@@ -104,18 +98,8 @@ class BpeTokenizer final : public VocabTokenizer {
   }
 
   std::string normal_bytes(const std::string& piece) const override {
+    if (vocab_.pre_spec.spm_style) return unescape_spaces(piece);
     std::string s;
-    if (vocab_.pre_spec.spm_style) {  // U+2581 back to spaces, the rest as it is
-      for (size_t i = 0; i < piece.size();) {
-        if (piece.compare(i, kSpace.size(), kSpace) == 0) {
-          s.push_back(' ');
-          i += kSpace.size();
-        } else {
-          s.push_back(piece[i++]);
-        }
-      }
-      return s;
-    }
     for (uint32_t cpt : decode_utf8_lenient(piece)) {
       const int b = bytes_map_.decode(cpt);
       if (b >= 0) {
@@ -195,7 +179,6 @@ class BpeTokenizer final : public VocabTokenizer {
     }
   }
 
-  static constexpr std::string_view kSpace = "\xe2\x96\x81";  // U+2581, SentencePiece's space
   RegexSplitter splitter_;
   ByteMap bytes_map_;
   std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> ranks_;  // pair key -> merge rank

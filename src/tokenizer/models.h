@@ -44,4 +44,10 @@ std::unique_ptr<Tokenizer> make_bpe_tokenizer(Vocab vocab, const gguf::File& fil
 // The value of a byte token "<0xXX>" (two upper- or lower-case hex digits), or -1 for any other text.
 int parse_byte_piece(std::string_view piece);
 
+// SentencePiece's space, U+2581 (LOWER ONE EIGHTH BLOCK), which SentencePiece-style vocabs (llama, gemma4) write for
+// ' '. Appends `text` to out with every space escaped to it; and a piece's text with each one turned back into ' '.
+inline constexpr std::string_view kSpaceMark = "\xE2\x96\x81";
+void append_escaped_spaces(std::string_view text, std::string& out);
+std::string unescape_spaces(std::string_view piece);
+
 }  // namespace preface::tok

@@ -12,8 +12,6 @@
 namespace preface::tok {
 namespace {
 
-constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // U+2581 LOWER ONE EIGHTH BLOCK
-
 struct Symbol {
   int32_t prev = -1, next = -1;  // neighbours in the live chain, -1 at the ends
   size_t offset = 0, n_bytes = 0;  // text span; n_bytes = 0 once merged into the left neighbour
@@ -50,29 +48,11 @@ class SpmTokenizer final : public VocabTokenizer {
     std::string text;
     text.reserve(raw.size() + 8);
     if (vocab_.add_space_prefix && after_special) text += kSpaceMark;
-    for (char c : raw) {
-      if (c == ' ') {
-        text += kSpaceMark;
-      } else {
-        text.push_back(c);
-      }
-    }
+    append_escaped_spaces(raw, text);
     tokenize(text, out);
   }
 
-  std::string normal_bytes(const std::string& piece) const override {
-    std::string s;
-    s.reserve(piece.size());
-    for (size_t i = 0; i < piece.size();) {
-      if (piece.compare(i, kSpaceMark.size(), kSpaceMark) == 0) {
-        s.push_back(' ');
-        i += kSpaceMark.size();
-      } else {
-        s.push_back(piece[i++]);
-      }
-    }
-    return s;
-  }
+  std::string normal_bytes(const std::string& piece) const override { return unescape_spaces(piece); }
 
  private:
   void tokenize(const std::string& text, std::vector<int32_t>& out) const {

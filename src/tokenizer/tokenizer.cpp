@@ -63,6 +63,30 @@ std::string StreamDecoder::flush() {
 
 namespace tok {
 
+void append_escaped_spaces(std::string_view text, std::string& out) {
+  for (const char c : text) {
+    if (c == ' ') {
+      out += kSpaceMark;
+    } else {
+      out.push_back(c);
+    }
+  }
+}
+
+std::string unescape_spaces(std::string_view piece) {
+  std::string s;
+  s.reserve(piece.size());
+  for (size_t i = 0; i < piece.size();) {
+    if (piece.substr(i, kSpaceMark.size()) == kSpaceMark) {
+      s.push_back(' ');
+      i += kSpaceMark.size();
+    } else {
+      s.push_back(piece[i++]);
+    }
+  }
+  return s;
+}
+
 int parse_byte_piece(std::string_view piece) {
   if (piece.size() != 6 || piece.substr(0, 3) != "<0x" || piece[5] != '>') return -1;
   auto hex = [](char c) {

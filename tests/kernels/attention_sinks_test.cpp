@@ -19,27 +19,6 @@ namespace {
 
 using namespace test_attention;  // NOLINT: the shared fixtures of paged_kv.h
 
-// Double-precision attention of q over [first, n_pos) of kv_head with a sink logit (-inf: none).
-std::vector<double> reference(const PagedKv& kv, size_t kv_head, const float* q, int32_t first, int32_t n_pos,
-                              float scale, float sink) {
-  const size_t d = kv.head_dim, stride = kv.n_kv_heads * d;
-  std::vector<double> s;
-  for (int32_t p = first; p < n_pos; ++p) {
-    double dot = 0;
-    for (size_t i = 0; i < d; ++i) dot += double{query_value(kv.type, q[i])} * kv.kf[p * stride + kv_head * d + i];
-    s.push_back(dot * scale);
-  }
-  double m = *std::max_element(s.begin(), s.end());
-  if (std::isfinite(sink)) m = std::max(m, double{sink});
-  double sum = std::isfinite(sink) ? std::exp(double{sink} - m) : 0.0;
-  for (double& e : s) sum += (e = std::exp(e - m));
-  std::vector<double> out(d, 0.0);
-  for (int32_t p = first; p < n_pos; ++p) {
-    for (size_t i = 0; i < d; ++i) out[i] += s[static_cast<size_t>(p - first)] / sum * kv.vf[p * stride + kv_head * d + i];
-  }
-  return out;
-}
-
 const std::vector<float> kSinks = {-INFINITY, -3.0f, 0.0f, 1.5f, 6.0f, 40.0f};
 
 // Queries j = 0..n-1 over windows and sinks taken in turn.
@@ -68,7 +47,7 @@ TEST(AttentionSinks, MatchesDoubleReferenceOnEveryPath) {
         std::vector<AttnQuery> qs = queries_for(q, out, head_dim, n_q, true);
         run_tile(path.fn, kv.pages(1), head_dim, 0.2f, qs);
         for (const AttnQuery& aq : qs) {
-          const auto ref = reference(kv, 1, aq.q, aq.first_pos, aq.n_pos, 0.2f, aq.sink);
+          const auto ref = reference_attention(kv, 1, aq.q, aq.first_pos, aq.n_pos, 0.2f, 0.0f, aq.sink);
           for (size_t i = 0; i < head_dim; ++i) {
             ASSERT_NEAR(aq.out[i], ref[i], 3e-5 + 3e-5 * std::fabs(ref[i])) << "sink " << aq.sink << " dim " << i;
           }

@@ -25,26 +25,6 @@ namespace {
 
 using namespace test_attention;  // NOLINT: the shared fixtures of paged_kv.h
 
-// Double-precision softmax(q' . K / sqrt(d)) V over positions 0..n_pos-1 of kv_head, q' = q rounded to the
-// storage type (F16/BF16; as the kernel documents).
-std::vector<double> reference(const PagedKv& kv, size_t kv_head, const float* q, int32_t n_pos, float scale) {
-  const size_t d = kv.head_dim, stride = kv.n_kv_heads * d;
-  std::vector<double> s(static_cast<size_t>(n_pos));
-  for (int32_t p = 0; p < n_pos; ++p) {
-    double dot = 0;
-    for (size_t i = 0; i < d; ++i) dot += double{query_value(kv.type, q[i])} * kv.kf[p * stride + kv_head * d + i];
-    s[static_cast<size_t>(p)] = dot * scale;
-  }
-  const double m = *std::max_element(s.begin(), s.end());
-  double sum = 0;
-  for (double& e : s) sum += (e = std::exp(e - m));
-  std::vector<double> out(d, 0.0);
-  for (int32_t p = 0; p < n_pos; ++p) {
-    for (size_t i = 0; i < d; ++i) out[i] += s[static_cast<size_t>(p)] / sum * kv.vf[p * stride + kv_head * d + i];
-  }
-  return out;
-}
-
 TEST(AttentionTile, MatchesDoubleReference) {
   for (const Path& path : paths()) {
     for (KvType type : {KvType::F32, KvType::F16, KvType::BF16, KvType::Q8_0}) {
@@ -63,7 +43,7 @@ TEST(AttentionTile, MatchesDoubleReference) {
                                             {q.data() + 2 * head_dim, out.data() + 2 * head_dim, 33}};
           run_tile(path.fn, kv.pages(1), head_dim, scale, queries);
           for (const AttnQuery& aq : queries) {
-            const auto ref = reference(kv, 1, aq.q, aq.n_pos, scale);
+            const auto ref = reference_attention(kv, 1, aq.q, 0, aq.n_pos, scale);
             for (size_t i = 0; i < head_dim; ++i) {
               ASSERT_NEAR(aq.out[i], ref[i], 2e-5 + 2e-5 * std::fabs(ref[i])) << "n_pos " << aq.n_pos << " dim " << i;
             }

@@ -21,29 +21,6 @@ namespace {
 
 using namespace test_attention;  // NOLINT: the shared fixtures of paged_kv.h
 
-// Double-precision attention of q over positions [first, n_pos) of kv_head, scores soft-capped when cap > 0.
-std::vector<double> reference(const PagedKv& kv, size_t kv_head, const float* q, int32_t first, int32_t n_pos,
-                              float scale, float cap) {
-  const size_t d = kv.head_dim, stride = kv.n_kv_heads * d;
-  std::vector<double> s;
-  for (int32_t p = first; p < n_pos; ++p) {
-    double dot = 0;
-    for (size_t i = 0; i < d; ++i) dot += double{query_value(kv.type, q[i])} * kv.kf[p * stride + kv_head * d + i];
-    dot *= scale;
-    s.push_back(cap > 0 ? cap * std::tanh(dot / cap) : dot);
-  }
-  const double m = *std::max_element(s.begin(), s.end());
-  double sum = 0;
-  for (double& e : s) sum += (e = std::exp(e - m));
-  std::vector<double> out(d, 0.0);
-  for (int32_t p = first; p < n_pos; ++p) {
-    for (size_t i = 0; i < d; ++i) {
-      out[i] += s[static_cast<size_t>(p - first)] / sum * kv.vf[p * stride + kv_head * d + i];
-    }
-  }
-  return out;
-}
-
 void run(AttnFn fn, const KvPages& pages, size_t head_dim, float scale, float cap, std::vector<AttnQuery>& queries) {
   AttnTile tile;
   tile.kv = pages;
@@ -81,7 +58,7 @@ TEST(AttentionWindow, MatchesDoubleReferenceOnEveryPath) {
           }
           run(path.fn, kv.pages(1), head_dim, scale, cap, queries);
           for (const AttnQuery& aq : queries) {
-            const auto ref = reference(kv, 1, aq.q, aq.first_pos, aq.n_pos, scale, cap);
+            const auto ref = reference_attention(kv, 1, aq.q, aq.first_pos, aq.n_pos, scale, cap);
             for (size_t i = 0; i < head_dim; ++i) {
               ASSERT_NEAR(aq.out[i], ref[i], 3e-5 + 3e-5 * std::fabs(ref[i]))
                   << "window [" << aq.first_pos << ", " << aq.n_pos << ") dim " << i;

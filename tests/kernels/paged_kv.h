@@ -1,7 +1,9 @@
 // Paged K/V test storage and helpers shared by the attention_tile tests (attention_test.cpp,
-// attention_window_test.cpp): the code paths, storage-type names and a PagedKv of random rows.
+// attention_window_test.cpp, attention_sinks_test.cpp): the code paths, storage-type names, a PagedKv of random
+// rows and the double-precision reference.
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -158,6 +160,32 @@ inline void run_tile(AttnFn fn, const KvPages& pages, size_t head_dim, float sca
   tile.n_queries = queries.size();
   std::vector<float> scratch(attention_scratch_floats(head_dim, queries.size()));
   fn(tile, scratch.data());
+}
+
+// Double-precision attention of q over positions [first, n_pos) of kv_head: softmax(cap(q' . K * scale)) V, q' = q
+// rounded to the storage type (F16/BF16, as the kernel documents), cap the soft-cap when cap > 0, and a sink logit
+// joining the denominator when it is finite.
+inline std::vector<double> reference_attention(const PagedKv& kv, size_t kv_head, const float* q, int32_t first,
+                                               int32_t n_pos, float scale, float cap = 0.0f,
+                                               float sink = -INFINITY) {
+  const size_t d = kv.head_dim, stride = kv.n_kv_heads * d;
+  std::vector<double> s;
+  for (int32_t p = first; p < n_pos; ++p) {
+    double dot = 0;
+    for (size_t i = 0; i < d; ++i) dot += double{query_value(kv.type, q[i])} * kv.kf[p * stride + kv_head * d + i];
+    dot *= scale;
+    s.push_back(cap > 0 ? cap * std::tanh(dot / cap) : dot);
+  }
+  double m = *std::max_element(s.begin(), s.end());
+  if (std::isfinite(sink)) m = std::max(m, double{sink});
+  double sum = std::isfinite(sink) ? std::exp(double{sink} - m) : 0.0;
+  for (double& e : s) sum += (e = std::exp(e - m));
+  std::vector<double> out(d, 0.0);
+  for (int32_t p = first; p < n_pos; ++p) {
+    const double w = s[static_cast<size_t>(p - first)] / sum;
+    for (size_t i = 0; i < d; ++i) out[i] += w * kv.vf[p * stride + kv_head * d + i];
+  }
+  return out;
 }
 
 inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
