@@ -16,7 +16,7 @@ namespace {
 using nlohmann::ordered_json;
 
 // template file -> why the reply does not appear verbatim after the previous prompt.
-// (The previous prompt still is a prefix for all but the three of kPromptNotPrefix, so the cache keeps it.)
+// (The previous prompt still is a prefix for all but those of kPromptNotPrefix, so the cache keeps it.)
 const std::map<std::string, std::string> kReplyAltered = {
     {"CohereForAI__c4ai-command-r-v01.json", "strips the reply's surrounding whitespace"},
     {"Qwen__QwQ-32B.json", "drops earlier replies' <think> reasoning"},
@@ -32,12 +32,31 @@ const std::map<std::string, std::string> kReplyAltered = {
     {"mistralai__Mixtral-8x22B-Instruct-v0.1.json", "puts the system message into the last user turn"},
     {"openchat__openchat-3.5-0106.json", "history has 'Assistant: ' + reply, the prompt ends 'Assistant:'"},
     {"vicuna-v1.5.json", "history has ' ' + reply after 'ASSISTANT:'"},
+    // The templates of 2026 (templates/2026/):
+    {"2026/GLM-4.6.json", "history has '\\n<think></think>\\n' + reply after '<|assistant|>'"},
+    {"2026/MiniMax-M2.json", "the generation prompt opens '<think>\\n', which the history does not repeat"},
+    {"2026/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.json",
+     "history has '<think></think>' + reply, the generation prompt ends '<think>\\n'"},
+    {"2026/Qwen3.5-4B.json", "the generation prompt opens '<think>\\n', which the history does not repeat"},
+    {"2026/deepseek-ai-DeepSeek-V3.1.json", "drops earlier replies' <think> reasoning"},
+    {"2026/deepseek-ai-DeepSeek-V3.2.json",
+     "history has '</think>' + reply, the generation prompt ends '<think></think>'"},
+    {"2026/google-gemma-4-31B-it.json",
+     "the generation prompt opens an empty thought channel the history does not repeat"},
+    {"2026/openai-gpt-oss-120b.json",
+     "history has '<|channel|>final<|message|>' + reply, the prompt ends '<|start|>assistant'"},
 };
 // template file -> why even the previous prompt is not a prefix of the next one.
 const std::map<std::string, std::string> kPromptNotPrefix = {
     {"Qwen__QwQ-32B.json", "the generation prompt opens '<think>\\n', which the history does not repeat"},
     {"deepseek-ai__DeepSeek-R1.json", "the generation prompt opens '<think>\\n', which the history does not repeat"},
     {"mistralai__Mixtral-8x22B-Instruct-v0.1.json", "the system message moves to the last user turn"},
+    {"2026/MiniMax-M2.json", "the generation prompt ends '<think>\\n', which the history does not repeat"},
+    {"2026/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.json",
+     "the generation prompt ends '<think>\\n', the history '<think></think>'"},
+    {"2026/Qwen3.5-4B.json", "the generation prompt ends '<think>\\n', which the history does not repeat"},
+    {"2026/deepseek-ai-DeepSeek-V3.2.json", "the generation prompt ends '<think></think>', the history '</think>'"},
+    {"2026/google-gemma-4-31B-it.json", "the generation prompt ends an empty thought channel the history drops"},
 };
 
 ordered_json first(const ordered_json& messages, size_t n) {
@@ -50,7 +69,7 @@ TEST(JinjaPrefix, NextPromptExtendsPromptAndReply) {
   const auto fixtures = test::load_corpus_fixtures();
   std::set<std::string> altered, not_prefix;
   size_t checked = 0;
-  for (const test::CorpusTemplate& ct : test::load_corpus_templates()) {
+  for (const test::CorpusTemplate& ct : test::load_corpus_templates(/*with_2026=*/true)) {
     const JinjaChatTemplate t(ct.doc["template"].get<std::string>(), ct.bos, ct.eos);
     for (const char* name : {"system_multi_turn", "think_in_history", "unicode_whitespace"}) {
       const ordered_json& fx = fixtures.at(name);
