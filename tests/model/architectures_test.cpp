@@ -143,6 +143,22 @@ TEST(Architectures, LlamaWindowAppliedPhi3Not) {
   EXPECT_TRUE(local_layers(phi3).empty());
 }
 
+// A layer's attention scale follows its own head size (gemma4's local and global layers differ) unless the file
+// sets one for all.
+TEST(Architectures, AttentionScaleFollowsTheLayersHeadSize) {
+  model::Config c;
+  c.n_layers = 2;
+  c.head_dim = 128;
+  c.head_dim_local = 64;
+  c.layer_local = {1, 0};
+  EXPECT_EQ(c.attn_scale(0), 0.125f);
+  EXPECT_EQ(c.attn_scale(1), 1.0f / std::sqrt(128.0f));
+  EXPECT_EQ(c.attn_scale(), 1.0f / std::sqrt(128.0f));
+  c.query_scale = 1.0f;
+  EXPECT_EQ(c.attn_scale(0), 1.0f);
+  EXPECT_EQ(c.attn_scale(1), 1.0f);
+}
+
 // The unsupported-architecture message lists every architecture by name.
 TEST(Architectures, UnsupportedListsNames) {
   try {

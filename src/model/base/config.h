@@ -113,8 +113,9 @@ struct Config {
   int32_t max_head_dim() const { return head_dim_local > head_dim ? head_dim_local : head_dim; }
   int32_t kv_row_values() const { return n_kv_heads * max_head_dim(); }  // K (or V) values per token, at most
   int32_t q_dim() const { return n_heads * max_head_dim(); }  // Q (and attention output) values per token, at most
-  float attn_scale() const {  // what multiplies q . k
-    return query_scale > 0.0f ? query_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+  float attn_scale(int32_t layer = -1) const {  // what multiplies q . k in `layer` (-1: a global layer's)
+    const int32_t d = layer < 0 ? head_dim : head_dim_of(layer);
+    return query_scale > 0.0f ? query_scale : 1.0f / std::sqrt(static_cast<float>(d));
   }
   bool is_recurrent(int32_t layer) const {
     return !layer_recurrent.empty() && layer_recurrent[static_cast<size_t>(layer)] != 0;

@@ -72,7 +72,7 @@ void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch
   pages.v_base = kv.layers[rows].v;
   pages.block_size = kv.block_size;
   pages.row_bytes = kv.k_row_bytes(static_cast<int>(rows));  // == v_row_bytes(layer): the model checks the view at each forward
-  const float scale = config.attn_scale();
+  const float scale = config.attn_scale(layer);
   const int32_t window = config.layer_window(layer);  // 0: global
 
   // Items are dealt round-robin to slots: with a prompt in the batch, later runs attend over more positions, and

@@ -19,7 +19,7 @@ void store_kv(const ForwardBatch& batch, const kernels::KvView& kv, int layer, c
 
 // For every batch token t and head h (kv head h / (n_heads / n_kv_heads), layer `layer`'s shape: Config::head_dim_of,
 // kv_heads_of; its rows: those of Config::kv_source(layer)):
-//   out[t][h] = sum_p softmax_p(cap(dot(q[t][h], K[p]) * config.attn_scale())) * V[p],  p = lo..pos[t],
+//   out[t][h] = sum_p softmax_p(cap(dot(q[t][h], K[p]) * config.attn_scale(layer))) * V[p],  p = lo..pos[t],
 // lo = 0 on global layers and max(0, pos[t] - window + 1) on local ones (config.layer_window(layer)); cap is the
 // identity, or config.attn_softcap's soft-capping (kernels/attention.h),
 // with K[p], V[p] read from the storage only, through the block table of t's sequence, by
