@@ -1,32 +1,20 @@
 // read_experts (model/arch/registry.h): the mixture-of-experts keys llama.cpp's converter writes for every MoE
-// architecture, and the block shape the MoE architectures share.
+// architecture.
 #include <string>
 
 #include "model/arch/registry.h"
 #include "util/error.h"
 
 namespace preface::model {
-namespace {
-
-int32_t read_expert_count(const gguf::File& file, const std::string& key, int64_t min, int64_t max) {
-  const std::optional<int64_t> v = file.try_int(key);
-  if (!v) throw Error("metadata " + key + " is missing");
-  if (*v < min || *v > max) throw Error("metadata " + key + " = " + std::to_string(*v) + " is out of range");
-  return static_cast<int32_t>(*v);
-}
-
-}  // namespace
 
 void read_experts(const gguf::File& file, const std::string& prefix, Config& c, const Config::Moe& defaults) {
   constexpr int64_t kMaxExperts = 1024, kMaxWidth = 1 << 20;
   Config::Moe& m = c.moe;
   m = defaults;
-  m.n_experts = read_expert_count(file, prefix + "expert_count", 1, kMaxExperts);
-  m.n_used = read_expert_count(file, prefix + "expert_used_count", 1, m.n_experts);
-  m.expert_ffn = read_expert_count(file, prefix + "expert_feed_forward_length", 1, kMaxWidth);
-  if (file.find(prefix + "expert_shared_feed_forward_length") != nullptr) {
-    m.shared_ffn = read_expert_count(file, prefix + "expert_shared_feed_forward_length", 1, kMaxWidth);
-  }
+  m.n_experts = read_int_in(file, prefix + "expert_count", 1, kMaxExperts);
+  m.n_used = read_int_in(file, prefix + "expert_used_count", 1, m.n_experts);
+  m.expert_ffn = read_int_in(file, prefix + "expert_feed_forward_length", 1, kMaxWidth);
+  m.shared_ffn = read_int_in(file, prefix + "expert_shared_feed_forward_length", 1, kMaxWidth, 0);  // 0: none
   // llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE: 1 softmax, 2 sigmoid, 3 softmax over the selected logits.
   if (const std::optional<int64_t> g = file.try_int(prefix + "expert_gating_func")) {
     if (*g == 1) {

@@ -25,12 +25,6 @@
 namespace preface::model {
 namespace {
 
-int32_t count_in(const gguf::File& file, const std::string& key, int64_t lo, int64_t hi, int64_t fallback) {
-  const int64_t v = file.try_int(key).value_or(fallback);
-  if (v < lo || v > hi) throw Error("metadata " + key + " = " + std::to_string(v) + " is out of range");
-  return static_cast<int32_t>(v);
-}
-
 void read_gemma4(const gguf::File& file, const std::string& prefix, Config& c) {
   c.embd_scale = std::sqrt(static_cast<float>(c.dim));
   c.post_norms = true;
@@ -49,19 +43,18 @@ void read_gemma4(const gguf::File& file, const std::string& prefix, Config& c) {
   c.layer_local.assign(static_cast<size_t>(c.n_layers), 0);
   for (size_t il = 0; il < c.layer_local.size(); ++il) c.layer_local[il] = pattern->nums[il] != 0 ? 1 : 0;
   if (c.any_local()) {
-    c.head_dim_local = count_in(file, prefix + "attention.key_length_swa", 1, 1 << 16, 0);
-    if (c.head_dim_local < 1) throw Error("metadata " + prefix + "attention.key_length_swa is missing");
+    c.head_dim_local = read_int_in(file, prefix + "attention.key_length_swa", 1, 1 << 16);
     if (file.try_int(prefix + "attention.value_length_swa").value_or(c.head_dim_local) != c.head_dim_local) {
       throw Error("unsupported: " + prefix + "attention.value_length_swa differs from key_length_swa");
     }
-    c.n_rot_local = count_in(file, prefix + "rope.dimension_count_swa", 2, c.head_dim_local, c.head_dim_local);
+    c.n_rot_local = read_int_in(file, prefix + "rope.dimension_count_swa", 2, c.head_dim_local, c.head_dim_local);
     if (c.n_rot_local % 2 != 0) throw Error("metadata " + prefix + "rope.dimension_count_swa must be even");
     c.rope_base_local = positive_float(file, prefix + "rope.freq_base_swa").value_or(10000.0f);
     c.rope_freq_scale_local = 1.0f;
     c.rope_factors_global_only = true;
   }
 
-  const int32_t n_shared = count_in(file, prefix + "attention.shared_kv_layers", 0, c.n_layers - 1, 0);
+  const int32_t n_shared = read_int_in(file, prefix + "attention.shared_kv_layers", 0, c.n_layers - 1, 0);
   const int32_t first_shared = c.n_layers - n_shared;
   c.layer_kv_source.resize(static_cast<size_t>(c.n_layers));
   for (int32_t il = 0; il < c.n_layers; ++il) {
@@ -77,7 +70,7 @@ void read_gemma4(const gguf::File& file, const std::string& prefix, Config& c) {
     }
     c.layer_kv_source[static_cast<size_t>(il)] = source;
   }
-  c.ple_dim = count_in(file, prefix + "embedding_length_per_layer_input", 0, 1 << 16, 0);
+  c.ple_dim = read_int_in(file, prefix + "embedding_length_per_layer_input", 0, 1 << 16, 0);
 }
 
 Block gemma4_block(const gguf::File& file, const Config& c, int32_t il) {

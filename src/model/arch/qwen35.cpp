@@ -22,27 +22,20 @@
 namespace preface::model {
 namespace {
 
-int32_t read_count(const gguf::File& file, const std::string& key, int64_t max) {
-  const std::optional<int64_t> v = file.try_int(key);
-  if (!v) throw Error("metadata " + key + " is missing");
-  if (*v < 1 || *v > max) throw Error("metadata " + key + " = " + std::to_string(*v) + " is out of range");
-  return static_cast<int32_t>(*v);
-}
-
 void read_qwen35(const gguf::File& file, const std::string& prefix, Config& c) {
   const int64_t nextn = file.try_int(prefix + "nextn_predict_layers").value_or(0);
   if (nextn < 0 || nextn >= c.n_layers) {
     throw Error("metadata " + prefix + "nextn_predict_layers = " + std::to_string(nextn) + " is out of range");
   }
   c.n_layers -= static_cast<int32_t>(nextn);
-  c.ssm.conv_kernel = read_count(file, prefix + "ssm.conv_kernel", 64);
-  c.ssm.head_dim = read_count(file, prefix + "ssm.state_size", 1024);
-  c.ssm.n_k_heads = read_count(file, prefix + "ssm.group_count", 1024);
-  c.ssm.n_v_heads = read_count(file, prefix + "ssm.time_step_rank", 1024);
+  c.ssm.conv_kernel = read_int_in(file, prefix + "ssm.conv_kernel", 1, 64);
+  c.ssm.head_dim = read_int_in(file, prefix + "ssm.state_size", 1, 1024);
+  c.ssm.n_k_heads = read_int_in(file, prefix + "ssm.group_count", 1, 1024);
+  c.ssm.n_v_heads = read_int_in(file, prefix + "ssm.time_step_rank", 1, 1024);
   if (c.ssm.n_v_heads % c.ssm.n_k_heads != 0) {
     throw Error("metadata " + prefix + "ssm.time_step_rank is not a multiple of ssm.group_count");
   }
-  if (read_count(file, prefix + "ssm.inner_size", 1 << 20) != c.ssm.v_dim()) {
+  if (read_int_in(file, prefix + "ssm.inner_size", 1, 1 << 20) != c.ssm.v_dim()) {
     throw Error("metadata " + prefix + "ssm.inner_size is not ssm.time_step_rank x ssm.state_size");
   }
   c.layer_recurrent.assign(static_cast<size_t>(c.n_layers), 0);

@@ -32,6 +32,17 @@ std::optional<float> positive_float(const gguf::File& file, const std::string& k
   return static_cast<float>(*v);
 }
 
+int32_t read_int_in(const gguf::File& file, const std::string& key, int64_t lo, int64_t hi,
+                    std::optional<int64_t> fallback) {
+  const std::optional<int64_t> v = file.try_int(key);
+  if (!v) {
+    if (!fallback) throw Error("metadata " + key + " is missing");
+    return static_cast<int32_t>(*fallback);
+  }
+  if (*v < lo || *v > hi) throw Error("metadata " + key + " = " + std::to_string(*v) + " is out of range");
+  return static_cast<int32_t>(*v);
+}
+
 int32_t read_window(const gguf::File& file, const std::string& prefix, int64_t fallback) {
   const std::string key = prefix + "attention.sliding_window";
   const int64_t w = file.try_int(key).value_or(fallback);

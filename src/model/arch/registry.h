@@ -1,8 +1,8 @@
 // The architectures preface runs, keyed by general.architecture: one file per family under model/arch/
 // (llama.cpp, qwen.cpp, qwen35.cpp, phi3.cpp, gemma.cpp, gemma4.cpp, gpt_oss.cpp), each defining its rows, and the
-// one table in registry.cpp that lists them. A row says which hyper-parameters the architecture reads beyond the common ones
-// (config.cpp) and which layer kinds make each of its blocks (model/layers/). Adding an architecture: a file with
-// its row (and any new layer kind it needs) and a line in the table.
+// one table in registry.cpp that lists them. A row says which hyper-parameters the architecture reads beyond the
+// common ones (config.cpp) and which layer kinds make each of its blocks (model/layers/). Adding an architecture: a
+// file with its row (and any new layer kind it needs) and a line in the table.
 #pragma once
 #include <optional>
 #include <string>
@@ -49,6 +49,10 @@ std::optional<float> positive_float(const gguf::File& file, const std::string& k
 // expert_shared_feed_forward_length, expert_gating_func, expert_weights_norm, expert_weights_scale) into c.moe over
 // the architecture's defaults (what llama.cpp assumes where a key is absent); preface::Error naming a bad key.
 void read_experts(const gguf::File& file, const std::string& prefix, Config& c, const Config::Moe& defaults);
+// The integer at key, which must lie in [lo, hi] (preface::Error naming the key otherwise); `fallback` when the key
+// is absent, or an Error saying it is missing when there is no fallback.
+int32_t read_int_in(const gguf::File& file, const std::string& key, int64_t lo, int64_t hi,
+                    std::optional<int64_t> fallback = std::nullopt);
 // The window of <prefix>attention.sliding_window, else fallback (0: none); preface::Error when out of range.
 int32_t read_window(const gguf::File& file, const std::string& prefix, int64_t fallback);
 
