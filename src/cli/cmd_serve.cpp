@@ -196,6 +196,7 @@ void serve(ServeOptions& opts) {
   config.max_running = opts.max_running;
   config.n_threads = resolve_threads(opts.model.threads);
   config.prefix_cache = !opts.no_prefix_cache;
+  config.window_reclaim = opts.kv_window_reclaim == "on";
   opts.server.limits.max_body_bytes = parse_bytes(opts.max_body);
   config.cache_ttl = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double>(opts.cache_ttl_s));
@@ -240,7 +241,9 @@ void serve(ServeOptions& opts) {
   engine->start();
   const engine::EngineDescription kv = engine->describe();
   const auto n_tokens = static_cast<uint64_t>(kv.n_kv_blocks) * static_cast<uint64_t>(kv.block_size);
-  const auto bytes_per_token = static_cast<unsigned long long>(model->memory().paged_bytes_per_token(kv.kv_type));
+  const auto bytes_per_token = static_cast<unsigned long long>(
+      model->memory().paged_bytes_per_token(kv.kv_type) -
+      (kv.n_window_blocks > 0 ? model->memory().windowed_bytes_per_token(kv.kv_type) : 0));
   std::fprintf(stderr,
                "preface: KV cache (%s): %llu bytes per token, %d blocks of %d tokens = %llu tokens (%s allocated%s); "
                "prefix cache %s; %d threads\n",
@@ -253,6 +256,17 @@ void serve(ServeOptions& opts) {
   for (size_t i = 0; i < memory.groups().size(); ++i) {
     std::fprintf(stderr, "preface: memory group %zu of %zu: %s\n", i + 1, memory.groups().size(),
                  memory.groups()[i].summary(kv.kv_type).c_str());
+  }
+  if (kv.n_window_blocks > 0) {
+    const auto window_tokens = static_cast<unsigned long long>(kv.n_window_blocks) * kv.block_size;
+    std::fprintf(stderr,
+                 "preface: sliding-window layers: a pool of their own, %d blocks (%llu tokens), %llu bytes per token; "
+                 "a sequence holds the last %d positions of them (--kv-window-reclaim)\n",
+                 kv.n_window_blocks, window_tokens,
+                 static_cast<unsigned long long>(memory.windowed_bytes_per_token(kv.kv_type)), kv.window);
+  } else if (memory.can_split_windows()) {
+    std::fprintf(stderr, "preface: sliding-window layers keep every position (--kv-window-reclaim off%s)\n",
+                 config.tiers.enabled() ? ", or the cache tiers are on" : "");
   }
   if (memory.has_state()) {
     std::fprintf(stderr, "preface: recurrent-state snapshots: %llu bytes each, %s for them; hits resume only where "

@@ -25,6 +25,11 @@ void add_serve_options(CLI::App& cmd, ServeOptions& opts) {
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   cmd.add_flag("--no-prefix-cache", opts.no_prefix_cache, "Disable prefix caching (every prompt is computed)");
+  cmd.add_option("--kv-window-reclaim", opts.kv_window_reclaim,
+                 "Models with sliding-window and global layers: keep only the window of the windowed layers' rows per "
+                 "sequence (what leaves stays cached until evicted): on or off (off with the cache tiers)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   cmd.add_option("--chat-template", opts.chat_template,
                  "Chat template overriding the model's: a Jinja file (or a JSON file with a \"chat_template\" or "
                  "\"template\" string), or a built-in family (" +

@@ -21,6 +21,7 @@ struct ServeOptions {
   int32_t max_batch_tokens = 512;
   int32_t max_running = 64;
   bool no_prefix_cache = false;
+  std::string kv_window_reclaim = "on";  // on | off
   std::string chat_template;       // empty: the GGUF's; a family name or a Jinja file
   std::string chat_template_file;  // a Jinja file (llama.cpp's --chat-template-file)
   std::vector<std::string> aliases;

@@ -15,8 +15,10 @@ class CpuBackend final : public Backend {
   // The model must outlive the backend. Allocates n_blocks KV blocks of block_size tokens now, and n_state_slots
   // recurrent states per State layer (>= 1 when the model has such layers); throws preface::Error when the type
   // cannot store the model's heads or the allocation fails. n_threads <= 0: hardware.
+  // n_window_blocks > 0: the sliding-window layers get a pool of their own of that many blocks (the layout must
+  // can_split_windows; kv::KvStorage).
   CpuBackend(model::Model& model, kernels::KvType kv_type, int32_t block_size, int32_t n_blocks, int32_t n_threads,
-             int32_t n_state_slots = 0);
+             int32_t n_state_slots = 0, int32_t n_window_blocks = 0);
 
   const model::Config& config() const override { return model_.config(); }
   const model::MemoryLayout& memory() const override { return model_.memory(); }
@@ -27,6 +29,7 @@ class CpuBackend final : public Backend {
   int32_t n_kv_blocks() const override { return storage_.n_blocks(); }
   size_t kv_bytes() const override { return storage_.size_bytes(); }
   int32_t n_state_slots() const override { return storage_.n_state_slots(); }
+  int32_t n_window_blocks() const override { return storage_.n_window_blocks(); }
 
   void forward(const model::ForwardBatch& batch, float* logits) override;
   void copy_block_rows(int32_t src_block, int32_t dst_block, int32_t n_rows) override;
@@ -51,5 +54,18 @@ uint64_t kv_bytes_per_token(const model::MemoryLayout& memory, kernels::KvType t
 // type cannot store the model's heads or not even one block fits.
 int32_t kv_blocks_for_budget(const model::MemoryLayout& memory, kernels::KvType type, int32_t block_size,
                              uint64_t budget_bytes);
+
+// The split of a budget between the main pool and the sliding-window layers' own pool (kv/window_pool.h). Each
+// running sequence needs at most window_reserve_blocks window blocks at once (its window, the chunk alignment, the
+// block being filled), plus the step's prefill chunk; the window pool gets twice what max_running sequences need
+// (the second half keeps given-back blocks cached for hits), unless that is no less than an equal split, which is
+// then taken (the bytes of today's single pool). The main pool gets the rest of the budget.
+struct KvPools {
+  int32_t n_blocks = 0;         // main pool
+  int32_t n_window_blocks = 0;  // 0: no window pool
+};
+int32_t window_reserve_blocks(int32_t window, int32_t block_size);
+KvPools kv_pools_for_budget(const model::MemoryLayout& memory, kernels::KvType type, int32_t block_size,
+                            uint64_t budget_bytes, int32_t max_running, int32_t max_batch_tokens);
 
 }  // namespace preface::engine

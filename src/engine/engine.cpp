@@ -336,6 +336,12 @@ void Engine::publish_counters() {
   c.n_blocks_in_use = pool.n_in_use();
   c.n_blocks_cached = pool.n_cached();
   c.n_blocks_free = pool.n_free();
+  if (const kv::WindowPool* window = cache_.window_pool()) {
+    c.n_window_blocks_total = window->blocks().n_blocks();
+    c.n_window_blocks_in_use = window->blocks().n_in_use();
+    c.n_window_blocks_cached = window->blocks().n_cached();
+    c.n_window_blocks_free = window->blocks().n_free();
+  }
   c.n_evictions = pool.n_evictions();
   c.n_expired = pool.n_expired();
   c.n_removal_records = static_cast<int64_t>(pool.removals().size());

@@ -45,6 +45,10 @@ struct EngineConfig {
   int32_t max_running = 64;             // sequences running at once
   int32_t n_threads = 0;                // 0 = hardware threads
   bool prefix_cache = true;             // false: no lookups, no registration (every request computes its prompt)
+  // Models with sliding-window and global layers: the windowed layers' rows go in a pool of their own and leave
+  // a sequence once no query can read them (kv/window_pool.h). Off with the tiers below RAM (their records hold
+  // every paged layer of a block) and for models without both kinds of layers.
+  bool window_reclaim = true;
   std::function<std::chrono::steady_clock::time_point()> clock;  // for TTLs; empty = steady_clock::now
   // > 0: a cached block unreferenced and unpinned for this long (since its last release or unpin; a hit refreshes
   // it) loses its hash at the next step (kv::KvCache::expire_idle). 0 = cached blocks live until evicted.
@@ -84,6 +88,9 @@ struct EngineCounters {
   int64_t n_prompt_tokens = 0, n_generated_tokens = 0;
   kv::PrefixStats prefix;
   int32_t n_blocks_total = 0, n_blocks_in_use = 0, n_blocks_cached = 0, n_blocks_free = 0;
+  // The sliding-window layers' own pool (kv/window_pool.h), all 0 without one.
+  int32_t n_window_blocks_total = 0, n_window_blocks_in_use = 0, n_window_blocks_cached = 0;
+  int32_t n_window_blocks_free = 0;
   int64_t n_evictions = 0, n_preemptions = 0;
   int64_t n_expired = 0;  // cached blocks dropped by --cache-ttl
   int64_t n_removal_records = 0, removal_record_bytes = 0;  // the cache explainer's kv::RemovalLog
@@ -136,6 +143,8 @@ struct EngineDescription {
   kernels::KvType kv_type = kernels::KvType::F16;
   bool prefix_cache = true;
   uint64_t snapshot_budget_bytes = 0;   // recurrent-state snapshots (models with recurrent layers), else 0
+  int32_t n_window_blocks = 0;          // the sliding-window layers' own pool (kv/window_pool.h); 0: none
+  int32_t window = 0;                   // its widest window, in positions
 };
 
 // Why a prompt would hit the cache as far as it would, now (Engine::explain_cache).

@@ -16,9 +16,12 @@ std::unique_ptr<Backend> cpu_backend(model::Model& model, const EngineConfig& c)
       c.kv_cache_bytes ? c.kv_cache_bytes : default_kv_cache_bytes(model, c.kv_type, c.max_running);
   // A recurrent state per running sequence.
   const int32_t n_state_slots = model.memory().has_state() ? std::max(c.max_running, 1) : 0;
-  return std::make_unique<CpuBackend>(model, c.kv_type, c.block_size,
-                                      kv_blocks_for_budget(model.memory(), c.kv_type, c.block_size, budget),
-                                      c.n_threads, n_state_slots);
+  const bool split = c.window_reclaim && !(c.prefix_cache && c.tiers.enabled()) && !model.memory().has_state();
+  const KvPools pools =
+      split ? kv_pools_for_budget(model.memory(), c.kv_type, c.block_size, budget, c.max_running, c.max_batch_tokens)
+            : KvPools{kv_blocks_for_budget(model.memory(), c.kv_type, c.block_size, budget), 0};
+  return std::make_unique<CpuBackend>(model, c.kv_type, c.block_size, pools.n_blocks, c.n_threads, n_state_slots,
+                                      pools.n_window_blocks);
 }
 
 // Models with recurrent layers resume hits from state snapshots, which the tiers below RAM do not store yet: the
@@ -76,7 +79,7 @@ Engine::Engine(std::unique_ptr<Backend> backend, const EngineConfig& config)
       config_(effective_config(config, *backend_)),
       fingerprint_(backend_->fingerprint()),
       cache_(backend_->n_kv_blocks(), backend_->block_size(), *backend_, nullptr, backend_->n_state_slots(),
-             snapshot_budget(config_, *backend_)),
+             snapshot_budget(config_, *backend_), backend_->n_window_blocks(), backend_->memory().max_window()),
       scheduler_(cache_, config_.prefix_cache, config.max_running),
       runner_(*backend_, std::max(config.max_running, 1)),
       pins_(std::max(1, backend_->n_kv_blocks() / 2), config.max_pinned_blocks_per_group),
@@ -101,8 +104,11 @@ Engine::Engine(std::unique_ptr<Backend> backend, const EngineConfig& config)
 
 EngineDescription Engine::describe() const {
   const auto& cfg = backend_->config();
-  return {cfg.ctx_len,          cfg.n_vocab,          backend_->block_size(), backend_->n_kv_blocks(),
-          backend_->kv_bytes(), backend_->kv_type(), config_.prefix_cache, cache_.snapshots().budget_bytes()};
+  EngineDescription d{cfg.ctx_len,          cfg.n_vocab,          backend_->block_size(), backend_->n_kv_blocks(),
+                      backend_->kv_bytes(), backend_->kv_type(), config_.prefix_cache, cache_.snapshots().budget_bytes()};
+  d.n_window_blocks = backend_->n_window_blocks();
+  d.window = d.n_window_blocks > 0 ? backend_->memory().max_window() : 0;
+  return d;
 }
 
 }  // namespace preface::engine

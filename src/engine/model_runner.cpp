@@ -14,11 +14,13 @@ StepOutput ModelRunner::run(const std::vector<ScheduledChunk>& plan) {
   batch_.clear();
   batch_.block_tables.clear();
   batch_.state_slots.clear();
+  batch_.window_tables.clear();
   size_t n_rows = 0;
   for (size_t s = 0; s < plan.size(); ++s) {
     const Sequence& seq = *plan[s].seq;
     batch_.block_tables.push_back(&seq.block_table);
     batch_.state_slots.push_back(seq.state_slot);
+    if (backend_.n_window_blocks() > 0) batch_.window_tables.push_back(&seq.window_table);
     for (int32_t i = 0; i < plan[s].n_tokens; ++i) {
       const int32_t pos = seq.n_computed + i;
       const bool last = pos == seq.n_tokens() - 1;

@@ -17,6 +17,7 @@ int32_t blocks_for(int32_t n_positions, int32_t block_size) {
 
 Scheduler::Scheduler(kv::KvCache& cache, bool prefix_cache, int32_t max_running)
     : cache_(cache),
+      window_(cache.window_pool()),
       prefix_cache_(prefix_cache),
       recurrent_(cache.state_slots().n_slots() > 0),
       max_running_(max_running) {}
@@ -34,6 +35,26 @@ int32_t Scheduler::chunk_size(const Sequence& seq, int32_t from, int32_t n) cons
 void Scheduler::trim_to_snapshot(const Sequence& seq, std::span<const kv::Digest> hashes, kv::PrefixMatch& match) {
   size_t k = match.block_ids.size();
   while (k > 0 && !cache_.has_snapshot(hashes[k - 1])) --k;
+  cut_match(seq, hashes, match, k);
+}
+
+void Scheduler::trim_to_window(Sequence& seq, std::span<const kv::Digest> hashes, kv::PrefixMatch& match) {
+  const int32_t k =
+      window_->longest_hit(seq.ns, seq.tokens, hashes, static_cast<int32_t>(match.block_ids.size()));
+  cut_match(seq, hashes, match, static_cast<size_t>(k));
+  window_->acquire_hit(hashes, k, seq.window_table);
+}
+
+bool Scheduler::extend_window(Sequence& seq, int32_t n_positions, const Sequence* except) {
+  while (!window_->extend(seq.window_table, n_positions)) {
+    Sequence* victim = pick_victim(except);
+    if (victim == nullptr) return false;
+    preempt(*victim);
+  }
+  return true;
+}
+
+void Scheduler::cut_match(const Sequence& seq, std::span<const kv::Digest> hashes, kv::PrefixMatch& match, size_t k) {
   kv::PrefixMatch dropped;
   dropped.block_ids.assign(match.block_ids.begin() + static_cast<std::ptrdiff_t>(k), match.block_ids.end());
   dropped.partial_src_block = match.partial_src_block;
@@ -114,6 +135,7 @@ Scheduler::Admit Scheduler::try_admit(Sequence& seq, int32_t budget, std::vector
     }
     match = cache_.acquire_prefix(seq.ns, seq.tokens, hashes, max_cached);
     if (recurrent_) trim_to_snapshot(seq, hashes, match);
+    if (window_ != nullptr) trim_to_window(seq, hashes, match);
   }
   // A recurrent state to compute into (models with State layers): the snapshot where the hit ends, else zeros.
   if (recurrent_) {
@@ -135,10 +157,18 @@ Scheduler::Admit Scheduler::try_admit(Sequence& seq, int32_t budget, std::vector
     Sequence* victim = pick_victim(nullptr);
     if (victim == nullptr) {  // undo the lookup's references and wait for memory
       cache_.abandon(match);
+      if (window_ != nullptr) window_->release(seq.window_table);
       release_state_slot(seq);
       return Admit::NoRoom;
     }
     preempt(*victim);
+  }
+  if (window_ != nullptr && !extend_window(seq, n_start + n_chunk, nullptr)) {
+    cache_.release(*fresh);
+    cache_.abandon(match);
+    window_->release(seq.window_table);
+    release_state_slot(seq);
+    return Admit::NoRoom;
   }
   seq.block_table = match.block_ids;
   seq.block_table.insert(seq.block_table.end(), fresh->begin(), fresh->end());
@@ -164,11 +194,10 @@ Scheduler::Admit Scheduler::try_admit(Sequence& seq, int32_t budget, std::vector
 
 bool Scheduler::ensure_blocks(Sequence& seq, int32_t n_positions) {
   const int32_t n_need = blocks_for(n_positions, cache_.block_size()) - static_cast<int32_t>(seq.block_table.size());
-  if (n_need <= 0) return true;
-  while (true) {
+  while (n_need > 0) {
     if (auto fresh = cache_.allocate(n_need)) {
       seq.block_table.insert(seq.block_table.end(), fresh->begin(), fresh->end());
-      return true;
+      break;
     }
     Sequence* victim = pick_victim(&seq);
     if (victim == nullptr) {
@@ -177,6 +206,11 @@ bool Scheduler::ensure_blocks(Sequence& seq, int32_t n_positions) {
     }
     preempt(*victim);
   }
+  if (window_ != nullptr && !extend_window(seq, n_positions, &seq)) {
+    preempt(seq);
+    return false;
+  }
+  return true;
 }
 
 Sequence* Scheduler::pick_victim(const Sequence* except) const {
@@ -204,6 +238,7 @@ void Scheduler::release_blocks(Sequence& seq) {
   retract_pending(seq);
   cache_.release(seq.block_table);  // back to front: the deepest block is evicted first
   seq.block_table.clear();
+  if (window_ != nullptr) window_->release(seq.window_table);
   release_state_slot(seq);
 }
 
@@ -230,7 +265,10 @@ void Scheduler::retract_pending(Sequence& seq) {
 void Scheduler::on_computed(const ScheduledChunk& chunk) {
   Sequence& seq = *chunk.seq;
   seq.n_computed += chunk.n_tokens;
-  if (!prefix_cache_) return;
+  if (!prefix_cache_) {
+    if (window_ != nullptr) window_->reclaim(seq.window_table, seq.n_computed);
+    return;
+  }
   const int32_t block_size = cache_.block_size();
   // Register each block as soon as it is full, so concurrent requests with the same prefix can share it.
   while ((seq.n_hashed_blocks + 1) * block_size <= seq.n_computed) {
@@ -239,6 +277,10 @@ void Scheduler::on_computed(const ScheduledChunk& chunk) {
     const std::span<const int32_t> tokens(seq.tokens.data() + static_cast<size_t>(b) * block_size, block_size);
     const kv::Digest hash = seq.block_hashes(block_size)[static_cast<size_t>(b)];  // chains from seq.last_hash
     const bool ours = cache_.register_block(seq.ns, block_id, seq.last_hash, hash, tokens);
+    if (window_ != nullptr) {
+      window_->register_block(seq.window_table[static_cast<size_t>(b)], kv::BlockKey{hash, seq.last_hash, seq.ns},
+                              tokens);
+    }
     if (ours && b >= seq.n_hit_blocks && (b + 1) * block_size <= seq.n_prompt) {
       // Rows copied from a partial hit were read from the cache, not written by this request.
       seq.stats.n_written_tokens += block_size - (b == seq.n_hit_blocks ? seq.n_partial_rows : 0);
@@ -251,6 +293,8 @@ void Scheduler::on_computed(const ScheduledChunk& chunk) {
     seq.last_hash = hash;
     seq.n_hashed_blocks++;
   }
+  // Registered first: what the window no longer reaches stays cached in the window pool.
+  if (window_ != nullptr) window_->reclaim(seq.window_table, seq.n_computed);
   // Models with recurrent layers: the state at the snapshot point is filed under the block that ends there.
   const int32_t cut = snapshot_point(seq);
   if (cut > 0 && seq.n_computed == cut && seq.state_slot >= 0 && seq.n_hashed_blocks >= cut / block_size) {
@@ -301,6 +345,23 @@ void Scheduler::check_invariants() const {
     for (int32_t b = seq->pending_lo; b < seq->pending_hi; ++b) expected[seq->prompt_hashes()[b]]++;
   }
   if (expected != pending_) throw std::logic_error("scheduler: pending block counts inconsistent");
+  if (window_ != nullptr) {
+    const kv::BlockPool& wpool = window_->blocks();
+    std::vector<int32_t> wrefs(static_cast<size_t>(wpool.n_blocks()), 0);
+    for (const auto& seq : owned_) {
+      if (!seq->running && !seq->window_table.empty()) {
+        throw std::logic_error("scheduler: waiting sequence " + std::to_string(seq->id) + " holds window blocks");
+      }
+      for (int32_t id : seq->window_table) {
+        if (id >= 0) wrefs[static_cast<size_t>(id)]++;
+      }
+    }
+    for (int32_t id = 0; id < wpool.n_blocks(); ++id) {
+      if (wrefs[static_cast<size_t>(id)] != wpool.ref_count(id)) {
+        throw std::logic_error("scheduler: window block " + std::to_string(id) + " refs differ from the tables'");
+      }
+    }
+  }
   if (running_.size() + waiting_.size() != owned_.size()) {
     throw std::logic_error("scheduler: running + waiting != live sequences");
   }

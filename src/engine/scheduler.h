@@ -12,6 +12,11 @@
 // running sequence not yet scheduled this step is preempted: its blocks are released (full ones stay cached) and
 // it goes back to the front of the waiting queue, to resume from whatever prefix is still cached.
 //
+// Storage whose sliding-window layers have their own pool (kv/window_pool.h): each sequence also holds a window
+// table, grown with its block table and cut back after each computed chunk to the blocks its next query can read
+// (full blocks are registered in both pools first, so what leaves stays cached). A hit is cut back to the longest
+// prefix the window pool can serve (no partial block); running short of window blocks preempts like the main pool.
+//
 // Models with recurrent layers (the cache has state slots): each running sequence holds a state slot. A hit can only
 // resume where a state snapshot exists (kv/state_snapshots.h), so the match is cut back to the longest prefix of
 // full blocks whose last one has a snapshot (no partial block) and the snapshot is restored into the slot; without
@@ -76,11 +81,18 @@ class Scheduler {
   int32_t snapshot_point(const Sequence& seq) const;
   int32_t chunk_size(const Sequence& seq, int32_t from, int32_t n) const;
   void trim_to_snapshot(const Sequence& seq, std::span<const kv::Digest> hashes, kv::PrefixMatch& match);
+  // Window pool: the match cut back to what the window pool serves, its blocks taken into seq's window table; and
+  // the window table grown to n_positions, preempting running sequences other than `except` (false: none left).
+  void trim_to_window(Sequence& seq, std::span<const kv::Digest> hashes, kv::PrefixMatch& match);
+  bool extend_window(Sequence& seq, int32_t n_positions, const Sequence* except);
+  // Drops the match's blocks past the first k and its partial hit.
+  void cut_match(const Sequence& seq, std::span<const kv::Digest> hashes, kv::PrefixMatch& match, size_t k);
   void release_state_slot(Sequence& seq);
   void announce_pending(Sequence& seq, int32_t lo);
   void retract_pending(Sequence& seq);
 
   kv::KvCache& cache_;
+  kv::WindowPool* window_;  // cache_.window_pool(): nullptr when the windowed layers share the main pool
   KvTiers* tiers_ = nullptr;
   bool prefix_cache_;
   bool recurrent_;  // the model has State layers: state slots and snapshots

@@ -57,6 +57,8 @@ struct Sequence {
   int32_t n_computed = 0;               // tokens[0, n_computed) have K/V in block_table
   int32_t max_total_tokens = 0;         // generation stops (Length) when tokens reach this (context / pool cap)
   std::vector<int32_t> block_table;     // physical block ids; covers positions [0, n_computed) and the chunk
+  // With a window pool (kv/window_pool.h): that pool's blocks of the same positions, -1 where given back.
+  std::vector<int32_t> window_table;
   int32_t state_slot = -1;              // the recurrent-state slot held while running (models with State layers)
   int32_t n_hashed_blocks = 0;          // leading full blocks offered to the prefix index
   kv::Digest last_hash;                 // chain hash of block n_hashed_blocks - 1 (ns when none)

@@ -33,6 +33,15 @@ namespace preface::kernels {
 
 inline constexpr int32_t kAttnChunk = 32;  // positions per online-softmax step
 
+// The first position whose K/V rows any path may load for a query attending [first_pos, n_pos) with
+// first_pos = max(0, n_pos - window) (window 0: every position): the start of first_pos's chunk. A query at a
+// later position never loads an earlier row, so rows below attention_first_read(n + 1, window) are dead for a
+// sequence whose next query is at position n (kv/window_pool.h gives their blocks back).
+inline int32_t attention_first_read(int32_t n_pos, int32_t window) {
+  const int32_t first_pos = window > 0 && n_pos > window ? n_pos - window : 0;
+  return first_pos / kAttnChunk * kAttnChunk;
+}
+
 // Where the K and V rows of one KV head live: position p is at block block_table[p / block_size], slot
 // p % block_size, i.e. bytes base + (block * block_size + slot) * row_bytes + head_offset_bytes, holding
 // head_dim values of `type` (Q8_0: head_dim / 32 blocks).

@@ -6,6 +6,10 @@
 // width, and layers may differ from one another. A token at position p of a sequence lives in block
 // block_table[p / block_size], slot p % block_size. A layer with a recurrent state has n_state_slots slots of
 // state_bytes each; a layer without memory of its own has neither.
+//
+// A layer marked window_pool (sliding-window layers when n_window_blocks > 0) keeps its rows in a second block id
+// space of n_window_blocks blocks, addressed by the sequence's window table (model::ForwardBatch::window_tables)
+// instead of its block table.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -22,6 +26,7 @@ struct KvLayerView {
   int32_t v_values = 0;     // values per V row
   uint8_t* state = nullptr; // [n_state_slots][state_bytes]; nullptr: no state
   size_t state_bytes = 0;
+  bool window_pool = false; // rows addressed by window tables: [n_window_blocks][block_size][row bytes]
 };
 
 struct KvView {
@@ -29,6 +34,7 @@ struct KvView {
   int32_t block_size = 16;  // tokens per block
   int32_t n_blocks = 0;
   int32_t n_state_slots = 0;
+  int32_t n_window_blocks = 0;  // > 0: the window_pool layers' block count
   std::vector<KvLayerView> layers;  // [n_layers]
 
   size_t k_row_bytes(int layer) const { return kv_row_bytes(type, static_cast<size_t>(at(layer).k_values)); }

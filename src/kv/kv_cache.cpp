@@ -10,12 +10,14 @@ void BlockStorage::read_state(int32_t, std::span<uint8_t>) const { throw Error("
 void BlockStorage::write_state(int32_t, std::span<const uint8_t>) { throw Error("this storage holds no state"); }
 
 KvCache::KvCache(int32_t n_blocks, int32_t block_size, BlockStorage& storage, std::unique_ptr<EvictionPolicy> policy,
-                 int32_t n_state_slots, uint64_t snapshot_budget_bytes)
+                 int32_t n_state_slots, uint64_t snapshot_budget_bytes, int32_t n_window_blocks, int32_t window)
     : pool_(n_blocks, block_size, std::move(policy)),
       index_(pool_),
       storage_(storage),
       state_slots_(n_state_slots),
-      snapshots_(snapshot_budget_bytes) {}
+      snapshots_(snapshot_budget_bytes) {
+  if (n_window_blocks > 0) window_.emplace(n_window_blocks, block_size, window);
+}
 
 bool KvCache::snapshot_state(const Digest& ns, const Digest& hash, int32_t slot) {
   std::vector<uint8_t> bytes(storage_.state_bytes());
@@ -32,6 +34,7 @@ bool KvCache::restore_state(const Digest& hash, int32_t slot) {
 
 int32_t KvCache::purge_namespace(const Digest& root) {
   snapshots_.purge_namespace(root);
+  if (window_) window_->blocks().purge_namespace(root);
   return pool_.purge_namespace(root);
 }
 

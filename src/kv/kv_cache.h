@@ -15,6 +15,9 @@
 //   acquire_state_slot() ... release_state_slot(slot)   with the sequence's first blocks and their release
 //   snapshot_state(ns, hash, slot) / restore_state(hash, slot)  the state at a block boundary, filed under that
 //                                         block's hash; a hit on such a model resumes only where one exists
+// and, for storage whose sliding-window layers have their own block ids (kv/window_pool.h), a window table per
+// sequence from window_pool(): its blocks leave the sequence once no query can read them, and a hit is the longest
+// prefix the main pool and the window pool agree on.
 // `hashes` are the chain hashes of the prompt's full blocks (kv::block_hashes), computed once per sequence by
 // the caller; a lookup never re-hashes a block it is given.
 //
@@ -41,6 +44,7 @@
 #include "kv/prefix_index.h"
 #include "kv/state_slots.h"
 #include "kv/state_snapshots.h"
+#include "kv/window_pool.h"
 
 namespace preface::kv {
 
@@ -53,7 +57,7 @@ class KvCache {
   // preface::Error on non-positive sizes or a negative slot count.
   KvCache(int32_t n_blocks, int32_t block_size, BlockStorage& storage,
           std::unique_ptr<EvictionPolicy> policy = nullptr, int32_t n_state_slots = 0,
-          uint64_t snapshot_budget_bytes = 0);
+          uint64_t snapshot_budget_bytes = 0, int32_t n_window_blocks = 0, int32_t window = 0);
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;
 
@@ -99,14 +103,25 @@ class KvCache {
   bool register_block(const Digest& ns, int32_t block_id, const Digest& parent_hash, const Digest& hash,
                       std::span<const int32_t> block_tokens);
 
+  // The sliding-window layers' pool, or nullptr when they share the main pool's blocks (n_window_blocks == 0).
+  // Purges and idle expiry below reach it too; pins and events are the main pool's alone.
+  WindowPool* window_pool() { return window_ ? &*window_ : nullptr; }
+  const WindowPool* window_pool() const { return window_ ? &*window_ : nullptr; }
+
   // Pins (engine/pins.h), purges, idle expiry: kv/block_pool.h.
   int32_t find(const Digest& hash) const { return pool_.find(hash); }
   void pin(int32_t block_id) { pool_.pin(block_id); }
   void unpin(int32_t block_id) { pool_.unpin(block_id); }
   int32_t purge_namespace(const Digest& root);  // the namespace's blocks and state snapshots
-  void set_now(TimePoint t) { pool_.set_now(t); }
+  void set_now(TimePoint t) {
+    pool_.set_now(t);
+    if (window_) window_->blocks().set_now(t);
+  }
   TimePoint now() const { return pool_.now(); }
-  int32_t expire_idle(TimePoint cutoff) { return pool_.expire_idle(cutoff); }
+  int32_t expire_idle(TimePoint cutoff) {  // returns the main pool's count
+    if (window_) window_->blocks().expire_idle(cutoff);
+    return pool_.expire_idle(cutoff);
+  }
 
   // Subscribes `sink` after those already subscribed (tiers, metrics, event publishers); it must outlive its
   // subscription. Subscribing twice delivers once.
@@ -125,6 +140,7 @@ class KvCache {
   // Throws std::logic_error naming the first violated invariant (see above).
   void check_invariants() const {
     pool_.check_invariants();
+    if (window_) window_->blocks().check_invariants();
     state_slots_.check_invariants();
     snapshots_.check_invariants();
   }
@@ -135,6 +151,7 @@ class KvCache {
   BlockStorage& storage_;
   StateSlots state_slots_;
   StateSnapshots snapshots_;
+  std::optional<WindowPool> window_;
 };
 
 }  // namespace preface::kv

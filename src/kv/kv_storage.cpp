@@ -17,7 +17,7 @@ constexpr size_t kRegionAlign = 64;  // bytes; a cache line
 }  // namespace
 
 KvStorage::KvStorage(const model::MemoryLayout& layout, kernels::KvType type, int32_t block_size, int32_t n_blocks,
-                     int32_t n_state_slots)
+                     int32_t n_state_slots, int32_t n_window_blocks)
     : layout_(layout) {
   if (block_size < 1 || n_blocks < 1) {
     throw Error("KV storage needs block_size >= 1 and n_blocks >= 1 (got " + std::to_string(block_size) + ", " +
@@ -28,13 +28,20 @@ KvStorage::KvStorage(const model::MemoryLayout& layout, kernels::KvType type, in
     throw Error("KV storage: a layout with recurrent state needs 1 to 2^20 state slots (got " +
                 std::to_string(n_state_slots) + ")");
   }
+  if (n_window_blocks < 0 || (n_window_blocks > 0 && !layout.can_split_windows())) {
+    throw Error("KV storage: window blocks (" + std::to_string(n_window_blocks) +
+                ") need a layout with both windowed and global paged layers");
+  }
   layout.check_type_fits(type);
   view_.type = type;
+  view_.n_window_blocks = n_window_blocks;
   view_.block_size = block_size;
   view_.n_blocks = n_blocks;
   view_.n_state_slots = layout.has_state() ? n_state_slots : 0;
-  bytes_per_token_ = layout.paged_bytes_per_token(type);
-  const size_t region_tokens = static_cast<size_t>(n_blocks) * static_cast<size_t>(block_size);
+  bytes_per_token_ = layout.paged_bytes_per_token(type) -
+                     (n_window_blocks > 0 ? layout.windowed_bytes_per_token(type) : 0);
+  const size_t main_tokens = static_cast<size_t>(n_blocks) * static_cast<size_t>(block_size);
+  const size_t window_tokens = static_cast<size_t>(n_window_blocks) * static_cast<size_t>(block_size);
   // Offsets of each layer's regions; the bases are set once the allocation exists.
   struct Offsets {
     size_t k = 0, v = 0, state = 0;
@@ -60,6 +67,8 @@ KvStorage::KvStorage(const model::MemoryLayout& layout, kernels::KvType type, in
     if (spec.kind == model::MemoryKind::PagedRows) {
       lv.k_values = spec.k_row_values();
       lv.v_values = spec.v_row_values();
+      lv.window_pool = n_window_blocks > 0 && spec.window > 0;
+      const size_t region_tokens = lv.window_pool ? window_tokens : main_tokens;
       offsets[l].k = add(mul(region_tokens, view_.k_row_bytes(static_cast<int>(l))));
       offsets[l].v = add(mul(region_tokens, view_.v_row_bytes(static_cast<int>(l))));
     } else if (spec.kind == model::MemoryKind::State) {
@@ -94,7 +103,7 @@ void KvStorage::copy_rows(int32_t src_block, int32_t dst_block, int32_t n_rows) 
   if (src_block == dst_block || n_rows == 0) return;
   for (size_t l = 0; l < view_.layers.size(); ++l) {
     const int layer = static_cast<int>(l);
-    if (view_.layers[l].k == nullptr) continue;
+    if (view_.layers[l].k == nullptr || view_.layers[l].window_pool) continue;
     const auto rows = static_cast<size_t>(n_rows);
     std::memcpy(view_.k_row(layer, dst_block, 0), view_.k_row(layer, src_block, 0), rows * view_.k_row_bytes(layer));
     std::memcpy(view_.v_row(layer, dst_block, 0), view_.v_row(layer, src_block, 0), rows * view_.v_row_bytes(layer));
@@ -108,7 +117,7 @@ void KvStorage::read_block(int32_t block, std::span<uint8_t> out) const {
   uint8_t* p = out.data();
   for (size_t l = 0; l < view_.layers.size(); ++l) {
     const int layer = static_cast<int>(l);
-    if (view_.layers[l].k == nullptr) continue;
+    if (view_.layers[l].k == nullptr || view_.layers[l].window_pool) continue;
     std::memcpy(p, view_.k_row(layer, block, 0), rows * view_.k_row_bytes(layer));
     p += rows * view_.k_row_bytes(layer);
     std::memcpy(p, view_.v_row(layer, block, 0), rows * view_.v_row_bytes(layer));
@@ -123,7 +132,7 @@ void KvStorage::write_block(int32_t block, std::span<const uint8_t> in) {
   const uint8_t* p = in.data();
   for (size_t l = 0; l < view_.layers.size(); ++l) {
     const int layer = static_cast<int>(l);
-    if (view_.layers[l].k == nullptr) continue;
+    if (view_.layers[l].k == nullptr || view_.layers[l].window_pool) continue;
     std::memcpy(view_.k_row(layer, block, 0), p, rows * view_.k_row_bytes(layer));
     p += rows * view_.k_row_bytes(layer);
     std::memcpy(view_.v_row(layer, block, 0), p, rows * view_.v_row_bytes(layer));

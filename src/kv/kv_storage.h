@@ -12,6 +12,10 @@
 // Memory layout, in layer order: a paged layer's K region then its V region (each n_blocks * block_size rows of
 // kv_row_bytes(type, row values) bytes; Q8_0: 34 bytes per 32 values), a state layer's n_state_slots slots; each
 // region starts on a 64-byte boundary (size_bytes() counts the padding).
+//
+// With n_window_blocks > 0 (a layout that can_split_windows), the windowed paged layers' regions hold
+// n_window_blocks blocks of a second id space (kv/window_pool.h) and are marked window_pool in the view; block
+// ids, records and copies below then address the other paged layers only (the main pool).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -28,8 +32,9 @@ class KvStorage {
   // Throws preface::Error when a size is not positive or too large, the type cannot store a paged layer's heads
   // (MemoryLayout::check_type_fits: Q8_0 needs head sizes % 32 == 0) or the allocation fails. n_state_slots:
   // slots per state layer (>= 1 when the layout has one; ignored otherwise).
+  // n_window_blocks: 0, or the windowed layers' own block count (throws when the layout cannot split windows).
   KvStorage(const model::MemoryLayout& layout, kernels::KvType type, int32_t block_size, int32_t n_blocks,
-            int32_t n_state_slots = 0);
+            int32_t n_state_slots = 0, int32_t n_window_blocks = 0);
   KvStorage(const KvStorage&) = delete;
   KvStorage& operator=(const KvStorage&) = delete;
   KvStorage(KvStorage&&) noexcept = default;
@@ -41,8 +46,10 @@ class KvStorage {
   int32_t n_blocks() const { return view_.n_blocks; }
   int32_t block_size() const { return view_.block_size; }
   int32_t n_state_slots() const { return view_.n_state_slots; }
+  int32_t n_window_blocks() const { return view_.n_window_blocks; }
   const model::MemoryLayout& layout() const { return layout_; }
-  // K and V of one token over all paged layers (MemoryLayout::paged_bytes_per_token).
+  // K and V of one token over the main pool's paged layers (MemoryLayout::paged_bytes_per_token, less the
+  // windowed layers' bytes when they have a pool of their own).
   size_t bytes_per_token() const { return bytes_per_token_; }
   size_t size_bytes() const { return size_bytes_; }  // the whole allocation, states and padding included
 

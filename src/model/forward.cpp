@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/attention.h"
 #include "kernels/ops.h"
 #include "model/model.h"
 #include "util/error.h"
@@ -74,6 +75,27 @@ void check_batch(const Config& c, const ForwardBatch& b, const kernels::KvView& 
   }
 }
 
+// Storage with a window pool: each sequence has a window table whose blocks from the first one the token's query
+// may load (kernels::attention_first_read over the widest window) through its own position are window-pool ids.
+void check_window_tables(const MemoryLayout& memory, const ForwardBatch& b, const kernels::KvView& kv) {
+  if (kv.n_window_blocks == 0) return;
+  if (b.window_tables.size() != b.block_tables.size()) throw Error("batch: a window table per sequence is required");
+  const int32_t window = memory.max_window();
+  for (size_t t = 0; t < b.size(); ++t) {
+    const std::vector<int32_t>* table = b.window_tables[static_cast<size_t>(b.seq[t])];
+    if (table == nullptr) throw Error("batch token " + std::to_string(t) + ": no window table");
+    const auto first = static_cast<size_t>(kernels::attention_first_read(b.pos[t] + 1, window) / kv.block_size);
+    const auto last = static_cast<size_t>(b.pos[t] / kv.block_size);
+    if (last >= table->size()) throw Error("batch token " + std::to_string(t) + ": beyond its window table");
+    for (size_t i = first; i <= last; ++i) {
+      if ((*table)[i] < 0 || (*table)[i] >= kv.n_window_blocks) {
+        throw Error("batch token " + std::to_string(t) + ": window block id " + std::to_string((*table)[i]) +
+                    " outside the window pool");
+      }
+    }
+  }
+}
+
 // Layouts with State layers: every sequence has a state slot, its tokens in the batch are one run of consecutive
 // positions, and the run starts at position 0 (a fresh state) or where the state left off.
 void check_states(const MemoryLayout& memory, const ForwardBatch& b, const kernels::KvView& kv) {
@@ -108,6 +130,7 @@ void Model::forward(const ForwardBatch& batch, const kernels::KvView& kv, Thread
   const Config& c = config_;
   check_kv(memory_, kv);
   check_batch(c, batch, kv, max_batch_tokens_);
+  check_window_tables(memory_, batch, kv);
   check_states(memory_, batch, kv);
   const size_t n = batch.size();
   const size_t dim = static_cast<size_t>(c.dim);

@@ -41,8 +41,9 @@ Prompts make_prompts(const Tokenizer& tok) {
   return p;
 }
 
-engine::EngineConfig config_for(int32_t chunk, int32_t threads, kernels::KvType kv_type) {
+engine::EngineConfig config_for(int32_t chunk, int32_t threads, kernels::KvType kv_type, bool reclaim = true) {
   engine::EngineConfig cfg;
+  cfg.window_reclaim = reclaim;
   cfg.kv_type = kv_type;
   cfg.kv_cache_bytes = 64ull << 20;
   cfg.max_batch_tokens = chunk;
@@ -68,11 +69,18 @@ void check_exactness(const LoadedModel& lm, const std::string& model_name, kerne
       EXPECT_EQ(ref.back().stats.n_cached_tokens, 0);
     }
   }
+  // Models with windowed and global layers run with the windowed layers' own pool (reclaim: every chunk size and
+  // thread count) and without it (two configurations). The pool serves no partial block: b's hit stops at 32.
+  const bool splits = lm.model->memory().can_split_windows();
+  for (const bool reclaim : splits ? std::vector<bool>{true, false} : std::vector<bool>{true})
   for (int32_t threads : {1, 2}) {
     for (int32_t chunk : {1, 7, 16, 64, 512}) {
+      if (!reclaim && (threads == 2 || (chunk != 7 && chunk != 512))) continue;
       const std::string what = model_name + " kv=" + kernels::kv_type_name(kv_type) +
-                               " threads=" + std::to_string(threads) + " chunk=" + std::to_string(chunk);
-      engine::Engine eng(*lm.model, engine::with_eog(config_for(chunk, threads, kv_type), *lm.tokenizer));
+                               " threads=" + std::to_string(threads) + " chunk=" + std::to_string(chunk) +
+                               (splits ? (reclaim ? " window pool" : " one pool") : "");
+      const int32_t b_hit = splits && reclaim ? 32 : 37;
+      engine::Engine eng(*lm.model, engine::with_eog(config_for(chunk, threads, kv_type, reclaim), *lm.tokenizer));
       // Cold, alone.
       auto sa = eng.submit(greedy_request(p.a, kNew));
       eng.run_until_idle();
@@ -89,7 +97,7 @@ void check_exactness(const LoadedModel& lm, const std::string& model_name, kerne
       const auto n_a = static_cast<int32_t>(p.a.size());
       const int32_t n_full_hit = (n_a - 1) / 16 * 16;
       const bool last_block_registered = n_a + kNew - 1 >= n_full_hit + 16;
-      EXPECT_EQ(a2.stats.n_cached_tokens, last_block_registered ? n_a - 1 : n_full_hit) << what;
+      EXPECT_EQ(a2.stats.n_cached_tokens, last_block_registered && b_hit == 37 ? n_a - 1 : n_full_hit) << what;
       // b (partial hit on block 2) and c (extends a) together in one batch.
       auto sb = eng.submit(greedy_request(p.b, kNew));
       auto sc = eng.submit(greedy_request(p.c, kNew));
@@ -98,14 +106,16 @@ void check_exactness(const LoadedModel& lm, const std::string& model_name, kerne
       const Outcome c = collect(*sc);
       expect_identical(b, ref[1], what + " partial hit, batched");
       expect_identical(c, ref[2], what + " extension hit, batched");
-      EXPECT_EQ(b.stats.n_cached_tokens, 37) << what;
+      EXPECT_EQ(b.stats.n_cached_tokens, b_hit) << what;
       // Cached and written tokens never overlap: together they cover the prompt's full blocks.
       const auto n_b_full = static_cast<int32_t>(p.b.size()) / 16 * 16;
-      EXPECT_EQ(b.stats.n_cached_tokens + b.stats.n_written_tokens, std::max(37, n_b_full)) << what;
+      EXPECT_EQ(b.stats.n_cached_tokens + b.stats.n_written_tokens, std::max(b_hit, n_b_full)) << what;
       EXPECT_GE(c.stats.n_cached_tokens, n_a / 16 * 16) << what;
       eng.check_invariants();
       const auto counters = eng.counters();
       EXPECT_EQ(counters.n_blocks_in_use, 0) << what;
+      EXPECT_EQ(counters.n_window_blocks_in_use, 0) << what;
+      EXPECT_EQ(counters.n_window_blocks_total > 0, splits && reclaim) << what;
     }
   }
 }

@@ -17,6 +17,14 @@ struct ForwardBatch {
   // otherwise). A sequence's tokens in a batch are consecutive positions; the slot holds its state after the
   // position before the first of them, and a sequence whose first token is at position 0 starts from zeros.
   std::vector<int32_t> state_slots;
+  // [n_seqs] each sequence's window table, for storage whose windowed layers have their own pool
+  // (kernels::KvView::n_window_blocks > 0; empty otherwise): like block_tables, in that pool's block ids, where
+  // blocks wholly below kernels::attention_first_read of a token's query may be -1 (given back).
+  std::vector<const std::vector<int32_t>*> window_tables;
+  // The table a layer's rows are addressed by: window_tables[seq] for a window_pool layer, else block_tables[seq].
+  const std::vector<int32_t>& table(int32_t seq_index, bool window_pool) const {
+    return *(window_pool ? window_tables : block_tables)[static_cast<size_t>(seq_index)];
+  }
 
   size_t size() const { return tokens.size(); }
   void clear();

@@ -191,6 +191,31 @@ uint64_t MemoryLayout::paged_bytes_per_token(kernels::KvType t) const {
   return total;
 }
 
+uint64_t MemoryLayout::windowed_bytes_per_token(kernels::KvType t) const {
+  uint64_t total = 0;
+  for (const MemoryGroup& g : groups_) {
+    if (g.spec.window > 0) total += g.spec.token_bytes(t) * g.layers.size();
+  }
+  return total;
+}
+
+int32_t MemoryLayout::max_window() const {
+  int32_t w = 0;
+  for (const MemoryGroup& g : groups_) {
+    if (g.spec.kind == MemoryKind::PagedRows) w = std::max(w, g.spec.window);
+  }
+  return w;
+}
+
+bool MemoryLayout::can_split_windows() const {
+  bool windowed = false, global = false;
+  for (const MemoryGroup& g : groups_) {
+    if (g.spec.kind != MemoryKind::PagedRows) continue;
+    (g.spec.window > 0 ? windowed : global) = true;
+  }
+  return windowed && global;
+}
+
 uint64_t MemoryLayout::state_bytes_per_sequence() const {
   uint64_t total = 0;  // < 2^40 x 2^16
   for (const MemoryGroup& g : groups_) {

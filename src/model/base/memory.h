@@ -5,8 +5,10 @@
 //
 // A layer kind declares its spec (model/arch/registry.h's row says which, per layer):
 //   PagedRows  one K row and one V row per token, stored in the paged block pool (attention). window > 0: a query
-//              at position p sees keys p - window + 1 .. p only (sliding-window layers; today their rows are kept
-//              for every position like a global layer's, so the bytes are the same).
+//              at position p sees keys p - window + 1 .. p only (sliding-window layers). When the storage keeps
+//              the windowed layers in a pool of their own (kv::KvStorage with window blocks, kv/window_pool.h),
+//              a sequence holds only the last window of those rows; otherwise every position's, like a global
+//              layer's.
 //   State      a fixed number of bytes per sequence, whatever its length (a recurrent mixer's state). Every State
 //              kind's bytes begin with an int64: the position the sequence's next token must have (0 when zeroed),
 //              so that Model::forward can refuse a batch that does not continue the state.
@@ -93,6 +95,12 @@ class MemoryLayout {
   void check_type_fits(kernels::KvType t) const;
   // The one formula (see the header): paged bytes of one token over every layer, in type t.
   uint64_t paged_bytes_per_token(kernels::KvType t) const;
+  // The part of it that windowed PagedRows layers (window > 0) take, and their widest window (0: none).
+  uint64_t windowed_bytes_per_token(kernels::KvType t) const;
+  int32_t max_window() const;
+  // Whether the windowed layers can live in a pool of their own: the layout has windowed PagedRows layers and
+  // global ones (which keep every position, and so the whole prefix chain a hit is matched on).
+  bool can_split_windows() const;
   // Bytes of every State layer of one sequence.
   uint64_t state_bytes_per_sequence() const;
 

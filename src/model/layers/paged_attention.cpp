@@ -34,7 +34,7 @@ void store_kv(const ForwardBatch& batch, const kernels::KvView& kv, int layer, c
   const size_t v_row = static_cast<size_t>(kv.layers[static_cast<size_t>(layer)].v_values);
   for (size_t t = t_begin; t < t_end; ++t) {
     const int32_t pos = batch.pos[t];
-    const std::vector<int32_t>& table = *batch.block_tables[static_cast<size_t>(batch.seq[t])];
+    const std::vector<int32_t>& table = batch.table(batch.seq[t], kv.layers[static_cast<size_t>(layer)].window_pool);
     const int32_t block_id = table[static_cast<size_t>(pos / kv.block_size)];
     const int32_t slot = pos % kv.block_size;
     write_row(kv.type, k + t * k_row, kv.k_row(layer, block_id, slot), k_row);
@@ -103,7 +103,7 @@ void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch
         }
         kernels::AttnTile& tile = tiles[buf * heads_per_item + kv_head - h0];
         tile.kv = pages;
-        tile.kv.block_table = batch.block_tables[static_cast<size_t>(batch.seq[t0])]->data();
+        tile.kv.block_table = batch.table(batch.seq[t0], kv.layers[rows].window_pool).data();
         tile.kv.head_offset_bytes = kernels::kv_row_bytes(kv.type, kv_head * head_dim);
         tile.head_dim = head_dim;
         tile.scale = scale;

@@ -285,6 +285,16 @@ std::string Metrics::render(const engine::EngineCounters* c, int32_t n_in_flight
   sample(out, "preface_kv_blocks", c->n_blocks_cached, "state=\"cached\"");
   sample(out, "preface_kv_blocks", c->n_blocks_free, "state=\"free\"");
   single(out, "preface_kv_blocks_capacity", "gauge", "KV cache blocks in the pool.", c->n_blocks_total);
+  if (c->n_window_blocks_total > 0) {
+    header(out, "preface_kv_window_blocks", "gauge",
+           "Blocks of the sliding-window layers' own pool by state (used: inside a running sequence's window; cached: "
+           "left the window, reusable, evictable; free: empty).");
+    sample(out, "preface_kv_window_blocks", c->n_window_blocks_in_use, "state=\"used\"");
+    sample(out, "preface_kv_window_blocks", c->n_window_blocks_cached, "state=\"cached\"");
+    sample(out, "preface_kv_window_blocks", c->n_window_blocks_free, "state=\"free\"");
+    single(out, "preface_kv_window_blocks_capacity", "gauge", "Blocks in the sliding-window layers' pool.",
+           c->n_window_blocks_total);
+  }
   single(out, "preface_kv_blocks_pinned", "gauge", "Cached blocks pinned by cache_control until their TTL passes.",
          c->n_pinned_blocks);
   header(out, "preface_state_snapshots", "gauge",
