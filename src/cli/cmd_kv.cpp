@@ -33,6 +33,7 @@ struct KvOptions {
   int32_t block_size = 16;
   std::string mem;          // --mem, parse_bytes syntax; empty: a table of common budgets
   std::string prefix;       // --prefix, tokens (decimal digits); empty: no prefix
+  std::string context;      // --context, tokens: what one sequence of that length holds, per memory group
   bool json = false;
   bool list_shapes = false;
   double prefill_rate = 0;  // --prefill-rate, tokens/s; 0: measure (with -m) or none
@@ -77,6 +78,8 @@ struct Report {
   std::optional<model::PrefixCost> prefix;
   double prefill_rate = 0;        // tokens/s; 0: unknown
   std::string rate_source;        // "given" | "measured over N tokens on T threads"
+  uint64_t context = 0;                 // --context; 0: none
+  std::vector<model::GroupHold> holds;  // [groups] at context
 };
 
 // Prefill tokens per second of the model through the engine: a warm-up prompt, then one of n_tokens tokens.
@@ -176,6 +179,21 @@ void print_json(const KvOptions& o, const Report& r) {
       j["prefix"]["prefill_rate_source"] = r.rate_source;
     }
   }
+  if (r.context > 0) {
+    nlohmann::json c = {{"n_tokens", r.context}, {"groups", nlohmann::json::array()}};
+    uint64_t kept = 0, reclaim = 0;
+    for (const model::GroupHold& h : r.holds) {
+      c["groups"].push_back({{"n_blocks_kept", h.n_blocks_kept},
+                             {"bytes_kept", h.bytes_kept},
+                             {"n_blocks_window_reclaim", h.n_blocks_reclaim},
+                             {"bytes_window_reclaim", h.bytes_reclaim}});
+      kept += h.bytes_kept;
+      reclaim += h.bytes_reclaim;
+    }
+    c["bytes_kept"] = kept;
+    c["bytes_window_reclaim"] = reclaim;
+    j["context"] = c;
+  }
   std::printf("%s\n", j.dump(2).c_str());
 }
 
@@ -183,6 +201,38 @@ void print_json(const KvOptions& o, const Report& r) {
 bool memory_is_uniform(const model::KvShape& s, const model::MemoryLayout& memory) {
   return memory.groups().size() == 1 &&
          memory.groups()[0].spec == model::MemorySpec::paged(s.n_kv_heads, s.head_dim, s.head_dim);
+}
+
+// One sequence of --context tokens: each memory group's blocks with every position kept and with the windowed layers
+// in their own pool (--kv-window-reclaim, for models with windowed and global layers).
+void print_context(const Report& r) {
+  uint64_t kept = 0, reclaim = 0;
+  for (const model::GroupHold& h : r.holds) {
+    kept += h.bytes_kept;
+    reclaim += h.bytes_reclaim;
+  }
+  std::printf("context     one sequence of %s tokens holds %s (%s bytes)", group_digits(r.context).c_str(),
+              format_bytes(kept).c_str(), group_digits(kept).c_str());
+  if (reclaim != kept) {
+    std::printf("; %s (%s bytes, %.1f%%) with --kv-window-reclaim on", format_bytes(reclaim).c_str(),
+                group_digits(reclaim).c_str(), 100.0 * static_cast<double>(reclaim) / static_cast<double>(kept));
+  }
+  std::printf("\n");
+  const std::vector<model::MemoryGroup>& groups = r.memory.groups();
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const model::GroupHold& h = r.holds[i];
+    if (h.bytes_kept == 0) continue;
+    if (groups[i].spec.kind == model::MemoryKind::State) {
+      std::printf("  group %zu: %s of state\n", i + 1, format_bytes(h.bytes_kept).c_str());
+    } else if (h.bytes_reclaim != h.bytes_kept) {
+      std::printf("  group %zu: %s blocks = %s; %s blocks = %s with the window reclaimed\n", i + 1,
+                  group_digits(h.n_blocks_kept).c_str(), format_bytes(h.bytes_kept).c_str(),
+                  group_digits(h.n_blocks_reclaim).c_str(), format_bytes(h.bytes_reclaim).c_str());
+    } else {
+      std::printf("  group %zu: %s blocks = %s\n", i + 1, group_digits(h.n_blocks_kept).c_str(),
+                  format_bytes(h.bytes_kept).c_str());
+    }
+  }
 }
 
 void print_text(const KvOptions& o, const Report& r) {
@@ -222,6 +272,7 @@ void print_text(const KvOptions& o, const Report& r) {
                 group_digits(b.budget_bytes).c_str(), group_digits(b.n_blocks).c_str(),
                 group_digits(b.n_tokens).c_str());
   }
+  if (r.context > 0) print_context(r);
   if (r.prefix) {
     const model::PrefixCost& c = *r.prefix;
     std::printf("prefix      %s tokens take %s (%s bytes) exactly; %s blocks = %s (%s bytes) in the pool\n",
@@ -257,6 +308,11 @@ void run_kv(const KvOptions& o) {
     r.budgets.push_back(model::fit_budget(r.shape, r.dtype, o.block_size, budget_bytes));
   } else {
     for (uint64_t b : kDefaultBudgets) r.budgets.push_back(model::fit_budget(r.shape, r.dtype, o.block_size, b));
+  }
+  if (!o.context.empty()) {
+    r.context = parse_token_count(o.context);
+    if (r.context == 0) throw Error("--context must be at least 1 token");
+    r.holds = model::sequence_hold(r.memory, r.dtype, o.block_size, r.context);
   }
   if (!o.prefix.empty()) {
     r.prefix = model::prefix_cost(r.shape, r.dtype, o.block_size, parse_token_count(o.prefix));
@@ -297,6 +353,10 @@ void register_kv(CLI::App& app) {
   cmd->add_option("--mem", opts->mem, "Memory budget, e.g. 2GiB, 512MiB, 8GB, 1e9 (default: a few common sizes)")
       ->type_name("BYTES");
   cmd->add_option("--prefix", opts->prefix, "Prefix length in tokens: its cost and savings")->type_name("TOKENS");
+  cmd->add_option("--context", opts->context,
+                  "Sequence length in tokens: what one sequence holds per memory group, with and without "
+                  "--kv-window-reclaim")
+      ->type_name("TOKENS");
   cmd->add_option("--prefill-rate", opts->prefill_rate,
                   "Prefill tokens/s for the seconds a hit saves (default with -m: measured on this machine)")
       ->check(CLI::PositiveNumber);

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "kernels/attention.h"
+#include "model/capacity.h"
 #include "util/error.h"
 
 namespace preface::engine {
@@ -24,11 +24,6 @@ int32_t kv_blocks_for_budget(const model::MemoryLayout& memory, kernels::KvType 
   return static_cast<int32_t>(std::min<uint64_t>(n, 1u << 24));
 }
 
-int32_t window_reserve_blocks(int32_t window, int32_t block_size) {
-  // The window, one attention chunk of alignment below it, and the partly filled block at either end.
-  return (window + kernels::kAttnChunk + block_size - 1) / block_size + 2;
-}
-
 KvPools kv_pools_for_budget(const model::MemoryLayout& memory, kernels::KvType type, int32_t block_size,
                             uint64_t budget, int32_t max_running, int32_t max_batch_tokens) {
   const int32_t n_equal = kv_blocks_for_budget(memory, type, block_size, budget);
@@ -36,7 +31,7 @@ KvPools kv_pools_for_budget(const model::MemoryLayout& memory, kernels::KvType t
   const uint64_t window_block = memory.windowed_bytes_per_token(type) * static_cast<uint64_t>(block_size);
   const uint64_t main_block = kv_bytes_per_token(memory, type) * static_cast<uint64_t>(block_size) - window_block;
   const uint64_t needed = static_cast<uint64_t>(std::max(max_running, 1)) *
-                              static_cast<uint64_t>(window_reserve_blocks(memory.max_window(), block_size)) +
+                              static_cast<uint64_t>(model::window_reserve_blocks(memory.max_window(), block_size)) +
                           static_cast<uint64_t>((std::max(max_batch_tokens, 1) + block_size - 1) / block_size);
   if (2 * needed >= static_cast<uint64_t>(n_equal)) return {n_equal, n_equal};
   const uint64_t n_window = 2 * needed;

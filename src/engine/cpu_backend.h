@@ -56,15 +56,13 @@ int32_t kv_blocks_for_budget(const model::MemoryLayout& memory, kernels::KvType 
                              uint64_t budget_bytes);
 
 // The split of a budget between the main pool and the sliding-window layers' own pool (kv/window_pool.h). Each
-// running sequence needs at most window_reserve_blocks window blocks at once (its window, the chunk alignment, the
-// block being filled), plus the step's prefill chunk; the window pool gets twice what max_running sequences need
+// running sequence needs at most model::window_reserve_blocks window blocks at once, plus the step's prefill chunk; the window pool gets twice what max_running sequences need
 // (the second half keeps given-back blocks cached for hits), unless that is no less than an equal split, which is
 // then taken (the bytes of today's single pool). The main pool gets the rest of the budget.
 struct KvPools {
   int32_t n_blocks = 0;         // main pool
   int32_t n_window_blocks = 0;  // 0: no window pool
 };
-int32_t window_reserve_blocks(int32_t window, int32_t block_size);
 KvPools kv_pools_for_budget(const model::MemoryLayout& memory, kernels::KvType type, int32_t block_size,
                             uint64_t budget_bytes, int32_t max_running, int32_t max_batch_tokens);
 

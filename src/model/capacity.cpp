@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "kernels/attention.h"
 #include "model/arch/registry.h"
 #include "util/error.h"
 
@@ -58,6 +59,22 @@ constexpr BuiltinRow kBuiltins[] = {
     {"stories260k",    "llama", 5,     8,    4,  8,    64,   172,   512,    true,  false},  // llama2.c, tied*
 };
 
+// Shapes whose layers differ: every `period`-th layer (the last of each period) global, the others sliding-window.
+// The top-level KV fields are the sliding layers'; the parameter count is the published one.
+struct PatternedRow {
+  const char* name;
+  const char* arch;
+  int32_t n_layers, n_heads, n_kv_heads, head_dim, dim, ffn_dim, n_vocab;
+  int32_t period, window, global_kv_heads, global_head_dim;
+  uint64_t n_params;
+};
+
+// gemma4-31b: 60 layers (50 sliding + 10 global), sliding 16 KV heads x 256, global 4 KV heads x 512 with keys used
+// as values (engines that store K once report ~840 KiB per token in f16; preface stores V rows too).
+constexpr PatternedRow kPatterned[] = {
+    {"gemma4-31b", "gemma4", 60, 32, 16, 256, 5376, 21504, 262144, 6, 1024, 4, 512, 30'700'000'000},
+};
+
 // The positive integer at `key`; when absent, `fallback` unless it is 0 (the key is required).
 int32_t meta_count(const gguf::File& file, const std::string& key, int32_t fallback) {
   if (!file.find(key)) {
@@ -74,7 +91,12 @@ int32_t meta_count(const gguf::File& file, const std::string& key, int32_t fallb
 }  // namespace
 
 std::string_view param_source_text(ParamSource s) {
-  return s == ParamSource::ComputedFromShape ? "computed from the shape" : "counted from the file's tensors";
+  switch (s) {
+    case ParamSource::ComputedFromShape: return "computed from the shape";
+    case ParamSource::CountedFromTensors: return "counted from the file's tensors";
+    case ParamSource::Published: return "published";
+  }
+  return "?";
 }
 
 void validate_shape(const KvShape& s) {
@@ -125,13 +147,70 @@ std::optional<KvShape> builtin_shape(std::string_view name) {
     s.params_source = ParamSource::ComputedFromShape;
     return s;
   }
+  for (const PatternedRow& r : kPatterned) {
+    if (n != r.name) continue;
+    KvShape s;
+    s.name = r.name;
+    s.arch = r.arch;
+    s.n_layers = r.n_layers;
+    s.n_heads = r.n_heads;
+    s.n_kv_heads = r.n_kv_heads;
+    s.head_dim = r.head_dim;
+    s.dim = r.dim;
+    s.ffn_dim = r.ffn_dim;
+    s.n_vocab = r.n_vocab;
+    s.tied_embeddings = true;
+    std::vector<MemorySpec> layers;
+    for (int32_t il = 0; il < r.n_layers; ++il) {
+      layers.push_back((il + 1) % r.period == 0
+                           ? MemorySpec::paged(r.global_kv_heads, r.global_head_dim, r.global_head_dim)
+                           : MemorySpec::paged(r.n_kv_heads, r.head_dim, r.head_dim, r.window));
+    }
+    s.memory = MemoryLayout(std::move(layers));
+    s.n_params = r.n_params;
+    s.params_source = ParamSource::Published;
+    return s;
+  }
   return std::nullopt;
 }
 
 std::vector<std::string> builtin_shape_names() {
   std::vector<std::string> names;
   for (const BuiltinRow& r : kBuiltins) names.emplace_back(r.name);
+  for (const PatternedRow& r : kPatterned) names.emplace_back(r.name);
   return names;
+}
+
+int32_t window_reserve_blocks(int32_t window, int32_t block_size) {
+  return (window + kernels::kAttnChunk + block_size - 1) / block_size + 2;
+}
+
+std::vector<GroupHold> sequence_hold(const MemoryLayout& memory, kernels::KvType t, int32_t block_size,
+                                     uint64_t n_tokens) {
+  check_block_size(block_size);
+  if (n_tokens > (uint64_t{1} << 31) - 2) throw Error("sequence_hold: " + std::to_string(n_tokens) + " tokens");
+  const auto bs = static_cast<uint64_t>(block_size);
+  const uint64_t n_blocks = (n_tokens + bs - 1) / bs;
+  const bool split = memory.can_split_windows();
+  std::vector<GroupHold> out;
+  for (const MemoryGroup& g : memory.groups()) {
+    GroupHold h;
+    if (g.spec.kind == MemoryKind::PagedRows) {
+      const uint64_t block_bytes = checked_mul(g.spec.token_bytes(t) * g.layers.size(), bs, "group block bytes");
+      h.n_blocks_kept = n_blocks;
+      h.n_blocks_reclaim = n_blocks;
+      if (split && g.spec.window > 0) {
+        const auto next = static_cast<int32_t>(n_tokens) + 1;
+        h.n_blocks_reclaim -= static_cast<uint64_t>(kernels::attention_first_read(next, g.spec.window)) / bs;
+      }
+      h.bytes_kept = checked_mul(h.n_blocks_kept, block_bytes, "group bytes");
+      h.bytes_reclaim = checked_mul(h.n_blocks_reclaim, block_bytes, "group bytes");
+    } else if (g.spec.kind == MemoryKind::State) {
+      h.bytes_kept = h.bytes_reclaim = g.spec.state_bytes * g.layers.size();
+    }
+    out.push_back(h);
+  }
+  return out;
 }
 
 KvShape shape_from_gguf(const gguf::File& file) {

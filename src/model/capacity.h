@@ -25,8 +25,10 @@ namespace preface::model {
 enum class ParamSource {
   ComputedFromShape,   // shape_param_count: embeddings, attention, SwiGLU FFN, RMSNorm weights
   CountedFromTensors,  // the sum of n_values over the GGUF's tensors
+  Published,           // the model card's figure (shapes whose layers differ, which shape_param_count cannot count)
 };
-std::string_view param_source_text(ParamSource s);  // "computed from the shape" | "counted from the file's tensors"
+// "computed from the shape" | "counted from the file's tensors" | "published"
+std::string_view param_source_text(ParamSource s);
 
 // The dimensions that size the KV cache, plus those that size the weights (for the parameter count).
 struct KvShape {
@@ -90,5 +92,21 @@ struct PrefixCost {
   double prefill_flops = 0;   // about 2 x n_params x n_tokens (one multiply-add per weight per token)
 };
 PrefixCost prefix_cost(const KvShape& shape, kernels::KvType t, int32_t block_size, uint64_t n_tokens);
+
+// The most blocks of a window-w group's own pool (kv/window_pool.h) one running sequence holds at once: its window,
+// the attention chunk below it (kernels::attention_first_read) and a partly filled block at either end; a step's
+// prefill chunk adds its own blocks.
+int32_t window_reserve_blocks(int32_t window, int32_t block_size);
+
+// What one sequence of n_tokens computed tokens holds of one memory group, in whole blocks (paged groups) or bytes
+// (state groups; layers reading another layer's rows hold nothing): every position kept, and with the windowed
+// layers in a pool of their own (MemoryLayout::can_split_windows; --kv-window-reclaim), where a windowed group
+// holds only the blocks from the first one its next query may load, ceil(n / B) - attention_first_read(n + 1, w) / B.
+struct GroupHold {
+  uint64_t n_blocks_kept = 0, bytes_kept = 0;            // every position
+  uint64_t n_blocks_reclaim = 0, bytes_reclaim = 0;      // windowed layers in their own pool
+};
+std::vector<GroupHold> sequence_hold(const MemoryLayout& memory, kernels::KvType t, int32_t block_size,
+                                     uint64_t n_tokens);
 
 }  // namespace preface::model

@@ -67,5 +67,22 @@ TEST(CliKvGroups, GemmaLocalAndGlobalLayersAreTwoGroups) {
   EXPECT_NE(log.find("preface: memory group 2 of 2: layers 1, 3, 5,"), std::string::npos) << log;
 }
 
+// --context: what one sequence holds per group, with and without the windowed layers' own pool.
+TEST(CliKvGroups, ContextShowsTheWindowReclaim) {
+  const CliResult r = run_preface({"kv", "--shape", "gemma4-31b", "--context", "32768", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& c = j["context"];
+  ASSERT_EQ(c["groups"].size(), 2u);
+  EXPECT_EQ(c["groups"][0]["n_blocks_kept"], 2048);
+  EXPECT_EQ(c["groups"][0]["n_blocks_window_reclaim"], 64);
+  EXPECT_EQ(c["groups"][1]["n_blocks_window_reclaim"], 2048);
+  EXPECT_LT(c["bytes_window_reclaim"].get<double>(), 0.2 * c["bytes_kept"].get<double>());
+  const CliResult text = run_preface({"kv", "--shape", "gemma4-31b", "--context", "32768"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("with --kv-window-reclaim on"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("64 blocks = 800 MiB with the window reclaimed"), std::string::npos) << text.out;
+}
+
 }  // namespace
 }  // namespace preface::test

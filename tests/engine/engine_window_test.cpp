@@ -6,8 +6,8 @@
 
 #include <random>
 
-#include "engine/cpu_backend.h"
 #include "engine/engine_harness.h"
+#include "model/capacity.h"
 
 namespace preface::test {
 namespace {
@@ -64,7 +64,7 @@ TEST_P(EngineWindow, HoldsOnlyTheWindowAndHitsWhileItsBlocksAreCached) {
   cfg.n_threads = 2;
   cfg.kv_cache_bytes = memory.paged_bytes_per_token(cfg.kv_type) * 16 * 40;
   engine::Engine eng(*lm.model, cfg);
-  const int32_t reserve = engine::window_reserve_blocks(16, 16);
+  const int32_t reserve = model::window_reserve_blocks(16, 16);
   ASSERT_EQ(eng.counters().n_window_blocks_total, 2 * (reserve + 1));
   ASSERT_GE(eng.counters().n_blocks_total, 40);
 

@@ -60,6 +60,9 @@ TEST(KvCapacity, BuiltinBytesPerToken) {
       {"tinyllama-1.1b", {2 * 22 * 4 * 64 * 4, 22 * 1024, 2 * 22 * 4 * 2 * 34}},
       {"smollm-135m", {2 * 30 * 3 * 64 * 4, 2 * 30 * 3 * 64 * 2, 2 * 30 * 3 * 2 * 34}},
       {"stories260k", {2 * 5 * 4 * 8 * 4, 2 * 5 * 4 * 8 * 2, 2 * 5 * 4 * 34}},  // q8_0 pads head_dim 8 to 32
+      // 50 sliding layers of 16 x 256 and 10 global of 4 x 512: 880 KiB f16
+      {"gemma4-31b", {2 * (50 * 16 * 256 + 10 * 4 * 512) * 4, 2 * (50 * 16 * 256 + 10 * 4 * 512) * 2,
+                      2 * (50 * 16 * 8 + 10 * 4 * 16) * 34}},
   };
   ASSERT_EQ(builtin_shape_names().size(), expected.size());
   for (const std::string& name : builtin_shape_names()) {
@@ -71,6 +74,7 @@ TEST(KvCapacity, BuiltinBytesPerToken) {
     EXPECT_EQ(kv_bytes_per_token(s, kernels::KvType::F16), e.f16);
     EXPECT_EQ(kv_bytes_per_token(s, kernels::KvType::BF16), e.f16);
     EXPECT_EQ(kv_bytes_per_token(s, kernels::KvType::Q8_0), e.q8_0);
+    if (s.params_source == ParamSource::Published) continue;  // gemma's head size is not dim / heads
     EXPECT_EQ(s.dim % s.n_heads, 0);
     EXPECT_EQ(s.dim / s.n_heads, s.head_dim);
   }
@@ -205,6 +209,44 @@ TEST(KvCapacity, TypeNamesAndRowBytes) {
   EXPECT_EQ(kv_head_row_bytes(kernels::KvType::Q8_0, 128), 136u);
   EXPECT_EQ(kv_head_row_bytes(kernels::KvType::Q8_0, 33), 68u);
   EXPECT_EQ(kv_head_row_bytes(kernels::KvType::F32, 33), 132u);
+}
+
+}  // namespace
+}  // namespace preface::model
+
+namespace preface::model {
+namespace {
+
+// One sequence's memory per group with the windowed layers in their own pool: the global group keeps every block,
+// the windowed one the blocks from the first its next query may load (kv/window_pool.h).
+TEST(KvCapacity, SequenceHoldReclaimsTheWindowOfAGemma4_31bShape) {
+  const KvShape s = *builtin_shape("gemma4-31b");
+  EXPECT_EQ(s.params_source, ParamSource::Published);
+  const MemoryLayout m = memory_layout(s);
+  ASSERT_EQ(m.groups().size(), 2u);
+  ASSERT_TRUE(m.can_split_windows());
+  EXPECT_EQ(m.groups()[0].layers.size(), 50u);
+  EXPECT_EQ(m.groups()[0].spec.window, 1024);
+  EXPECT_EQ(m.groups()[1].layers.size(), 10u);
+  const std::vector<GroupHold> h = sequence_hold(m, kernels::KvType::F16, 16, 32768);
+  ASSERT_EQ(h.size(), 2u);
+  EXPECT_EQ(h[0].n_blocks_kept, 2048u);
+  // The next query (32768) sees 31745 ..: attention loads from 31744 = block 1984.
+  EXPECT_EQ(h[0].n_blocks_reclaim, 64u);
+  EXPECT_EQ(h[1].n_blocks_kept, 2048u);
+  EXPECT_EQ(h[1].n_blocks_reclaim, 2048u);
+  EXPECT_EQ(h[0].bytes_kept, uint64_t{2048} * 16 * 50 * 16 * 256 * 2 * 2);
+  const double kept = static_cast<double>(h[0].bytes_kept + h[1].bytes_kept);
+  const double reclaim = static_cast<double>(h[0].bytes_reclaim + h[1].bytes_reclaim);
+  EXPECT_LT(reclaim / kept, 0.2);  // the "~1/5"; 11.9% for this shape
+  // Short sequences keep everything: the window still reaches position 0.
+  const std::vector<GroupHold> short_seq = sequence_hold(m, kernels::KvType::F16, 16, 1000);
+  EXPECT_EQ(short_seq[0].n_blocks_reclaim, short_seq[0].n_blocks_kept);
+  // A layout with one kind of layer never splits.
+  const std::vector<GroupHold> llama = sequence_hold(memory_layout(*builtin_shape("llama3-8b")),
+                                                     kernels::KvType::F16, 16, 32768);
+  EXPECT_EQ(llama[0].n_blocks_reclaim, llama[0].n_blocks_kept);
+  EXPECT_EQ(window_reserve_blocks(1024, 16), 68);  // 1024 + 32 positions: 66 blocks, + 2
 }
 
 }  // namespace
