@@ -158,6 +158,10 @@ struct CacheExplanation {
   // With a missing block: the tier below RAM that holds it ("disk"; Redis is not asked, a round trip), so the
   // request would load it instead of computing it. Empty when none does.
   std::string tier;
+  // With the sliding-window layers' own pool (kv/window_pool.h): the tokens a request would resume from, the
+  // longest of prefix.n_full_hit_tokens' block boundaries whose window blocks are still cached (no partial
+  // block); -1 without such a pool.
+  int32_t window_cached_tokens = -1;
 };
 
 class Engine {

@@ -67,6 +67,12 @@ CacheExplanation Engine::explain_cache(std::span<const int32_t> prompt, const st
                                          e.block_size);
     e.tier = tiers_->holder(hashes.back());
   }
+  if (const kv::WindowPool* window = cache_.window_pool()) {
+    const int32_t n_full = e.prefix.n_full_hit_tokens / e.block_size;
+    const auto hashes =
+        kv::block_hashes(ns, prompt.first(static_cast<size_t>(n_full) * e.block_size), e.block_size);
+    e.window_cached_tokens = window->longest_hit(ns, prompt, hashes, n_full) * e.block_size;
+  }
   if (e.prefix.removal) {
     e.removed_seconds_ago = std::chrono::duration<double>(now() - e.prefix.removal->when).count();
   }

@@ -84,6 +84,9 @@ TEST_P(EngineWindow, HoldsOnlyTheWindowAndHitsWhileItsBlocksAreCached) {
   };
   const Outcome oa = run(a);
   expect_identical(oa, ref[0], "a cold");
+  const engine::CacheExplanation before_b = eng.explain_cache(b, "");
+  EXPECT_EQ(before_b.prefix.n_full_hit_tokens, 144);
+  EXPECT_EQ(before_b.window_cached_tokens, 144);
   const Outcome ob = run(b);
   expect_identical(ob, ref[1], "b after a");
   EXPECT_EQ(ob.stats.n_cached_tokens, 144);  // needs only a's block 8 in the window pool, still cached
@@ -96,6 +99,9 @@ TEST_P(EngineWindow, HoldsOnlyTheWindowAndHitsWhileItsBlocksAreCached) {
   // b's global blocks are still in the main pool, but every window it could resume from was evicted: it
   // recomputes from position 0.
   EXPECT_GE(eng.counters().n_blocks_cached, 9 + 11);
+  const engine::CacheExplanation before_b2 = eng.explain_cache(b, "");
+  EXPECT_EQ(before_b2.prefix.n_full_hit_tokens, 176);  // b registered its own blocks 9 and 10
+  EXPECT_EQ(before_b2.window_cached_tokens, 0) << "the explainer says the window is what is missing";
   const Outcome ob2 = run(b);
   expect_identical(ob2, ref[1], "b after its window blocks were evicted");
   EXPECT_EQ(ob2.stats.n_cached_tokens, 0);

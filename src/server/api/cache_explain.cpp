@@ -15,8 +15,18 @@ json token_json(int32_t id, const Tokenizer& tok) {
   return {{"id", id}, {"text", is_valid_utf8(piece) ? json(piece) : byte_array(piece)}};
 }
 
+// The sliding-window layers' pool cuts the hit short of the global layers' blocks.
+bool window_limited(const engine::CacheExplanation& e) {
+  return e.window_cached_tokens >= 0 && e.window_cached_tokens < e.prefix.n_cached_tokens;
+}
+
+int32_t cached_tokens(const engine::CacheExplanation& e) {
+  return window_limited(e) ? e.window_cached_tokens : e.prefix.n_cached_tokens;
+}
+
 std::string reason_of(const engine::CacheExplanation& e) {
-  return e.prefix_cache ? kv::miss_reason_name(e.prefix.reason) : "cache_disabled";
+  if (!e.prefix_cache) return "cache_disabled";
+  return window_limited(e) ? "window_evicted" : kv::miss_reason_name(e.prefix.reason);
 }
 
 std::string block_range(const engine::CacheExplanation& e) {
@@ -35,6 +45,12 @@ std::string detail(const engine::CacheExplanation& e, const Tokenizer& tok) {
     return q;
   };
   if (!e.prefix_cache) return "the server runs without a prefix cache (--no-prefix-cache)";
+  if (window_limited(e)) {
+    return "the global layers' blocks reach token " + std::to_string(p.n_cached_tokens) +
+           ", but the sliding-window layers' blocks before it were evicted after they left a sequence's window; " +
+           "a request resumes at token " + std::to_string(e.window_cached_tokens) +
+           ", the last block boundary whose window is still cached (--kv-window-reclaim)";
+  }
   switch (p.reason) {
     case kv::MissReason::FullHit:
       return "every full block before the prompt's last token is cached (the last token is always computed)";
@@ -67,7 +83,7 @@ std::string detail(const engine::CacheExplanation& e, const Tokenizer& tok) {
 
 json cache_explain_json(const engine::CacheExplanation& e, const Tokenizer& tok) {
   const kv::PrefixExplanation& p = e.prefix;
-  json out = {{"cached_tokens", p.n_cached_tokens},
+  json out = {{"cached_tokens", cached_tokens(e)},
               {"prompt_tokens", e.n_prompt_tokens},
               {"block_size", e.block_size},
               {"reason", reason_of(e)},
@@ -77,11 +93,12 @@ json cache_explain_json(const engine::CacheExplanation& e, const Tokenizer& tok)
               {"detail", detail(e, tok)}};
   if (p.removal) out["removed_seconds_ago"] = e.removed_seconds_ago;
   if (!e.tier.empty()) out["tier"] = e.tier;  // the missing block is held below RAM: the request would load it
+  if (window_limited(e)) out["global_cached_tokens"] = p.n_cached_tokens;
   return out;
 }
 
 std::string cache_explain_header(const engine::CacheExplanation& e) {
-  std::string h = "reason=" + reason_of(e) + "; cached_tokens=" + std::to_string(e.prefix.n_cached_tokens);
+  std::string h = "reason=" + reason_of(e) + "; cached_tokens=" + std::to_string(cached_tokens(e));
   if (e.prefix.diverged_at >= 0) h += "; diverged_at=" + std::to_string(e.prefix.diverged_at);
   if (!e.tier.empty()) h += "; tier=" + e.tier;
   return h;
