@@ -78,9 +78,10 @@ struct EngineConfig {
 
 // A sensible KV budget: 25% of MemAvailable, at most 8 GiB, at least 64 MiB.
 uint64_t default_kv_cache_bytes();
-// The KV budget when none is configured: the memory for max_running sequences of the model's whole context
-// (never more than default_kv_cache_bytes()).
-uint64_t default_kv_cache_bytes(const model::Model& model, kernels::KvType type, int32_t max_running);
+// The KV budget when none is configured: the memory for config.max_running sequences of the model's whole context
+// (never more than default_kv_cache_bytes()). With the windowed layers in their own pool (window_reclaim), a
+// sequence's windowed layers count only the blocks that pool gives it (engine::kv_pools_for_budget).
+uint64_t default_kv_cache_bytes(const model::Model& model, const EngineConfig& config);
 
 // Snapshot of the engine's counters (for metrics and logs).
 struct EngineCounters {

@@ -11,15 +11,21 @@
 namespace preface::engine {
 namespace {
 
+// The windowed layers get a pool of their own unless reclaim is off, the tiers are on (their records hold every
+// paged layer of a block) or the model has recurrent layers.
+bool split_windows(const model::Model& model, const EngineConfig& c) {
+  return c.window_reclaim && !(c.prefix_cache && c.tiers.enabled()) && !model.memory().has_state() &&
+         model.memory().can_split_windows();
+}
+
 std::unique_ptr<Backend> cpu_backend(model::Model& model, const EngineConfig& c) {
-  const uint64_t budget =
-      c.kv_cache_bytes ? c.kv_cache_bytes : default_kv_cache_bytes(model, c.kv_type, c.max_running);
+  const uint64_t budget = c.kv_cache_bytes ? c.kv_cache_bytes : default_kv_cache_bytes(model, c);
   // A recurrent state per running sequence.
   const int32_t n_state_slots = model.memory().has_state() ? std::max(c.max_running, 1) : 0;
-  const bool split = c.window_reclaim && !(c.prefix_cache && c.tiers.enabled()) && !model.memory().has_state();
   const KvPools pools =
-      split ? kv_pools_for_budget(model.memory(), c.kv_type, c.block_size, budget, c.max_running, c.max_batch_tokens)
-            : KvPools{kv_blocks_for_budget(model.memory(), c.kv_type, c.block_size, budget), 0};
+      split_windows(model, c)
+          ? kv_pools_for_budget(model.memory(), c.kv_type, c.block_size, budget, c.max_running, c.max_batch_tokens)
+          : KvPools{kv_blocks_for_budget(model.memory(), c.kv_type, c.block_size, budget), 0};
   return std::make_unique<CpuBackend>(model, c.kv_type, c.block_size, pools.n_blocks, c.n_threads, n_state_slots,
                                       pools.n_window_blocks);
 }
@@ -65,10 +71,21 @@ uint64_t default_kv_cache_bytes() {
   return std::clamp<uint64_t>(quarter, 64ull << 20, 8ull << 30);
 }
 
-uint64_t default_kv_cache_bytes(const model::Model& model, kernels::KvType type, int32_t max_running) {
-  const uint64_t wanted = kv_bytes_per_token(model.memory(), type) *
-                          static_cast<uint64_t>(std::max(model.config().ctx_len, 1)) *
-                          static_cast<uint64_t>(std::max(max_running, 1));
+uint64_t default_kv_cache_bytes(const model::Model& model, const EngineConfig& c) {
+  const model::MemoryLayout& memory = model.memory();
+  const auto n_running = static_cast<uint64_t>(std::max(c.max_running, 1));
+  const auto ctx = static_cast<uint64_t>(std::max(model.config().ctx_len, 1));
+  const uint64_t per_token = kv_bytes_per_token(memory, c.kv_type);
+  uint64_t wanted = per_token * ctx * n_running;
+  if (split_windows(model, c)) {
+    // The global layers' every position, and the window pool kv_pools_for_budget would make.
+    const uint64_t windowed = memory.windowed_bytes_per_token(c.kv_type);
+    const auto bs = static_cast<uint64_t>(std::max(c.block_size, 1));
+    const uint64_t window_blocks =
+        2 * (n_running * static_cast<uint64_t>(model::window_reserve_blocks(memory.max_window(), c.block_size)) +
+             (static_cast<uint64_t>(std::max(c.max_batch_tokens, 1)) + bs - 1) / bs);
+    wanted = std::min(wanted, (per_token - windowed) * ctx * n_running + windowed * bs * window_blocks);
+  }
   return std::min(wanted, default_kv_cache_bytes());
 }
 

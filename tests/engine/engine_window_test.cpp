@@ -108,6 +108,24 @@ TEST_P(EngineWindow, HoldsOnlyTheWindowAndHitsWhileItsBlocksAreCached) {
   eng.check_invariants();
 }
 
+// With no budget configured, the pool is sized for max_running sequences of the whole context: with the window
+// pool, the windowed layers count only what that pool gives a sequence.
+TEST(EngineWindowBudget, TheDefaultBudgetCountsOnlyTheWindowOfTheWindowedLayers) {
+  auto lm = load_shared_model("synth-gemma4-d128-f16.gguf");
+  ASSERT_TRUE(lm.model) << "shared model synth-gemma4-d128-f16.gguf is missing";
+  engine::EngineConfig cfg;
+  cfg.max_running = 1;
+  const model::MemoryLayout& memory = lm.model->memory();
+  const auto ctx = static_cast<uint64_t>(lm.model->config().ctx_len);
+  const uint64_t all = memory.paged_bytes_per_token(cfg.kv_type) * ctx;
+  const uint64_t global = all - memory.windowed_bytes_per_token(cfg.kv_type) * ctx;
+  const uint64_t split = engine::default_kv_cache_bytes(*lm.model, cfg);
+  EXPECT_GE(split, global);
+  EXPECT_LT(split, global + (all - global) / 100);  // the window pool is a sliver of the windowed layers' context
+  cfg.window_reclaim = false;
+  EXPECT_EQ(engine::default_kv_cache_bytes(*lm.model, cfg), std::min(all, engine::default_kv_cache_bytes()));
+}
+
 INSTANTIATE_TEST_SUITE_P(SharedModels, EngineWindow,
                          ::testing::Values("synth-gemma2-d128-f16.gguf", "synth-gemma3-d256-f16.gguf",
                                            "synth-gpt-oss-d128-f16.gguf", "synth-gemma4-d128-f16.gguf"),
