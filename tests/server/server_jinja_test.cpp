@@ -1,7 +1,10 @@
 // Jinja chat templates end to end: POST /apply-template (messages, tools, add_generation_prompt,
 // chat_template_kwargs; 400 with the template's raise_exception message), /v1/chat/completions rendering through
 // the template with chat_template_kwargs, and a template that does not parse refused when the model attaches.
+#include <fstream>
+
 #include "server/server_harness.h"
+#include "support/shared_data.h"
 
 namespace preface::test {
 namespace {
@@ -85,6 +88,43 @@ TEST(ServerJinja, ChatCompletionsRenderThroughTheTemplate) {
   EXPECT_EQ(r.body_json()["usage"]["prompt_tokens"], ids.size());
   EXPECT_EQ(post(*c, "/v1/chat/completions", R"({"max_tokens": 1, "messages": [{"role": "user", "content": "x"}],
                                                 "chat_template_kwargs": []})").status, 400);
+}
+
+// gpt-oss's harmony template: reasoning_effort reaches it (the system message's "Reasoning: ..."), in chat
+// completions and /apply-template; a harmony template over a vocabulary without harmony's control tokens (here
+// stories260K's) generates plain content, with no reasoning split.
+TEST(ServerJinja, ReasoningEffortReachesTheHarmonyTemplate) {
+  const auto path = shared_file("templates/2026/openai-gpt-oss-120b.json");
+  ASSERT_FALSE(path.empty()) << "needs ../shared/templates/2026/openai-gpt-oss-120b.json";
+  std::ifstream in(path);
+  const nlohmann::json spec = nlohmann::json::parse(in);
+  TestServerConfig cfg;
+  cfg.chat_template_jinja = spec["template"].get<std::string>();
+  TestServer s(cfg);
+  ASSERT_TRUE(s.ok());
+  auto c = s.client();
+  HttpResult r = post(*c, "/apply-template", R"({"messages": [{"role": "user", "content": "hi"}]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body_json()["prompt"].get<std::string>().find("Reasoning: medium"), std::string::npos) << r.body;
+  r = post(*c, "/apply-template", R"({"messages": [{"role": "user", "content": "hi"}], "reasoning_effort": "high"})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body_json()["prompt"].get<std::string>().find("Reasoning: high"), std::string::npos) << r.body;
+  r = post(*c, "/apply-template", R"({"messages": [{"role": "user", "content": "hi"}], "reasoning_effort": "high",
+                                      "chat_template_kwargs": {"reasoning_effort": "low"}})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body_json()["prompt"].get<std::string>().find("Reasoning: low"), std::string::npos) << r.body;
+  EXPECT_EQ(post(*c, "/apply-template", R"({"messages": [{"role": "user", "content": "hi"}],
+                                           "reasoning_effort": "extreme"})").status, 400);
+  const char* chat = R"({"max_tokens": 3, "temperature": 0, "reasoning_effort": "high",
+                         "messages": [{"role": "user", "content": "hi"}]})";
+  const HttpResult low = post(*c, "/v1/chat/completions", chat);
+  ASSERT_EQ(low.status, 200) << low.body;
+  const nlohmann::json body = low.body_json();
+  const nlohmann::json& message = body["choices"][0]["message"];
+  EXPECT_TRUE(message["content"].is_string()) << low.body;
+  EXPECT_FALSE(message.contains("reasoning_content")) << low.body;
+  EXPECT_EQ(post(*c, "/v1/chat/completions", R"({"max_tokens": 1, "reasoning_effort": 3,
+                                                "messages": [{"role": "user", "content": "hi"}]})").status, 400);
 }
 
 TEST(ServerJinja, BadTemplatesAreRefusedAtAttach) {

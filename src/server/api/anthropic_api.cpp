@@ -297,6 +297,7 @@ AnthropicRequest parse_messages_request(const json& body, ServerContext& ctx, bo
   r.generation.cache_explain = f.boolean("cache_explain").value_or(false);
   g.cache_bypass = !f.boolean("cache").value_or(true) || !f.boolean("cache_prompt").value_or(true);
   r.generation.text_start = true;
+  r.generation.harmony = template_is_harmony(ctx.chat_renderer->source());
   (void)f.object("metadata");
   r.stream = f.boolean("stream").value_or(false);
   const std::vector<Turn> turns = parse_turns(f, body, ctx.limits.max_messages);

@@ -11,8 +11,9 @@ using nlohmann::json;
 
 class MessagesFormat : public ResponseFormat {
  public:
-  MessagesFormat(ServerContext& ctx, std::vector<engine::CachePin> pins, std::optional<ToolOutput> tool_output)
-      : ctx_(ctx), id_(ctx.new_id("msg_")), pins_(std::move(pins)), tool_output_(tool_output) {
+  MessagesFormat(ServerContext& ctx, std::vector<engine::CachePin> pins, std::optional<ToolOutput> tool_output,
+                 bool reasoning)
+      : ctx_(ctx), id_(ctx.new_id("msg_")), pins_(std::move(pins)), tool_output_(tool_output), reasoning_(reasoning) {
     if (tool_output_) calls_ = std::make_unique<grammar::ToolCallStream>(tool_output_->format, tool_output_->constrained);
   }
 
@@ -29,14 +30,17 @@ class MessagesFormat : public ResponseFormat {
                         {"cache_creation", {{"ephemeral_5m_input_tokens", 0}, {"ephemeral_1h_input_tokens", 0}}},
                         {"output_tokens", 0}};
     std::string out = sse_event("message_start", {{"type", "message_start"}, {"message", message}});
-    if (!calls_) out += open_block({{"type", "text"}, {"text", ""}}, false);  // with tools: opened as needed
+    // With tools or reasoning, blocks open as their first text arrives.
+    if (!calls_ && !reasoning_) out += open_block({{"type", "text"}, {"text", ""}}, Block::Text);
     return out + sse_event("ping", {{"type", "ping"}});
   }
 
   std::string stream_delta(const GenerationDelta& d) override {
-    if (d.text.empty()) return {};
-    if (calls_) return call_events(calls_->push(d.text));
-    return text_delta(d.text);
+    std::string out;
+    if (!d.reasoning.empty()) out = thinking_delta(d.reasoning);
+    if (d.text.empty()) return out;
+    if (calls_) return out + call_events(calls_->push(d.text));
+    return out + text_delta(d.text);
   }
 
   std::string stream_end(const GenerationSummary& s) override {
@@ -48,7 +52,7 @@ class MessagesFormat : public ResponseFormat {
     }
     std::string out;
     if (calls_) out = call_events(calls_->finish());
-    if (n_blocks_ == 0) out += open_block({{"type", "text"}, {"text", ""}}, false);
+    if (n_blocks_ == 0) out += open_block({{"type", "text"}, {"text", ""}}, Block::Text);
     out += sse_event("content_block_stop", {{"type", "content_block_stop"}, {"index", n_blocks_ - 1}});
     const bool called = calls_ && calls_->n_calls() > 0;
     return out +
@@ -59,7 +63,8 @@ class MessagesFormat : public ResponseFormat {
            sse_event("message_stop", {{"type", "message_stop"}});
   }
 
-  json full_response(const std::string& text, const std::vector<TokenLogprob>&, const GenerationSummary& s) override {
+  json full_response(const std::string& text, const std::string& reasoning, const std::vector<TokenLogprob>&,
+                     const GenerationSummary& s) override {
     json out = envelope();
     const auto parsed = tool_output_ ? grammar::parse_tool_calls(tool_output_->format, text) : std::nullopt;
     if (parsed && !parsed->calls.empty()) {
@@ -72,6 +77,9 @@ class MessagesFormat : public ResponseFormat {
     } else {
       out["content"] = json::array({{{"type", "text"}, {"text", text}}});
       out["stop_reason"] = anthropic_stop_reason(s.kind);
+    }
+    if (!reasoning.empty()) {  // the model's reasoning (harmony's analysis channel) as a leading thinking block
+      out["content"].insert(out["content"].begin(), {{"type", "thinking"}, {"thinking", reasoning}, {"signature", ""}});
     }
     out["stop_sequence"] = stop_sequence(s);
     out["usage"] = anthropic_usage(s, pins_);
@@ -87,19 +95,31 @@ class MessagesFormat : public ResponseFormat {
     return s.kind == StopKind::StopString ? json(s.stop_string) : json(nullptr);
   }
 
+  enum class Block : uint8_t { Text, Thinking, Tool };
+
   // content_block_start of a new block at the next index (the open one, if any, stopped first).
-  std::string open_block(const json& block, bool is_tool) {
+  std::string open_block(const json& block, Block kind) {
     std::string out;
     if (n_blocks_ > 0) out = sse_event("content_block_stop", {{"type", "content_block_stop"}, {"index", n_blocks_ - 1}});
     out += sse_event("content_block_start", {{"type", "content_block_start"}, {"index", n_blocks_}, {"content_block", block}});
     ++n_blocks_;
-    open_is_tool_ = is_tool;
+    open_ = kind;
     return out;
+  }
+
+  std::string thinking_delta(const std::string& text) {
+    std::string out;
+    if (n_blocks_ == 0 || open_ != Block::Thinking) {
+      out = open_block({{"type", "thinking"}, {"thinking", ""}, {"signature", ""}}, Block::Thinking);
+    }
+    return out + sse_event("content_block_delta", {{"type", "content_block_delta"},
+                                                   {"index", n_blocks_ - 1},
+                                                   {"delta", {{"type", "thinking_delta"}, {"thinking", text}}}});
   }
 
   std::string text_delta(const std::string& text) {
     std::string out;
-    if (n_blocks_ == 0 || open_is_tool_) out = open_block({{"type", "text"}, {"text", ""}}, false);
+    if (n_blocks_ == 0 || open_ != Block::Text) out = open_block({{"type", "text"}, {"text", ""}}, Block::Text);
     return out + sse_event("content_block_delta", {{"type", "content_block_delta"},
                                                    {"index", n_blocks_ - 1},
                                                    {"delta", {{"type", "text_delta"}, {"text", text}}}});
@@ -114,7 +134,7 @@ class MessagesFormat : public ResponseFormat {
         out += text_delta(e.text);
       } else if (e.kind == grammar::ToolCallEvent::Kind::CallStart) {
         out += open_block({{"type", "tool_use"}, {"id", ctx_.new_id("toolu_")}, {"name", e.text}, {"input", json::object()}},
-                          true);
+                          Block::Tool);
       } else {
         out += sse_event("content_block_delta", {{"type", "content_block_delta"},
                                                  {"index", n_blocks_ - 1},
@@ -129,14 +149,15 @@ class MessagesFormat : public ResponseFormat {
   std::vector<engine::CachePin> pins_;  // the request's cache_control breakpoints (the usage's cache_creation split)
   std::optional<ToolOutput> tool_output_;
   std::unique_ptr<grammar::ToolCallStream> calls_;  // streams with tools: the calls parsed so far
+  bool reasoning_;              // the reply may carry reasoning (thinking blocks)
   int32_t n_blocks_ = 0;       // content blocks started
-  bool open_is_tool_ = false;  // the last started block is a tool_use
+  Block open_ = Block::Text;   // the kind of the last started block
 };
 
 }  // namespace
 
 std::unique_ptr<ResponseFormat> make_messages_format(ServerContext& ctx, const AnthropicRequest& r) {
-  return std::make_unique<MessagesFormat>(ctx, r.generation.params.cache_pins, r.tool_output);
+  return std::make_unique<MessagesFormat>(ctx, r.generation.params.cache_pins, r.tool_output, r.generation.harmony);
 }
 
 }  // namespace preface::server

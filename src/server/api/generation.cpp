@@ -50,7 +50,11 @@ Generation::Generation(engine::Engine& engine, const Tokenizer& tokenizer, Gener
     : n_prompt_(static_cast<int32_t>(request.params.prompt.size())),
       n_top_logprobs_(request.params.n_logprobs),
       decoder_(tokenizer, request.text_start),
-      stops_(std::move(request.stop)) {
+      stops_(std::move(request.stop)),
+      reasoning_decoder_(tokenizer, false) {
+  if (request.harmony) {
+    if (const auto ids = HarmonyChannels::find_tokens(tokenizer)) channels_.emplace(tokenizer, *ids);
+  }
   stream_ = engine.submit(std::move(request.params));
 }
 
@@ -84,8 +88,9 @@ std::optional<GenerationDelta> Generation::next() {
     } else {
       delta.text += stops_.flush();
     }
+    if (channels_) delta.reasoning = reasoning_decoder_.flush();
     finish(kind);
-    if (delta.text.empty()) return std::nullopt;
+    if (delta.text.empty() && delta.reasoning.empty()) return std::nullopt;
     return delta;
   }
   if (n_consumed_ > 0) {
@@ -94,7 +99,12 @@ std::optional<GenerationDelta> Generation::next() {
   last_token_time_ = now;
   ++n_consumed_;
   if (n_top_logprobs_ >= 0 && ev->has_logprob) delta.logprobs.push_back(std::move(ev->logprob));
-  delta.text = stops_.push(decoder_.push(ev->token));
+  const ReplyRoute route = channels_ ? channels_->route(ev->token) : ReplyRoute::Content;
+  if (route == ReplyRoute::Content) {
+    delta.text = stops_.push(decoder_.push(ev->token));
+  } else if (route == ReplyRoute::Reasoning) {
+    delta.reasoning = reasoning_decoder_.push(ev->token);
+  }
   if (stops_.matched()) {
     stream_->cancel();
     while (stream_->next()) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "server/api/reply_channels.h"
 #include "server/observability/generation_summary.h"
 #include "tokenizer/tokenizer.h"
 
@@ -43,6 +44,10 @@ struct GenerationRequest {
   bool text_start = false;            // the output starts a new text (chat reply): the leading-space rule of
                                       // Tokenizer::decode applies; false continues the prompt (completions)
   bool cache_explain = false;         // "cache_explain": true: the response carries server/api/cache_explain.h
+  // The reply's tokens carry harmony channels (server/api/reply_channels.h): reasoning goes to
+  // GenerationDelta::reasoning, framing nowhere, the rest to text. Ignored when the vocabulary lacks harmony's
+  // control tokens.
+  bool harmony = false;
 };
 
 using TopLogprob = engine::TopLogprob;
@@ -50,6 +55,7 @@ using TokenLogprob = engine::TokenLogprob;
 
 struct GenerationDelta {
   std::string text;                   // newly released UTF-8 text (may be empty)
+  std::string reasoning;              // newly released reasoning text (GenerationRequest::harmony; may be empty)
   std::vector<TokenLogprob> logprobs; // the tokens consumed for this delta, when log-probabilities are wanted
 };
 
@@ -81,7 +87,9 @@ class Generation {
   int32_t n_top_logprobs_;
   std::shared_ptr<engine::RequestStream> stream_;
   StreamDecoder decoder_;
-  StopMatcher stops_;
+  StopMatcher stops_;                 // over the text (content) only
+  std::optional<HarmonyChannels> channels_;  // harmony replies
+  StreamDecoder reasoning_decoder_;
   bool done_ = false;
   bool cancelled_ = false;
   int32_t n_consumed_ = 0;            // tokens read from the stream

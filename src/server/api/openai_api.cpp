@@ -109,8 +109,9 @@ std::string content_text(const json& content, const JsonFields& m, const std::st
 nlohmann::ordered_json chat_template_kwargs(const JsonFields& f, const json& body) {
   (void)body;
   const json* kwargs = f.object("chat_template_kwargs");
-  if (kwargs == nullptr) return nullptr;
-  return nlohmann::ordered_json::parse(kwargs->dump());
+  nlohmann::ordered_json out = kwargs != nullptr ? nlohmann::ordered_json::parse(kwargs->dump()) : nullptr;
+  add_reasoning_effort(f, out);
+  return out;
 }
 
 std::vector<ChatMessage> chat_messages(const JsonFields& f, int32_t max_messages) {
@@ -177,6 +178,7 @@ OpenAIRequest parse_chat_request(const json& body, ServerContext& ctx) {
         openai_chat_pins(ctx, body, messages, r.generation.params.prompt, cache_policy, kwargs);
   }
   r.generation.text_start = true;
+  r.generation.harmony = template_is_harmony(ctx.chat_renderer->source());
   apply_openai_structured_output(f, body, ctx, r.generation);
   r.tool_output = apply_tools(tools, ctx, r.generation, "function.parameters");
   return r;
@@ -209,6 +211,16 @@ json models_response(const ServerContext& ctx) {
                   {"kv_block_size", cfg.block_size},
                   {"kv_blocks", cfg.n_kv_blocks}}}};
   return {{"object", "list"}, {"data", json::array({model})}};
+}
+
+void add_reasoning_effort(const JsonFields& f, nlohmann::ordered_json& kwargs) {
+  const auto effort = f.string("reasoning_effort");
+  if (!effort) return;
+  if (*effort != "none" && *effort != "minimal" && *effort != "low" && *effort != "medium" && *effort != "high") {
+    f.fail("reasoning_effort", "must be one of none, minimal, low, medium, high");
+  }
+  if (kwargs.is_null()) kwargs = nlohmann::ordered_json::object();
+  if (!kwargs.contains("reasoning_effort")) kwargs["reasoning_effort"] = *effort;
 }
 
 }  // namespace preface::server

@@ -66,7 +66,16 @@ class OpenAIFormat : public ResponseFormat {
   }
 
   std::string stream_delta(const GenerationDelta& d) override {
-    if (d.text.empty() && (!logprobs_ || d.logprobs.empty())) return {};
+    // Reasoning (harmony's analysis channel) as delta.reasoning_content, as llama.cpp and vLLM stream it.
+    std::string reasoning;
+    if (chat_ && !d.reasoning.empty()) {
+      reasoning = sse_data(chunk(json{{"reasoning_content", d.reasoning}}, json(nullptr), json(nullptr)));
+    }
+    if (d.text.empty() && (!logprobs_ || d.logprobs.empty())) return reasoning;
+    return reasoning + content_delta(d);
+  }
+
+  std::string content_delta(const GenerationDelta& d) {
     json lp = json(nullptr);
     if (logprobs_) {
       lp = chat_ ? json{{"content", chat_logprob_entries(ctx_.tokenizer, d.logprobs)}, {"refusal", nullptr}}
@@ -96,7 +105,7 @@ class OpenAIFormat : public ResponseFormat {
     return out + "data: [DONE]\n\n";
   }
 
-  json full_response(const std::string& text, const std::vector<TokenLogprob>& lps,
+  json full_response(const std::string& text, const std::string& reasoning, const std::vector<TokenLogprob>& lps,
                      const GenerationSummary& s) override {
     json choice = {{"index", 0}};
     json lp = json(nullptr);
@@ -120,6 +129,7 @@ class OpenAIFormat : public ResponseFormat {
     } else {
       choice["text"] = text;
     }
+    if (chat_ && !reasoning.empty()) choice["message"]["reasoning_content"] = reasoning;
     choice["logprobs"] = lp;
     choice["finish_reason"] = parsed && !parsed->calls.empty() ? "tool_calls" : openai_finish_reason(s.kind);
     json out = envelope(chat_ ? "chat.completion" : "text_completion");

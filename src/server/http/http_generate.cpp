@@ -174,10 +174,11 @@ void serve_generation(HttpState& state, ServerContext& ctx, const httplib::Reque
     ClientSocket client = ClientSocket::of(req);
     auto last_check = std::chrono::steady_clock::now();
     bool client_gone = false;
-    std::string text;
+    std::string text, reasoning;
     std::vector<TokenLogprob> logprobs;
     while (auto d = gen->next()) {
       text += d->text;
+      reasoning += d->reasoning;
       logprobs.insert(logprobs.end(), d->logprobs.begin(), d->logprobs.end());
       const auto now = std::chrono::steady_clock::now();
       if (now - last_check >= std::chrono::milliseconds(20)) {
@@ -202,7 +203,7 @@ void serve_generation(HttpState& state, ServerContext& ctx, const httplib::Reque
     }
     if (s.kind == StopKind::Error) throw ApiError(500, "generation failed: " + s.error);
     if (s.kind == StopKind::Cancelled) throw ApiError(503, "the request was cancelled: the server is shutting down");
-    send_json(res, format->full_response(text, logprobs, s));
+    send_json(res, format->full_response(text, reasoning, logprobs, s));
     return;
   }
 

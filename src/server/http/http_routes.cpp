@@ -200,7 +200,8 @@ void count_tokens(HttpState&, ServerContext& ctx, const httplib::Request& req, h
 
 // llama.cpp's POST /apply-template: the prompt a chat renders to, without generating. messages (as
 // /v1/chat/completions takes them, tool calls and tool messages included), tools, add_generation_prompt
-// (default true), chat_template_kwargs -> {"prompt": "..."}; a template error is 400 with its message.
+// (default true), chat_template_kwargs, reasoning_effort -> {"prompt": "..."}; a template error is 400 with its
+// message.
 void apply_template(HttpState&, ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   const json checked = parse_json_object(req.body);  // the limits and error shape of every other body
   const JsonFields f(checked);
@@ -218,9 +219,11 @@ void apply_template(HttpState&, ServerContext& ctx, const httplib::Request& req,
     const auto it = body.find(name);
     return it == body.end() ? nlohmann::ordered_json() : *it;
   };
+  nlohmann::ordered_json kwargs = field("chat_template_kwargs");
+  add_reasoning_effort(f, kwargs);
   try {
     const chat::RenderedChat r = ctx.chat_renderer->render_json(field("messages"), field("tools"),
-                                                                add_generation_prompt, field("chat_template_kwargs"));
+                                                                add_generation_prompt, kwargs);
     send_json(res, {{"prompt", r.text}});
   } catch (const ApiError&) {
     throw;
