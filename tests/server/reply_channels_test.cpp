@@ -47,17 +47,20 @@ WordTokenizer harmony_vocab() {
                        7);
 }
 
-// Routes of a token sequence given as pieces: C content, R reasoning, F framing.
+// Routes of a token sequence given as pieces: C content, R reasoning, K call arguments, F framing; then, after a
+// '|', each call's function.
 std::string routes(const WordTokenizer& tok, const std::vector<std::string>& pieces) {
   const auto ids = HarmonyChannels::find_tokens(tok);
   EXPECT_TRUE(ids.has_value());
   HarmonyChannels channels(tok, *ids);
-  std::string out;
+  std::string out, names;
   for (const std::string& p : pieces) {
+    const int32_t n_calls = channels.n_calls();
     const ReplyRoute r = channels.route(tok.id(p));
-    out += r == ReplyRoute::Content ? 'C' : r == ReplyRoute::Reasoning ? 'R' : 'F';
+    out += r == ReplyRoute::Content ? 'C' : r == ReplyRoute::Reasoning ? 'R' : r == ReplyRoute::Call ? 'K' : 'F';
+    if (channels.n_calls() != n_calls) names += "|" + channels.call_name();
   }
-  return out;
+  return out + names;
 }
 
 TEST(HarmonyChannels, AnalysisIsReasoningFinalIsContentTheRestIsFraming) {
@@ -69,11 +72,16 @@ TEST(HarmonyChannels, AnalysisIsReasoningFinalIsContentTheRestIsFraming) {
   EXPECT_EQ(routes(tok, {"<|channel|>", "anal", "ysis", "<|message|>", "Think"}), "FFFFR");
 }
 
-TEST(HarmonyChannels, CommentaryAndCallsAreContentAndPlainRepliesAreUntouched) {
+TEST(HarmonyChannels, MessagesToARecipientAreCallsCommentaryIsContent) {
   const WordTokenizer tok = harmony_vocab();
   EXPECT_EQ(routes(tok, {"<|channel|>", "commentary", " to=functions.get_weather", "<|constrain|>", "json",
                          "<|message|>", "{}", "<|call|>"}),
-            "FFFFFFCF");
+            "FFFFFFKF|get_weather");
+  // The recipient after the role, before the channel.
+  EXPECT_EQ(routes(tok, {"<|channel|>", "analysis", "<|message|>", "Think", "<|end|>", "<|start|>", "assistant",
+                         " to=functions.get_weather", "<|channel|>", "commentary", "<|message|>", "{}", "<|call|>"}),
+            "FFFRFFFFFFFKF|get_weather");
+  EXPECT_EQ(routes(tok, {"<|channel|>", "commentary", "<|message|>", "Hi"}), "FFFC");
   EXPECT_EQ(routes(tok, {"Hi", "The", " answer"}), "CCC");
   // Text after a message ends and before the next header is framing (role names, recipients).
   EXPECT_EQ(routes(tok, {"<|channel|>", "final", "<|message|>", "Hi", "<|end|>", "Hi", "<|channel|>", "analysis",

@@ -123,6 +123,15 @@ TEST(ServerJinja, ReasoningEffortReachesTheHarmonyTemplate) {
   const nlohmann::json& message = body["choices"][0]["message"];
   EXPECT_TRUE(message["content"].is_string()) << low.body;
   EXPECT_FALSE(message.contains("reasoning_content")) << low.body;
+  // Tools render into harmony's functions namespace, and an auto tool_choice generates (calls come back from the
+  // reply's channels, which this vocabulary cannot produce).
+  const char* tools = R"({"max_tokens": 2, "messages": [{"role": "user", "content": "weather?"}],
+                          "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather.",
+                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]})";
+  r = post(*c, "/apply-template", tools);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body_json()["prompt"].get<std::string>().find("namespace functions"), std::string::npos) << r.body;
+  EXPECT_EQ(post(*c, "/v1/chat/completions", tools).status, 200);
   EXPECT_EQ(post(*c, "/v1/chat/completions", R"({"max_tokens": 1, "reasoning_effort": 3,
                                                 "messages": [{"role": "user", "content": "hi"}]})").status, 400);
 }

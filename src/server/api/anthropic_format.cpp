@@ -3,6 +3,7 @@
 #include "grammar/tool_call_stream.h"
 #include "server/api/anthropic_api.h"
 #include "server/api/api_error.h"
+#include "server/api/tool_calls_api.h"
 
 namespace preface::server {
 namespace {
@@ -38,6 +39,12 @@ class MessagesFormat : public ResponseFormat {
   std::string stream_delta(const GenerationDelta& d) override {
     std::string out;
     if (!d.reasoning.empty()) out = thinking_delta(d.reasoning);
+    if (!d.calls.empty()) {  // harmony's calls
+      for (const grammar::ToolCallEvent& e : d.calls) {
+        n_channel_calls_ += e.kind == grammar::ToolCallEvent::Kind::CallStart ? 1 : 0;
+      }
+      out += call_events(d.calls);
+    }
     if (d.text.empty()) return out;
     if (calls_) return out + call_events(calls_->push(d.text));
     return out + text_delta(d.text);
@@ -54,7 +61,7 @@ class MessagesFormat : public ResponseFormat {
     if (calls_) out = call_events(calls_->finish());
     if (n_blocks_ == 0) out += open_block({{"type", "text"}, {"text", ""}}, Block::Text);
     out += sse_event("content_block_stop", {{"type", "content_block_stop"}, {"index", n_blocks_ - 1}});
-    const bool called = calls_ && calls_->n_calls() > 0;
+    const bool called = (calls_ && calls_->n_calls() > 0) || n_channel_calls_ > 0;
     return out +
            sse_event("message_delta", {{"type", "message_delta"},
                                        {"delta", {{"stop_reason", called ? "tool_use" : anthropic_stop_reason(s.kind)},
@@ -63,11 +70,25 @@ class MessagesFormat : public ResponseFormat {
            sse_event("message_stop", {{"type", "message_stop"}});
   }
 
-  json full_response(const std::string& text, const std::string& reasoning, const std::vector<TokenLogprob>&,
+  json full_response(const std::string& text, const std::string& reasoning,
+                     const std::vector<ChannelCall>& channel_calls, const std::vector<TokenLogprob>&,
                      const GenerationSummary& s) override {
     json out = envelope();
     const auto parsed = tool_output_ ? grammar::parse_tool_calls(tool_output_->format, text) : std::nullopt;
-    if (parsed && !parsed->calls.empty()) {
+    if (!channel_calls.empty()) {  // harmony's calls; arguments that are not a JSON object (or nest too deep) give {}
+      out["content"] = json::array();
+      if (!text.empty()) out["content"].push_back({{"type", "text"}, {"text", text}});
+      for (const ChannelCall& c : channel_calls) {
+        json input = json::object();
+        try {
+          if (const auto args = arguments_object(json(c.arguments))) input = json::parse(args->dump());
+        } catch (const ApiError&) {
+        }
+        out["content"].push_back(
+            {{"type", "tool_use"}, {"id", ctx_.new_id("toolu_")}, {"name", c.name}, {"input", input}});
+      }
+      out["stop_reason"] = "tool_use";
+    } else if (parsed && !parsed->calls.empty()) {
       out["content"] = json::array();
       if (!parsed->content.empty()) out["content"].push_back({{"type", "text"}, {"text", parsed->content}});
       for (const grammar::ParsedToolCall& c : parsed->calls) {
@@ -150,6 +171,7 @@ class MessagesFormat : public ResponseFormat {
   std::optional<ToolOutput> tool_output_;
   std::unique_ptr<grammar::ToolCallStream> calls_;  // streams with tools: the calls parsed so far
   bool reasoning_;              // the reply may carry reasoning (thinking blocks)
+  int32_t n_channel_calls_ = 0; // calls read from the reply's channels (harmony)
   int32_t n_blocks_ = 0;       // content blocks started
   Block open_ = Block::Text;   // the kind of the last started block
 };

@@ -118,10 +118,11 @@ class ResponseFormat {
   virtual std::string stream_delta(const GenerationDelta& delta) = 0;
   // SSE text that ends the stream (including the API's terminator, or an error event).
   virtual std::string stream_end(const GenerationSummary& summary) = 0;
-  // The non-streaming body: the content text, the reasoning text (harmony replies; else empty), the tokens'
-  // log-probabilities.
+  // The non-streaming body: the content text, the reasoning text and tool calls read from the reply's channels
+  // (harmony replies; else empty), the tokens' log-probabilities.
   virtual nlohmann::json full_response(const std::string& text, const std::string& reasoning,
-                                       const std::vector<TokenLogprob>& logprobs, const GenerationSummary& summary) = 0;
+                                       const std::vector<ChannelCall>& calls, const std::vector<TokenLogprob>& logprobs,
+                                       const GenerationSummary& summary) = 0;
   // The response's id ("msg_...", "chatcmpl-...", "cmpl-..."), fixed at construction.
   virtual const std::string& id() const = 0;
 

@@ -51,7 +51,8 @@ Generation::Generation(engine::Engine& engine, const Tokenizer& tokenizer, Gener
       n_top_logprobs_(request.params.n_logprobs),
       decoder_(tokenizer, request.text_start),
       stops_(std::move(request.stop)),
-      reasoning_decoder_(tokenizer, false) {
+      reasoning_decoder_(tokenizer, false),
+      call_decoder_(tokenizer, false) {
   if (request.harmony) {
     if (const auto ids = HarmonyChannels::find_tokens(tokenizer)) channels_.emplace(tokenizer, *ids);
   }
@@ -104,6 +105,17 @@ std::optional<GenerationDelta> Generation::next() {
     delta.text = stops_.push(decoder_.push(ev->token));
   } else if (route == ReplyRoute::Reasoning) {
     delta.reasoning = reasoning_decoder_.push(ev->token);
+  }
+  if (channels_ && channels_->n_calls() > n_calls_) {  // a call's header ended: its function is known
+    n_calls_ = channels_->n_calls();
+    call_decoder_.flush();
+    delta.calls.push_back({grammar::ToolCallEvent::Kind::CallStart, n_calls_ - 1, channels_->call_name()});
+  }
+  if (route == ReplyRoute::Call) {
+    std::string fragment = call_decoder_.push(ev->token);
+    if (!fragment.empty()) {
+      delta.calls.push_back({grammar::ToolCallEvent::Kind::Arguments, n_calls_ - 1, std::move(fragment)});
+    }
   }
   if (stops_.matched()) {
     stream_->cancel();

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "grammar/tool_call_stream.h"
 #include "server/api/reply_channels.h"
 #include "server/observability/generation_summary.h"
 #include "tokenizer/tokenizer.h"
@@ -53,9 +54,17 @@ struct GenerationRequest {
 using TopLogprob = engine::TopLogprob;
 using TokenLogprob = engine::TokenLogprob;
 
+// A tool call read from the reply's channels (harmony): the function and its arguments as generated.
+struct ChannelCall {
+  std::string name;
+  std::string arguments;
+};
+
 struct GenerationDelta {
   std::string text;                   // newly released UTF-8 text (may be empty)
   std::string reasoning;              // newly released reasoning text (GenerationRequest::harmony; may be empty)
+  // Tool calls from the reply's channels (harmony): a call's start (its function) and fragments of its arguments.
+  std::vector<grammar::ToolCallEvent> calls;
   std::vector<TokenLogprob> logprobs; // the tokens consumed for this delta, when log-probabilities are wanted
 };
 
@@ -90,6 +99,8 @@ class Generation {
   StopMatcher stops_;                 // over the text (content) only
   std::optional<HarmonyChannels> channels_;  // harmony replies
   StreamDecoder reasoning_decoder_;
+  StreamDecoder call_decoder_;        // the current channel call's arguments
+  int32_t n_calls_ = 0;               // channel calls started
   bool done_ = false;
   bool cancelled_ = false;
   int32_t n_consumed_ = 0;            // tokens read from the stream

@@ -71,6 +71,12 @@ class OpenAIFormat : public ResponseFormat {
     if (chat_ && !d.reasoning.empty()) {
       reasoning = sse_data(chunk(json{{"reasoning_content", d.reasoning}}, json(nullptr), json(nullptr)));
     }
+    if (chat_ && !d.calls.empty()) {  // harmony's calls
+      for (const grammar::ToolCallEvent& e : d.calls) {
+        n_channel_calls_ += e.kind == grammar::ToolCallEvent::Kind::CallStart ? 1 : 0;
+      }
+      reasoning += call_chunks(d.calls, json(nullptr));
+    }
     if (d.text.empty() && (!logprobs_ || d.logprobs.empty())) return reasoning;
     return reasoning + content_delta(d);
   }
@@ -91,7 +97,8 @@ class OpenAIFormat : public ResponseFormat {
       out = error_event(s);
     } else {
       if (calls_) out = call_chunks(calls_->finish(), json(nullptr));
-      const char* finish = calls_ && calls_->n_calls() > 0 ? "tool_calls" : openai_finish_reason(s.kind);
+      const bool called = (calls_ && calls_->n_calls() > 0) || n_channel_calls_ > 0;
+      const char* finish = called ? "tool_calls" : openai_finish_reason(s.kind);
       json last = chunk(chat_ ? json::object() : json(""), json(nullptr), finish);
       merge_extra_fields(last);
       out += sse_data(last);
@@ -105,7 +112,8 @@ class OpenAIFormat : public ResponseFormat {
     return out + "data: [DONE]\n\n";
   }
 
-  json full_response(const std::string& text, const std::string& reasoning, const std::vector<TokenLogprob>& lps,
+  json full_response(const std::string& text, const std::string& reasoning,
+                     const std::vector<ChannelCall>& channel_calls, const std::vector<TokenLogprob>& lps,
                      const GenerationSummary& s) override {
     json choice = {{"index", 0}};
     json lp = json(nullptr);
@@ -115,7 +123,16 @@ class OpenAIFormat : public ResponseFormat {
                  : completion_logprobs(ctx_.tokenizer, lps, offset);
     }
     const auto parsed = tool_output_ ? grammar::parse_tool_calls(tool_output_->format, text) : std::nullopt;
-    if (parsed && !parsed->calls.empty()) {
+    if (chat_ && !channel_calls.empty()) {  // harmony's calls: the arguments as generated
+      json calls = json::array();
+      for (const ChannelCall& c : channel_calls) {
+        calls.push_back({{"id", ctx_.new_id("call_")},
+                         {"type", "function"},
+                         {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+      }
+      choice["message"] = {{"role", "assistant"}, {"content", text.empty() ? json(nullptr) : json(text)},
+                           {"refusal", nullptr}, {"tool_calls", calls}};
+    } else if (parsed && !parsed->calls.empty()) {
       json calls = json::array();
       for (const grammar::ParsedToolCall& c : parsed->calls) {
         calls.push_back({{"id", ctx_.new_id("call_")},
@@ -131,7 +148,8 @@ class OpenAIFormat : public ResponseFormat {
     }
     if (chat_ && !reasoning.empty()) choice["message"]["reasoning_content"] = reasoning;
     choice["logprobs"] = lp;
-    choice["finish_reason"] = parsed && !parsed->calls.empty() ? "tool_calls" : openai_finish_reason(s.kind);
+    const bool called = (parsed && !parsed->calls.empty()) || (chat_ && !channel_calls.empty());
+    choice["finish_reason"] = called ? "tool_calls" : openai_finish_reason(s.kind);
     json out = envelope(chat_ ? "chat.completion" : "text_completion");
     out["choices"] = json::array({choice});
     out["usage"] = openai_usage(s, pins_, ctx_.model.block_size);
@@ -193,6 +211,7 @@ class OpenAIFormat : public ResponseFormat {
   size_t text_offset_ = 0;  // bytes of completion text streamed so far (legacy logprobs text_offset)
   std::optional<ToolOutput> tool_output_;            // chat with tools
   std::unique_ptr<grammar::ToolCallStream> calls_;  // streams: the calls parsed so far
+  int32_t n_channel_calls_ = 0;                     // streams: calls read from the reply's channels (harmony)
 };
 
 }  // namespace

@@ -21,6 +21,17 @@ ReplyRoute route_of_header(std::string_view header) {
   return name == "analysis" ? ReplyRoute::Reasoning : ReplyRoute::Content;
 }
 
+// The recipient named by " to=NAME" in `text` ("functions." dropped), or "" when none is.
+std::string recipient_of(std::string_view text) {
+  const size_t at = text.find("to=");
+  if (at == std::string_view::npos) return {};
+  const size_t begin = at + 3;
+  const size_t end = text.find_first_of(" \t\n<", begin);
+  std::string_view name = text.substr(begin, end == std::string_view::npos ? end : end - begin);
+  if (name.substr(0, 10) == "functions.") name.remove_prefix(10);
+  return std::string(name);
+}
+
 }  // namespace
 
 std::optional<HarmonyTokens> HarmonyChannels::find_tokens(const Tokenizer& tokenizer) {
@@ -38,6 +49,7 @@ std::optional<HarmonyTokens> HarmonyChannels::find_tokens(const Tokenizer& token
 
 ReplyRoute HarmonyChannels::route(int32_t token) {
   if (token == ids_.channel) {
+    if (state_ != State::Role) role_.clear();
     state_ = State::Header;
     header_.clear();
     return ReplyRoute::Framing;
@@ -46,20 +58,30 @@ ReplyRoute HarmonyChannels::route(int32_t token) {
     case State::Header:
       if (token == ids_.message) {
         body_ = route_of_header(header_);
+        std::string recipient = recipient_of(header_);
+        if (recipient.empty()) recipient = recipient_of(role_);
+        if (!recipient.empty()) {
+          body_ = ReplyRoute::Call;
+          call_name_ = std::move(recipient);
+          ++n_calls_;
+        }
+        role_.clear();
         state_ = State::Body;
-      } else if (token != ids_.constrain && header_.size() < 256) {
-        header_ += tokenizer_.token_to_bytes(token);
+      } else if (header_.size() < 256) {  // <|constrain|> separates the recipient from the content type
+        header_ += token == ids_.constrain ? std::string(" ") : tokenizer_.token_to_bytes(token);
       }
       return ReplyRoute::Framing;
     case State::Body:
       if (token == ids_.end || token == ids_.call || token == ids_.ret || token == ids_.start) {
         state_ = State::Role;
+        role_.clear();
         return ReplyRoute::Framing;
       }
       if (token == ids_.message || token == ids_.constrain) return ReplyRoute::Framing;
       return body_;
-    case State::Role:
-      return ReplyRoute::Framing;  // role names and recipients before the next <|channel|>
+    case State::Role:  // role names and recipients before the next <|channel|>
+      if (token != ids_.start && role_.size() < 256) role_ += tokenizer_.token_to_bytes(token);
+      return ReplyRoute::Framing;
   }
   return ReplyRoute::Framing;
 }

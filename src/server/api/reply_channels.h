@@ -5,11 +5,11 @@
 //   <|channel|>NAME[ to=RECIPIENT][<|constrain|>TYPE]<|message|>TEXT<|end|>
 // joined by <|start|>ROLE, and it ends with <|return|> (or <|call|> after a tool call). The channel `analysis` is
 // reasoning (reasoning_content; Anthropic thinking blocks), `final` is content, `commentary` without a recipient
-// (a preamble to the user) is content. A message addressed to a recipient (`to=functions.NAME`, a tool call) is
-// content too until harmony tool calls are read back as calls. The control tokens, the headers and the role names
-// between messages are framing (neither); tokens before any header are content, so a reply without channels reads
-// as it always did. The channel's name is read from the header's token texts, so it does not depend on how the
-// vocabulary splits it.
+// (a preamble to the user) is content. A message addressed to a recipient (`to=functions.NAME` in its header or
+// after its role, a tool call) is a call: its text is the call's arguments. The control tokens, the headers and the
+// role names between messages are framing (neither); tokens before any header are content, so a reply without
+// channels reads as it always did. Names are read from the header's token texts, so they do not depend on how the
+// vocabulary splits them.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -19,7 +19,7 @@
 
 namespace preface::server {
 
-enum class ReplyRoute : uint8_t { Content, Reasoning, Framing };
+enum class ReplyRoute : uint8_t { Content, Reasoning, Call, Framing };
 
 // harmony's control tokens in one vocabulary.
 struct HarmonyTokens {
@@ -35,6 +35,10 @@ class HarmonyChannels {
 
   // Where the next generated token's text goes.
   ReplyRoute route(int32_t token);
+  // Calls begun so far (a message to a recipient whose <|message|> was generated), and the latest one's function
+  // (the recipient without its "functions." namespace).
+  int32_t n_calls() const { return n_calls_; }
+  const std::string& call_name() const { return call_name_; }
 
  private:
   enum class State : uint8_t { Body, Header, Role };
@@ -43,6 +47,9 @@ class HarmonyChannels {
   State state_ = State::Body;
   ReplyRoute body_ = ReplyRoute::Content;  // where the current message's text goes
   std::string header_;                     // the header's text so far (State::Header)
+  std::string role_;                       // text between messages: the role and maybe " to=RECIPIENT"
+  int32_t n_calls_ = 0;
+  std::string call_name_;
 };
 
 // Whether a chat template writes harmony replies (its source uses <|channel|>).

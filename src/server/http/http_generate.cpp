@@ -175,10 +175,18 @@ void serve_generation(HttpState& state, ServerContext& ctx, const httplib::Reque
     auto last_check = std::chrono::steady_clock::now();
     bool client_gone = false;
     std::string text, reasoning;
+    std::vector<ChannelCall> calls;
     std::vector<TokenLogprob> logprobs;
     while (auto d = gen->next()) {
       text += d->text;
       reasoning += d->reasoning;
+      for (grammar::ToolCallEvent& e : d->calls) {
+        if (e.kind == grammar::ToolCallEvent::Kind::CallStart) {
+          calls.push_back({std::move(e.text), {}});
+        } else if (!calls.empty()) {
+          calls.back().arguments += e.text;
+        }
+      }
       logprobs.insert(logprobs.end(), d->logprobs.begin(), d->logprobs.end());
       const auto now = std::chrono::steady_clock::now();
       if (now - last_check >= std::chrono::milliseconds(20)) {
@@ -203,7 +211,7 @@ void serve_generation(HttpState& state, ServerContext& ctx, const httplib::Reque
     }
     if (s.kind == StopKind::Error) throw ApiError(500, "generation failed: " + s.error);
     if (s.kind == StopKind::Cancelled) throw ApiError(503, "the request was cancelled: the server is shutting down");
-    send_json(res, format->full_response(text, reasoning, logprobs, s));
+    send_json(res, format->full_response(text, reasoning, calls, logprobs, s));
     return;
   }
 
