@@ -239,8 +239,10 @@ void print_text(const KvOptions& o, const Report& r) {
   const model::KvShape& s = r.shape;
   const kernels::KvType t = r.dtype;
   const char* dtype = kernels::kv_type_name(t);
-  std::printf("shape       %s (%s): %d layers, %d heads, %d KV heads, head dim %d, dim %d, ffn %d, vocab %d%s%s\n",
-              s.name.c_str(), s.arch.c_str(), s.n_layers, s.n_heads, s.n_kv_heads, s.head_dim, s.dim, s.ffn_dim,
+  // ffn_dim 0: the width differs per layer (gemma4) or the file does not say.
+  const std::string ffn = s.ffn_dim > 0 ? std::to_string(s.ffn_dim) : std::string("per layer or unknown");
+  std::printf("shape       %s (%s): %d layers, %d heads, %d KV heads, head dim %d, dim %d, ffn %s, vocab %d%s%s\n",
+              s.name.c_str(), s.arch.c_str(), s.n_layers, s.n_heads, s.n_kv_heads, s.head_dim, s.dim, ffn.c_str(),
               s.n_vocab, s.tied_embeddings ? ", tied embeddings" : "", s.qkv_bias ? ", QKV bias" : "");
   std::printf("parameters  %s (%s, %s)\n", group_digits(s.n_params).c_str(), short_sci(double(s.n_params), 2).c_str(),
               std::string(model::param_source_text(s.params_source)).c_str());

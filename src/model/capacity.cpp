@@ -75,6 +75,22 @@ constexpr PatternedRow kPatterned[] = {
     {"gemma4-31b", "gemma4", 60, 32, 16, 256, 5376, 21504, 262144, 6, 1024, 4, 512, 30'700'000'000},
 };
 
+// The fields both tables share.
+template <typename Row>
+KvShape row_shape(const Row& r) {
+  KvShape s;
+  s.name = r.name;
+  s.arch = r.arch;
+  s.n_layers = r.n_layers;
+  s.n_heads = r.n_heads;
+  s.n_kv_heads = r.n_kv_heads;
+  s.head_dim = r.head_dim;
+  s.dim = r.dim;
+  s.ffn_dim = r.ffn_dim;
+  s.n_vocab = r.n_vocab;
+  return s;
+}
+
 // The positive integer at `key`; when absent, `fallback` unless it is 0 (the key is required).
 int32_t meta_count(const gguf::File& file, const std::string& key, int32_t fallback) {
   if (!file.find(key)) {
@@ -131,16 +147,7 @@ std::optional<KvShape> builtin_shape(std::string_view name) {
   const std::string n = lower(name);
   for (const BuiltinRow& r : kBuiltins) {
     if (n != r.name) continue;
-    KvShape s;
-    s.name = r.name;
-    s.arch = r.arch;
-    s.n_layers = r.n_layers;
-    s.n_heads = r.n_heads;
-    s.n_kv_heads = r.n_kv_heads;
-    s.head_dim = r.head_dim;
-    s.dim = r.dim;
-    s.ffn_dim = r.ffn_dim;
-    s.n_vocab = r.n_vocab;
+    KvShape s = row_shape(r);
     s.tied_embeddings = r.tied_embeddings;
     s.qkv_bias = r.qkv_bias;
     s.n_params = shape_param_count(s);
@@ -149,16 +156,7 @@ std::optional<KvShape> builtin_shape(std::string_view name) {
   }
   for (const PatternedRow& r : kPatterned) {
     if (n != r.name) continue;
-    KvShape s;
-    s.name = r.name;
-    s.arch = r.arch;
-    s.n_layers = r.n_layers;
-    s.n_heads = r.n_heads;
-    s.n_kv_heads = r.n_kv_heads;
-    s.head_dim = r.head_dim;
-    s.dim = r.dim;
-    s.ffn_dim = r.ffn_dim;
-    s.n_vocab = r.n_vocab;
+    KvShape s = row_shape(r);
     s.tied_embeddings = true;
     std::vector<MemorySpec> layers;
     for (int32_t il = 0; il < r.n_layers; ++il) {
