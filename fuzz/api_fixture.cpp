@@ -83,10 +83,13 @@ void exercise_format(server::ResponseFormat& format, const std::string& text, in
   summary.n_completion_tokens = 1;
   server::GenerationDelta delta;
   delta.text = text;
+  // The reply's channels too (harmony): reasoning, and a call whose arguments are the input.
+  delta.reasoning = text;
+  delta.calls = {{grammar::ToolCallEvent::Kind::CallStart, 0, "f"}, {grammar::ToolCallEvent::Kind::Arguments, 0, text}};
   (void)format.stream_start(n_prompt_tokens);
   (void)format.stream_delta(delta);
   (void)format.stream_end(summary);
-  const std::string body = server::dump_json(format.full_response(text, {}, summary));
+  const std::string body = server::dump_json(format.full_response(text, text, {{"f", text}}, {}, summary));
   check(nlohmann::json::accept(body), "response body is not valid JSON");
 }
 

@@ -24,20 +24,22 @@ void register_synth(CLI::App& app) {
   model::SynthSpec& s = opts->spec;
   CLI::App* cmd = app.add_subcommand(
       "synth",
-      "Write a random-weight llama/qwen2/qwen3moe GGUF model (loadable by llama.cpp) with the tokenizer of another "
-      "GGUF. The same options and seed always give the same bytes.");
+      "Write a random-weight llama/qwen2/qwen3moe/gpt-oss GGUF model (loadable by llama.cpp) with the tokenizer of "
+      "another GGUF. The same options and seed always give the same bytes.");
   cmd->add_option("--out", opts->out_path, "Output GGUF path")->required();
   cmd->add_option("--vocab-from", s.vocab_from, "GGUF whose tokenizer.* metadata is copied (sets the vocab size)")
       ->required()
       ->check(CLI::ExistingFile);
   cmd->add_option("--arch", s.arch,
-                  "Architecture: llama, qwen2 (adds Q/K/V biases) or qwen3moe (Q/K norms, mixture-of-experts FFN)")
-      ->check(CLI::IsMember({"llama", "qwen2", "qwen3moe"}))
+                  "Architecture: llama, qwen2 (adds Q/K/V biases), qwen3moe (Q/K norms, mixture-of-experts FFN) or "
+                  "gpt-oss (biases, attention sinks, a window on even layers, MXFP4 experts with biases)")
+      ->check(CLI::IsMember({"llama", "qwen2", "qwen3moe", "gpt-oss"}))
       ->capture_default_str();
-  cmd->add_option("--experts", s.n_experts, "qwen3moe: experts per layer")->capture_default_str();
-  cmd->add_option("--experts-used", s.n_experts_used, "qwen3moe: experts per token")->capture_default_str();
-  cmd->add_option("--expert-ffn", s.expert_ffn, "qwen3moe: each expert's feed-forward length (0: ffn / 4)")
+  cmd->add_option("--experts", s.n_experts, "qwen3moe, gpt-oss: experts per layer")->capture_default_str();
+  cmd->add_option("--experts-used", s.n_experts_used, "qwen3moe, gpt-oss: experts per token")->capture_default_str();
+  cmd->add_option("--expert-ffn", s.expert_ffn, "qwen3moe, gpt-oss: each expert's feed-forward length (0: ffn / 4)")
       ->capture_default_str();
+  cmd->add_option("--sliding-window", s.sliding_window, "gpt-oss: the even layers' window")->capture_default_str();
   cmd->add_option("--dim", s.dim, "Embedding length")->capture_default_str();
   cmd->add_option("--layers", s.n_layers, "Number of transformer blocks")->capture_default_str();
   cmd->add_option("--heads", s.n_heads, "Attention heads")->capture_default_str();

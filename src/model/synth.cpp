@@ -68,12 +68,30 @@ uint32_t file_type_of(TensorType t) {  // llama.cpp's llama_ftype
   }
 }
 
+bool is_moe(const SynthSpec& s) { return s.arch == "qwen3moe" || s.arch == "gpt-oss"; }
+
+// MXFP4 blocks of random codes for an {n_cols, n_rows x n_mats} expert tensor: one E8M0 exponent per 32 values,
+// chosen so the values' RMS is about 1/sqrt(n_cols) (uniform E2M1 codes have an RMS of 2.93).
+std::vector<uint8_t> random_mxfp4(uint64_t seed, uint64_t n_cols, uint64_t n_rows) {
+  const auto e = static_cast<uint8_t>(127 + std::lround(std::log2(1.0 / std::sqrt(static_cast<double>(n_cols)) / 2.93)));
+  std::vector<uint8_t> bytes(gguf::row_bytes(TensorType::MXFP4, n_cols) * n_rows);
+  std::mt19937_64 rng(seed);
+  for (size_t b = 0; b < bytes.size(); b += 17) {
+    bytes[b] = e;
+    for (size_t i = 1; i < 17; ++i) bytes[b + i] = static_cast<uint8_t>(rng());
+  }
+  return bytes;
+}
+
 void check_spec(const SynthSpec& s, int32_t ffn) {
   auto fail = [](const std::string& what) { throw Error("synth: " + what); };
-  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3moe") {
-    fail("unsupported arch '" + s.arch + "' (llama, qwen2 or qwen3moe)");
+  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3moe" && s.arch != "gpt-oss") {
+    fail("unsupported arch '" + s.arch + "' (llama, qwen2, qwen3moe or gpt-oss)");
   }
-  if (s.arch == "qwen3moe" && (s.n_experts < 1 || s.n_experts > 1024 || s.n_experts_used < 1 ||
+  if (s.arch == "gpt-oss" && (s.sliding_window < 1 || synth_expert_ffn(s) % 32 != 0)) {
+    fail("gpt-oss: the sliding window must be positive and the expert ffn a multiple of 32 (MXFP4)");
+  }
+  if (is_moe(s) && (s.n_experts < 1 || s.n_experts > 1024 || s.n_experts_used < 1 ||
                                s.n_experts_used > s.n_experts || s.expert_ffn < 0 || s.expert_ffn > 262144)) {
     fail("experts: 1 <= used <= experts <= 1024 and expert ffn <= 262144");
   }
@@ -92,7 +110,7 @@ void check_spec(const SynthSpec& s, int32_t ffn) {
   if (s.k_mix && s.type != TensorType::Q4_K && s.type != TensorType::Q5_K) fail("the _M mix needs Q4_K or Q5_K");
   int32_t block = static_cast<int32_t>(gguf::type_block_values(s.type));
   if (synth_tensor_type(s, "output.weight") != s.type) block = std::max(block, int32_t{256});  // Q6_K rows
-  if (s.dim % block != 0 || ffn % block != 0 || (s.arch == "qwen3moe" && synth_expert_ffn(s) % block != 0)) {
+  if (s.dim % block != 0 || ffn % block != 0 || (is_moe(s) && synth_expert_ffn(s) % block != 0)) {
     fail("dim and ffn must be multiples of " + std::to_string(block) + " for " +
          std::string(gguf::tensor_type_name(s.type)));
   }
@@ -154,7 +172,8 @@ void write_synth_model(const SynthSpec& spec, const std::string& out_path) {
                                                          "-l" + std::to_string(spec.n_layers) + "-" +
                                                          std::string(gguf::tensor_type_name(spec.type)));
   w.set_u32("general.alignment", 32);
-  w.set_u32("general.file_type", file_type_of(spec.type) + (spec.k_mix ? 1 : 0));
+  // gpt-oss: llama.cpp's MOSTLY_MXFP4_MOE.
+  w.set_u32("general.file_type", spec.arch == "gpt-oss" ? 38 : file_type_of(spec.type) + (spec.k_mix ? 1 : 0));
   w.set_u32(a + "context_length", static_cast<uint32_t>(spec.ctx_len));
   w.set_u32(a + "embedding_length", static_cast<uint32_t>(spec.dim));
   w.set_u32(a + "block_count", static_cast<uint32_t>(spec.n_layers));
@@ -165,8 +184,9 @@ void write_synth_model(const SynthSpec& spec, const std::string& out_path) {
   w.set_f32(a + "rope.freq_base", spec.rope_base);
   w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(head_dim));
   w.set_u32(a + "vocab_size", static_cast<uint32_t>(n_vocab));
-  const bool moe = spec.arch == "qwen3moe";
+  const bool moe = is_moe(spec), gpt_oss = spec.arch == "gpt-oss";
   const uint64_t n_experts = static_cast<uint64_t>(spec.n_experts), expert_ffn = moe ? synth_expert_ffn(spec) : 0;
+  if (gpt_oss) w.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(spec.sliding_window));
   if (moe) {
     w.set_u32(a + "attention.key_length", static_cast<uint32_t>(head_dim));
     w.set_u32(a + "attention.value_length", static_cast<uint32_t>(head_dim));
@@ -208,12 +228,32 @@ void write_synth_model(const SynthSpec& spec, const std::string& out_path) {
     matrix(p + "attn_q.weight", dim, dim);
     matrix(p + "attn_k.weight", dim, kv_dim);
     matrix(p + "attn_v.weight", dim, kv_dim);
-    if (spec.arch == "qwen2") {
+    if (spec.arch == "qwen2" || gpt_oss) {
       norm_or_bias(p + "attn_q.bias", dim, 0.0f, 0.1f);
       norm_or_bias(p + "attn_k.bias", kv_dim, 0.0f, 0.1f);
       norm_or_bias(p + "attn_v.bias", kv_dim, 0.0f, 0.1f);
     }
     matrix(p + "attn_output.weight", dim, dim);
+    if (gpt_oss) {
+      norm_or_bias(p + "attn_output.bias", dim, 0.0f, 0.1f);
+      norm_or_bias(p + "attn_sinks.weight", static_cast<uint64_t>(spec.n_heads), 0.0f, 1.0f);
+      norm_or_bias(p + "post_attention_norm.weight", dim, 1.0f, 0.05f);
+      const std::string router = p + "ffn_gate_inp.weight";
+      const float stddev = 1.0f / std::sqrt(static_cast<float>(dim));
+      w.add_tensor_f32(router, TensorType::F32, {dim, n_experts},
+                       normals(tensor_seed(spec.seed, router), dim * n_experts, 0.0f, stddev));
+      norm_or_bias(p + "ffn_gate_inp.bias", n_experts, 0.0f, 0.1f);
+      const auto experts = [&](const std::string& name, uint64_t n_cols, uint64_t n_rows) {
+        w.add_tensor(name, TensorType::MXFP4, {n_cols, n_rows, n_experts},
+                     random_mxfp4(tensor_seed(spec.seed, name), n_cols, n_rows * n_experts));
+        w.add_tensor_f32(name.substr(0, name.size() - 6) + "bias", TensorType::F32, {n_rows, n_experts},
+                         normals(tensor_seed(spec.seed, name + ".bias"), n_rows * n_experts, 0.0f, 0.1f));
+      };
+      experts(p + "ffn_gate_exps.weight", dim, expert_ffn);
+      experts(p + "ffn_up_exps.weight", dim, expert_ffn);
+      experts(p + "ffn_down_exps.weight", expert_ffn, dim);
+      continue;
+    }
     if (moe) {
       norm_or_bias(p + "attn_q_norm.weight", head_dim, 1.0f, 0.05f);
       norm_or_bias(p + "attn_k_norm.weight", head_dim, 1.0f, 0.05f);

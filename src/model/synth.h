@@ -1,5 +1,5 @@
-// Synthetic models: random-weight GGUF files in the llama/qwen2/qwen3moe layout that llama.cpp loads, for tests
-// and benchmarks of any size. Output depends only on the spec (same spec and seed -> identical bytes).
+// Synthetic models: random-weight GGUF files in the llama/qwen2/qwen3moe/gpt-oss layout that llama.cpp loads, for
+// tests and benchmarks of any size. Output depends only on the spec (same spec and seed -> identical bytes).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -10,16 +10,19 @@ namespace preface::model {
 
 struct SynthSpec {
   // "llama" | "qwen2" (adds F32 Q/K/V biases) | "qwen3moe" (per-head Q/K norms, a mixture-of-experts FFN: an F32
-  // router and n_experts experts of expert_ffn, n_experts_used per token, softmax then top-k, renormalized)
+  // router and n_experts experts of expert_ffn, n_experts_used per token, softmax then top-k, renormalized) |
+  // "gpt-oss" (Q/K/V/O biases, attention sinks, a sliding window on even layers, post_attention_norm before a
+  // mixture-of-experts FFN with router and expert biases, experts in MXFP4 whatever `type`, as published files)
   std::string arch = "llama";
   int32_t dim = 128;           // embedding length; multiple of n_heads (and of 32 for quantized types)
   int32_t n_layers = 2;
   int32_t n_heads = 8;
   int32_t n_kv_heads = 2;      // divides n_heads
   int32_t ffn_dim = 0;         // 0: 8/3 * dim rounded up to a multiple of 32
-  int32_t n_experts = 64;      // qwen3moe only
-  int32_t n_experts_used = 8;  // qwen3moe only
-  int32_t expert_ffn = 0;      // qwen3moe only; 0: ffn_dim / 4 rounded up to a multiple of 32
+  int32_t n_experts = 64;      // qwen3moe and gpt-oss
+  int32_t n_experts_used = 8;  // qwen3moe and gpt-oss
+  int32_t expert_ffn = 0;      // qwen3moe and gpt-oss; 0: ffn_dim / 4 rounded up to a multiple of 32
+  int32_t sliding_window = 128;  // gpt-oss only
   int32_t ctx_len = 2048;
   float rope_base = 10000.0f;
   float rms_eps = 1e-5f;
@@ -38,7 +41,7 @@ gguf::TensorType synth_tensor_type(const SynthSpec& spec, const std::string& nam
 
 // The ffn_dim actually used for `spec` (resolves 0 to the default).
 int32_t synth_ffn_dim(const SynthSpec& spec);
-// The expert_ffn actually used for a qwen3moe `spec` (resolves 0 to the default).
+// The expert_ffn actually used for a qwen3moe or gpt-oss `spec` (resolves 0 to the default).
 int32_t synth_expert_ffn(const SynthSpec& spec);
 
 // Writes the model to `out_path`. Throws preface::Error for an inconsistent spec, an unreadable vocab file or

@@ -275,6 +275,38 @@ TEST(Synth, Qwen3MoeExpertsLoadAndRun) {
   for (const float v : logits) ASSERT_TRUE(std::isfinite(v));
 }
 
+// gpt-oss's layout: biases, sinks, post_attention_norm, a router with a bias, MXFP4 experts with biases; preface
+// loads and runs it (and llama.cpp does: the gpt-oss benchmark of docs/performance.md).
+TEST(Synth, GptOssMxfp4ExpertsLoadAndRun) {
+  SynthSpec spec = small_spec();
+  if (spec.vocab_from.empty()) return;
+  spec.arch = "gpt-oss";
+  spec.type = TensorType::Q8_0;
+  spec.n_experts = 8;
+  spec.n_experts_used = 2;
+  spec.sliding_window = 4;
+  const std::string path = (test::temp_dir("synth-gpt-oss") / "gpt-oss.gguf").string();
+  write_synth_model(spec, path);
+  const gguf::File f = gguf::File::open(path);
+  EXPECT_EQ(f.get_int("gpt-oss.attention.sliding_window"), 4);
+  EXPECT_EQ(f.get_int("general.file_type"), 38);
+  EXPECT_EQ(f.tensor("blk.1.ffn_gate_exps.weight").dims, (Dims{64, 32, 8}));
+  EXPECT_EQ(f.tensor("blk.1.ffn_gate_exps.weight").type, TensorType::MXFP4);
+  EXPECT_EQ(f.tensor("blk.1.ffn_down_exps.bias").dims, (Dims{64, 8}));
+  EXPECT_EQ(f.tensor("blk.1.attn_sinks.weight").dims, (Dims{static_cast<uint64_t>(spec.n_heads)}));
+  EXPECT_EQ(f.tensor("blk.1.attn_q.weight").type, TensorType::Q8_0);
+  EXPECT_EQ(f.find_tensor("blk.1.ffn_norm.weight"), nullptr);
+  auto m = model::Model::load(path, 8);
+  EXPECT_EQ(m->config().moe.n_experts, 8);
+  EXPECT_EQ(m->config().sliding_window, 4);
+  const auto n_vocab = static_cast<size_t>(m->config().n_vocab);
+  ThreadPool pool(1);
+  test::TestKv kv(m->config(), kernels::KvType::F16, 16, 1);
+  const std::vector<float> logits = test::run_chunked(*m, pool, kv.view, {0}, {1, 5, 9, 2, 7, 3}, 2);
+  ASSERT_EQ(logits.size(), 6 * n_vocab);
+  for (const float v : logits) ASSERT_TRUE(std::isfinite(v));
+}
+
 TEST(Synth, SameSeedSameBytesOtherSeedDifferent) {
   SynthSpec spec = small_spec();
   if (spec.vocab_from.empty()) return;
