@@ -193,6 +193,11 @@ TEST(ServerErrors, OverloadedGets503WithRetryAfter) {
       post(*c, "/v1/messages", json{{"max_tokens", 1}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}});
   expect_anthropic_error(anthropic, 503, "overloaded_error", "overloaded");
   EXPECT_EQ(anthropic.headers.count("Retry-After"), 1u);
+  // Counting tokens and rendering a template parse and render bodies too: inside the same limit.
+  expect_anthropic_error(post(*c, "/v1/messages/count_tokens",
+                              json{{"messages", {{{"role", "user"}, {"content", "hi"}}}}}),
+                         503, "overloaded_error", "overloaded");
+  EXPECT_EQ(post(*c, "/apply-template", json{{"messages", {{{"role", "user"}, {"content", "hi"}}}}}).status, 503);
   // Operations endpoints are not limited.
   EXPECT_EQ(get(*c, "/health").status, 200);
   release = true;

@@ -193,7 +193,9 @@ void explain_cache(HttpState& state, ServerContext& ctx, const httplib::Request&
   send_json(res, cache_explain_json(e, ctx.tokenizer));
 }
 
-void count_tokens(HttpState&, ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+// Parses (and renders) inside the in-flight limit, as generation does: a body that is costly to parse holds a slot.
+void count_tokens(HttpState& state, ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const auto slot = acquire_slot(state, ctx);
   const AnthropicRequest r = parse_messages_request(parse_json_object(req.body), ctx, true);
   send_json(res, {{"input_tokens", r.generation.params.prompt.size()}});
 }
@@ -202,7 +204,8 @@ void count_tokens(HttpState&, ServerContext& ctx, const httplib::Request& req, h
 // /v1/chat/completions takes them, tool calls and tool messages included), tools, add_generation_prompt
 // (default true), chat_template_kwargs, reasoning_effort -> {"prompt": "..."}; a template error is 400 with its
 // message.
-void apply_template(HttpState&, ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+void apply_template(HttpState& state, ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const auto slot = acquire_slot(state, ctx);  // parsing and rendering count against the in-flight limit
   const json checked = parse_json_object(req.body);  // the limits and error shape of every other body
   const JsonFields f(checked);
   const json* messages = f.array("messages");
