@@ -24,17 +24,22 @@ int32_t kv_blocks_for_budget(const model::MemoryLayout& memory, kernels::KvType 
   return static_cast<int32_t>(std::min<uint64_t>(n, 1u << 24));
 }
 
+uint64_t window_pool_blocks(const model::MemoryLayout& memory, int32_t block_size, int32_t max_running,
+                            int32_t max_batch_tokens) {
+  const uint64_t needed = static_cast<uint64_t>(std::max(max_running, 1)) *
+                              static_cast<uint64_t>(model::window_reserve_blocks(memory.max_window(), block_size)) +
+                          static_cast<uint64_t>((std::max(max_batch_tokens, 1) + block_size - 1) / block_size);
+  return 2 * needed;
+}
+
 KvPools kv_pools_for_budget(const model::MemoryLayout& memory, kernels::KvType type, int32_t block_size,
                             uint64_t budget, int32_t max_running, int32_t max_batch_tokens) {
   const int32_t n_equal = kv_blocks_for_budget(memory, type, block_size, budget);
   if (!memory.can_split_windows()) return {n_equal, 0};
   const uint64_t window_block = memory.windowed_bytes_per_token(type) * static_cast<uint64_t>(block_size);
   const uint64_t main_block = kv_bytes_per_token(memory, type) * static_cast<uint64_t>(block_size) - window_block;
-  const uint64_t needed = static_cast<uint64_t>(std::max(max_running, 1)) *
-                              static_cast<uint64_t>(model::window_reserve_blocks(memory.max_window(), block_size)) +
-                          static_cast<uint64_t>((std::max(max_batch_tokens, 1) + block_size - 1) / block_size);
-  if (2 * needed >= static_cast<uint64_t>(n_equal)) return {n_equal, n_equal};
-  const uint64_t n_window = 2 * needed;
+  const uint64_t n_window = window_pool_blocks(memory, block_size, max_running, max_batch_tokens);
+  if (n_window >= static_cast<uint64_t>(n_equal)) return {n_equal, n_equal};
   const uint64_t n_main = (budget - n_window * window_block) / main_block;
   return {static_cast<int32_t>(std::min<uint64_t>(n_main, 1u << 24)), static_cast<int32_t>(n_window)};
 }

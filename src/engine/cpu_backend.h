@@ -63,6 +63,10 @@ struct KvPools {
   int32_t n_blocks = 0;         // main pool
   int32_t n_window_blocks = 0;  // 0: no window pool
 };
+// The window pool's blocks when it is not an equal split: twice what max_running sequences and one step's chunk
+// hold at once.
+uint64_t window_pool_blocks(const model::MemoryLayout& memory, int32_t block_size, int32_t max_running,
+                            int32_t max_batch_tokens);
 KvPools kv_pools_for_budget(const model::MemoryLayout& memory, kernels::KvType type, int32_t block_size,
                             uint64_t budget_bytes, int32_t max_running, int32_t max_batch_tokens);
 

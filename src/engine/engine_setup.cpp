@@ -81,9 +81,7 @@ uint64_t default_kv_cache_bytes(const model::Model& model, const EngineConfig& c
     // The global layers' every position, and the window pool kv_pools_for_budget would make.
     const uint64_t windowed = memory.windowed_bytes_per_token(c.kv_type);
     const auto bs = static_cast<uint64_t>(std::max(c.block_size, 1));
-    const uint64_t window_blocks =
-        2 * (n_running * static_cast<uint64_t>(model::window_reserve_blocks(memory.max_window(), c.block_size)) +
-             (static_cast<uint64_t>(std::max(c.max_batch_tokens, 1)) + bs - 1) / bs);
+    const uint64_t window_blocks = window_pool_blocks(memory, c.block_size, c.max_running, c.max_batch_tokens);
     wanted = std::min(wanted, (per_token - windowed) * ctx * n_running + windowed * bs * window_blocks);
   }
   return std::min(wanted, default_kv_cache_bytes());

@@ -323,45 +323,36 @@ std::vector<Sequence*> Scheduler::all() const {
   return out;
 }
 
-void Scheduler::check_invariants() const {
-  cache_.check_invariants();
-  const kv::BlockPool& pool = cache_.blocks();
+// Each block of `pool` has as many references as the sequences' `table`s name it (-1 entries name none), and a
+// waiting sequence names none.
+void Scheduler::check_refs(const kv::BlockPool& pool, std::vector<int32_t> Sequence::*table, const char* what) const {
   std::vector<int32_t> refs(static_cast<size_t>(pool.n_blocks()), 0);
   for (const auto& seq : owned_) {
-    if (!seq->running && !seq->block_table.empty()) {
-      throw std::logic_error("scheduler: waiting sequence " + std::to_string(seq->id) + " holds blocks");
+    if (!seq->running && !((*seq).*table).empty()) {
+      throw std::logic_error("scheduler: waiting sequence " + std::to_string(seq->id) + " holds " + what + "s");
     }
-    for (int32_t id : seq->block_table) refs[static_cast<size_t>(id)]++;
+    for (int32_t id : (*seq).*table) {
+      if (id >= 0) refs[static_cast<size_t>(id)]++;
+    }
   }
   for (int32_t id = 0; id < pool.n_blocks(); ++id) {
     if (refs[static_cast<size_t>(id)] != pool.ref_count(id)) {
-      throw std::logic_error("scheduler: block " + std::to_string(id) + " has ref count " +
+      throw std::logic_error("scheduler: " + std::string(what) + " " + std::to_string(id) + " has ref count " +
                              std::to_string(pool.ref_count(id)) + " but sequences hold it " +
                              std::to_string(refs[static_cast<size_t>(id)]) + " times");
     }
   }
+}
+
+void Scheduler::check_invariants() const {
+  cache_.check_invariants();
+  check_refs(cache_.blocks(), &Sequence::block_table, "block");
+  if (window_ != nullptr) check_refs(window_->blocks(), &Sequence::window_table, "window block");
   std::unordered_map<kv::Digest, int32_t, kv::DigestHash> expected;
   for (const auto& seq : owned_) {
     for (int32_t b = seq->pending_lo; b < seq->pending_hi; ++b) expected[seq->prompt_hashes()[b]]++;
   }
   if (expected != pending_) throw std::logic_error("scheduler: pending block counts inconsistent");
-  if (window_ != nullptr) {
-    const kv::BlockPool& wpool = window_->blocks();
-    std::vector<int32_t> wrefs(static_cast<size_t>(wpool.n_blocks()), 0);
-    for (const auto& seq : owned_) {
-      if (!seq->running && !seq->window_table.empty()) {
-        throw std::logic_error("scheduler: waiting sequence " + std::to_string(seq->id) + " holds window blocks");
-      }
-      for (int32_t id : seq->window_table) {
-        if (id >= 0) wrefs[static_cast<size_t>(id)]++;
-      }
-    }
-    for (int32_t id = 0; id < wpool.n_blocks(); ++id) {
-      if (wrefs[static_cast<size_t>(id)] != wpool.ref_count(id)) {
-        throw std::logic_error("scheduler: window block " + std::to_string(id) + " refs differ from the tables'");
-      }
-    }
-  }
   if (running_.size() + waiting_.size() != owned_.size()) {
     throw std::logic_error("scheduler: running + waiting != live sequences");
   }

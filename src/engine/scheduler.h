@@ -88,6 +88,7 @@ class Scheduler {
   // Drops the match's blocks past the first k and its partial hit.
   void cut_match(const Sequence& seq, std::span<const kv::Digest> hashes, kv::PrefixMatch& match, size_t k);
   void release_state_slot(Sequence& seq);
+  void check_refs(const kv::BlockPool& pool, std::vector<int32_t> Sequence::*table, const char* what) const;
   void announce_pending(Sequence& seq, int32_t lo);
   void retract_pending(Sequence& seq);
 
