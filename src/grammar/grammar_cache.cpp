@@ -9,9 +9,13 @@ namespace preface::grammar {
 GrammarCache::GrammarCache(std::shared_ptr<const TokenVocab> vocab, size_t capacity)
     : vocab_(std::move(vocab)), capacity_(std::max<size_t>(capacity, 1)) {}
 
-std::shared_ptr<Constraint> GrammarCache::json_schema(const nlohmann::json& schema) {
-  // nlohmann::json keeps object keys sorted, so dump() is canonical for equal schemas.
-  return get(SourceKind::JsonSchema, schema.dump());
+std::shared_ptr<Constraint> GrammarCache::json_schema(const nlohmann::json& schema,
+                                                      std::vector<Loosened>* loosened) {
+  // The schema's GBNF is written on every call (cheap beside parsing it and building masks, which the cache
+  // saves): its notes are per request, and equal schemas give equal text.
+  SchemaGrammar compiled = compile_json_schema(schema);
+  if (loosened != nullptr) loosened->insert(loosened->end(), compiled.loosened.begin(), compiled.loosened.end());
+  return get(SourceKind::JsonSchema, compiled.gbnf);
 }
 
 std::shared_ptr<Constraint> GrammarCache::json_object() { return get(SourceKind::JsonObject, ""); }
@@ -39,12 +43,8 @@ std::shared_ptr<Constraint> GrammarCache::get(SourceKind kind, std::string_view 
   // Compiled outside the lock: a large schema does not hold up other requests.
   Grammar g;
   switch (kind) {
-    case SourceKind::JsonSchema: {
-      const std::string gbnf_text = json_schema_to_gbnf(nlohmann::json::parse(text));
-      g = parse_gbnf(gbnf_text);
-      break;
-    }
     case SourceKind::JsonObject: g = parse_gbnf(json_object_gbnf()); break;
+    case SourceKind::JsonSchema:  // text: the schema's GBNF
     case SourceKind::Gbnf: g = parse_gbnf(text); break;
   }
   auto c = std::make_shared<Constraint>(std::move(g), vocab_);

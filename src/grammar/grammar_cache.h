@@ -11,9 +11,11 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "grammar/json_schema.h"
 #include "grammar/matcher.h"
 #include "grammar/token_vocab.h"
 
@@ -25,8 +27,9 @@ class GrammarCache {
  public:
   explicit GrammarCache(std::shared_ptr<const TokenVocab> vocab, size_t capacity = 64);
 
-  // Throws GrammarError (where: the schema path or GBNF location) for an invalid or unsupported source.
-  std::shared_ptr<Constraint> json_schema(const nlohmann::json& schema);
+  // Throws GrammarError (where: the schema path or GBNF location) for an invalid source. json_schema appends what
+  // the compile loosened (json_schema.h's SchemaGrammar::loosened) to `loosened` when given.
+  std::shared_ptr<Constraint> json_schema(const nlohmann::json& schema, std::vector<Loosened>* loosened = nullptr);
   std::shared_ptr<Constraint> json_object();
   std::shared_ptr<Constraint> gbnf(std::string_view text);
 

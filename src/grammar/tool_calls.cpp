@@ -77,7 +77,8 @@ std::optional<ToolCallFormat> detect_tool_call_format(std::string_view source) {
   return std::nullopt;
 }
 
-std::string tool_call_gbnf(ToolCallFormat format, const std::vector<ToolSpec>& tools, bool parallel) {
+std::string tool_call_gbnf(ToolCallFormat format, const std::vector<ToolSpec>& tools, bool parallel,
+                           std::vector<Loosened>* loosened) {
   if (tools.empty()) throw GrammarError("", "no tools to call");
   const FormatSpec& f = spec(format);
   std::vector<json> schemas;
@@ -94,7 +95,7 @@ std::string tool_call_gbnf(ToolCallFormat format, const std::vector<ToolSpec>& t
   std::string root = cat("root ::= ", gbnf_literal(f.list_open), " call");
   if (many) root += cat(" ( ", gbnf_literal(f.separator), " call )*");
   root += cat(" ", gbnf_literal(f.list_close), "\n");
-  return cat(root, "call ::= ", call, "\n", json_schemas_gbnf_rules(schemas, names));
+  return cat(root, "call ::= ", call, "\n", json_schemas_gbnf_rules(schemas, names, loosened));
 }
 
 std::optional<ParsedOutput> parse_tool_calls(ToolCallFormat format, std::string_view text) {

@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "grammar/json_schema.h"
+
 namespace preface::grammar {
 
 // Deepest nesting of objects and arrays accepted in a parsed call (its arguments included); deeper output is
@@ -33,8 +35,10 @@ struct ToolSpec {
 };
 
 // GBNF whose root matches one call (parallel: one or more) to any of `tools`, each call's arguments valid under
-// that tool's parameters. Throws GrammarError (where "[i]..." names the tool and the path in its schema).
-std::string tool_call_gbnf(ToolCallFormat format, const std::vector<ToolSpec>& tools, bool parallel);
+// that tool's parameters (save what the schema compile loosens: appended to `loosened` when given, with the
+// path "[i].<path in tool i's schema>"). Throws GrammarError (where "[i]..." names the tool and the path in its schema).
+std::string tool_call_gbnf(ToolCallFormat format, const std::vector<ToolSpec>& tools, bool parallel,
+                           std::vector<Loosened>* loosened = nullptr);
 
 struct ParsedToolCall {
   std::string name;

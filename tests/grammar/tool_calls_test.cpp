@@ -148,11 +148,16 @@ TEST(ToolCalls, DeepOutputIsNotACall) {
 
 TEST(ToolCalls, BadToolSchemasAreNamed) {
   try {
-    tool_call_gbnf(ToolCallFormat::Hermes, {{"a", json::object()}, {"b", json::parse(R"({"not":{}})")}}, true);
+    tool_call_gbnf(ToolCallFormat::Hermes, {{"a", json::object()}, {"b", json::parse(R"({"type":"strng"})")}}, true);
     FAIL() << "accepted";
   } catch (const GrammarError& e) {
-    EXPECT_STREQ(e.what(), "[1]: unsupported keyword 'not'");
+    EXPECT_STREQ(e.what(), "[1].type: unknown type 'strng'");
   }
+  std::vector<Loosened> loosened;
+  tool_call_gbnf(ToolCallFormat::Hermes,
+                 {{"a", json::object()}, {"b", json::parse(R"({"properties":{"x":{"not":{}}}})")}}, true, &loosened);
+  ASSERT_EQ(loosened.size(), 1u);
+  EXPECT_EQ(loosened[0].text("tools"), "tools[1].properties.x: 'not' is not enforced");
 }
 
 }  // namespace

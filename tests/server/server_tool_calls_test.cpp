@@ -304,9 +304,17 @@ TEST(ServerToolCalls, BadToolInputIsA400NamingTheParameter) {
   };
   json b = openai_body({{"type", "function"}, {"function", {{"name", "nope"}}}}, false, 1);
   EXPECT_EQ(param_of(b), "tool_choice");
-  b = openai_body("auto", false, 1);
-  b["tools"][1]["function"]["parameters"]["properties"]["a"] = {{"not", json::object()}};
-  EXPECT_EQ(param_of(b), "tools[1].function.parameters.properties.a");
+  b = openai_body("required", false, 1);
+  b["tools"][1]["function"]["parameters"]["properties"]["a"] = {{"type", "strng"}};
+  EXPECT_EQ(param_of(b), "tools[1].function.parameters.properties.a.type");
+  b["tool_choice"] = "auto";  // only rendered, never compiled
+  EXPECT_EQ(post(*c, "/v1/chat/completions", b).status, 200);
+  b["tools"][1]["function"]["parameters"]["properties"]["a"] = {{"type", "integer"}, {"multipleOf", 3}};
+  b["tool_choice"] = "required";  // compiled: what the grammar cannot enforce is a warning, not a 400
+  const HttpResult loose = post(*c, "/v1/chat/completions", b);
+  ASSERT_EQ(loose.status, 200) << loose.body;
+  EXPECT_EQ(loose.body_json()["warnings"],
+            json::array({"tools[1].function.parameters.properties.a: 'multipleOf' is not enforced"}));
   b = openai_body("auto", false, 1);
   b["messages"].push_back({{"role", "tool"}, {"tool_call_id", "call_x"}, {"content", "1"}});
   EXPECT_EQ(param_of(b), "messages[1].tool_call_id");

@@ -1,9 +1,11 @@
 // A small JSON Schema validator for tests: checks an instance against the subset grammar/json_schema.h
 // compiles (type, enum, const, properties, required, additionalProperties, items, minItems, maxItems,
-// minLength, maxLength, pattern, format date/time/date-time/uuid, anyOf, oneOf, allOf, local $ref), written
+// minLength, maxLength, pattern, format date/time/date-time/uuid/email/uri/hostname/ipv4/ipv6, minimum, maximum,
+// exclusiveMinimum, exclusiveMaximum, prefixItems, nullable, anyOf, oneOf, allOf, local $ref), written
 // independently of the compiler so that it can catch the compiler's mistakes. Written here: Debian packages no
 // C++ JSON Schema validator.
 #pragma once
+#include <map>
 #include <regex>
 #include <string>
 
@@ -39,6 +41,7 @@ class JsonSchemaValidator {
   std::string check(const nlohmann::json& s, const nlohmann::json& v, const std::string& at) const {
     using nlohmann::json;
     if (s.is_boolean()) return s.get<bool>() ? "" : at + ": false schema";
+    if (v.is_null() && s.value("nullable", json(false)) == json(true)) return "";
     if (auto it = s.find("$ref"); it != s.end()) {
       const std::string ref = it->get<std::string>();
       const json& target = ref == "#" ? root_ : root_.at(json::json_pointer(ref.substr(1)));
@@ -85,13 +88,29 @@ class JsonSchemaValidator {
         }
       }
     }
+    if (v.is_number()) {
+      const double x = v.get<double>();
+      auto num = [&](const char* k) { return s.contains(k) && s[k].is_number(); };
+      const bool d4_lo = s.value("exclusiveMinimum", json(false)) == json(true);  // draft 4 booleans
+      const bool d4_hi = s.value("exclusiveMaximum", json(false)) == json(true);
+      if (num("minimum") && (d4_lo ? x <= s["minimum"].get<double>() : x < s["minimum"].get<double>())) {
+        return at + ": below the minimum";
+      }
+      if (num("maximum") && (d4_hi ? x >= s["maximum"].get<double>() : x > s["maximum"].get<double>())) {
+        return at + ": above the maximum";
+      }
+      if (num("exclusiveMinimum") && x <= s["exclusiveMinimum"].get<double>()) return at + ": not above the bound";
+      if (num("exclusiveMaximum") && x >= s["exclusiveMaximum"].get<double>()) return at + ": not below the bound";
+    }
     if (v.is_array()) {
       if (s.contains("minItems") && v.size() < s["minItems"].get<size_t>()) return at + ": too few items";
       if (s.contains("maxItems") && v.size() > s["maxItems"].get<size_t>()) return at + ": too many items";
-      if (auto it = s.find("items"); it != s.end()) {
-        for (size_t i = 0; i < v.size(); ++i) {
-          if (auto e = check(*it, v[i], at + "[" + std::to_string(i) + "]"); !e.empty()) return e;
-        }
+      const json prefix = s.value("prefixItems", json::array());
+      for (size_t i = 0; i < v.size(); ++i) {
+        const auto it = s.find("items");
+        const json* sub = i < prefix.size() ? &prefix[i] : it != s.end() ? &*it : nullptr;
+        if (sub == nullptr) continue;
+        if (auto e = check(*sub, v[i], at + "[" + std::to_string(i) + "]"); !e.empty()) return e;
       }
     }
     if (v.is_string()) {
@@ -105,9 +124,23 @@ class JsonSchemaValidator {
         static const std::string kDate = R"(\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01]))";
         static const std::string kTime = R"(([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d+)?(Z|[+-]([01]\d|2[0-3]):[0-5]\d))";
         const std::string f = it->get<std::string>();
-        const std::string re = f == "date" ? kDate : f == "time" ? kTime : f == "date-time" ? kDate + "T" + kTime
-                             : f == "uuid" ? "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
-                                           : ".*";
+        // Hostnames: RFC 1123 labels; email: zod 4's default pattern; URIs: a scheme, "://", an authority.
+        static const std::string kLabel = "[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?";
+        static const std::string kHost = "(?=.{1,253}$)" + kLabel + "(\\." + kLabel + ")*";
+        static const std::string kOctet = "(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)";
+        static const std::map<std::string, std::string> kFormats = {
+            {"date", kDate},
+            {"time", kTime},
+            {"date-time", kDate + "T" + kTime},
+            {"uuid", "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"},
+            {"hostname", kHost},
+            {"email", R"((?!\.)(?!.*\.\.)([A-Za-z0-9_'+\-\.]*)[A-Za-z0-9_+-]@([A-Za-z0-9][A-Za-z0-9\-]*\.)+[A-Za-z]{2,})"},
+            {"ipv4", kOctet + "(\\." + kOctet + "){3}"},
+            {"ipv6", "[0-9A-Fa-f]{1,4}(:[0-9A-Fa-f]{1,4}){7}"},
+            {"uri", "[A-Za-z][A-Za-z0-9+.-]*://[^\\s/?#]+([/?#][^\\s]*)?"},
+        };
+        const auto fit = kFormats.find(f);
+        const std::string re = fit == kFormats.end() ? ".*" : fit->second;
         if (!std::regex_match(str, std::regex(re))) return at + ": not a " + f;
       }
     }

@@ -49,6 +49,10 @@ struct GenerationRequest {
   // GenerationDelta::reasoning, framing nowhere, the rest to text. Ignored when the vocabulary lacks harmony's
   // control tokens.
   bool harmony = false;
+  // What the request asked for and the server does not do exactly (a schema keyword the grammar cannot enforce:
+  // "response_format.json_schema.schema.properties.n: 'multipleOf' is not enforced"). Sent back in the
+  // response's `warnings` field and the X-Preface-Warnings header.
+  std::vector<std::string> warnings;
 };
 
 using TopLogprob = engine::TopLogprob;

@@ -17,25 +17,32 @@ using nlohmann::json;
   throw ApiError(400, where + ": " + (schema_path ? e.detail : std::string(e.what())), where);
 }
 
-std::shared_ptr<grammar::Constraint> schema_constraint(ServerContext& ctx, const json& schema, const std::string& param) {
+using Warnings = std::vector<std::string>;
+
+std::shared_ptr<grammar::Constraint> schema_constraint(ServerContext& ctx, const json& schema, const std::string& param,
+                                                       Warnings& warnings) {
   if (!schema.is_object() && !schema.is_boolean()) throw ApiError(400, param + ": must be a JSON Schema object", param);
+  std::vector<grammar::Loosened> loosened;
   try {
-    return ctx.grammars().json_schema(schema);
+    std::shared_ptr<grammar::Constraint> c = ctx.grammars().json_schema(schema, &loosened);
+    for (const grammar::Loosened& l : loosened) warnings.push_back(l.text(param));
+    return c;
   } catch (const grammar::GrammarError& e) {
     rethrow(e, param);
   }
 }
 
 // A schema given as an object or as JSON text (vLLM's guided_json accepts both).
-std::shared_ptr<grammar::Constraint> schema_or_text(ServerContext& ctx, const json& v, const std::string& param) {
-  if (!v.is_string()) return schema_constraint(ctx, v, param);
+std::shared_ptr<grammar::Constraint> schema_or_text(ServerContext& ctx, const json& v, const std::string& param,
+                                                    Warnings& warnings) {
+  if (!v.is_string()) return schema_constraint(ctx, v, param, warnings);
   json parsed;
   try {
     parsed = parse_json_object(v.get<std::string>());
   } catch (const ApiError& e) {
     throw ApiError(400, param + ": not a JSON Schema object (" + e.what() + ")", param);
   }
-  return schema_constraint(ctx, parsed, param);
+  return schema_constraint(ctx, parsed, param, warnings);
 }
 
 std::shared_ptr<grammar::Constraint> gbnf_constraint(ServerContext& ctx, const json& v, const std::string& param) {
@@ -63,13 +70,13 @@ std::shared_ptr<grammar::Constraint> choice_constraint(ServerContext& ctx, const
 
 std::shared_ptr<grammar::Constraint> json_object_constraint(ServerContext& ctx) { return ctx.grammars().json_object(); }
 
-std::shared_ptr<grammar::Constraint> response_format(ServerContext& ctx, const json& rf) {
+std::shared_ptr<grammar::Constraint> response_format(ServerContext& ctx, const json& rf, Warnings& warnings) {
   const JsonFields r(rf, "response_format.");
   const std::string type = r.string("type").value_or("");
   if (type == "text") return nullptr;
   if (type == "json_object") {
     const auto it = rf.find("schema");  // llama.cpp's extension
-    if (it != rf.end() && !it->is_null()) return schema_constraint(ctx, *it, "response_format.schema");
+    if (it != rf.end() && !it->is_null()) return schema_constraint(ctx, *it, "response_format.schema", warnings);
     return json_object_constraint(ctx);
   }
   if (type == "json_schema") {
@@ -80,13 +87,15 @@ std::shared_ptr<grammar::Constraint> response_format(ServerContext& ctx, const j
     (void)j.string("description");
     (void)j.boolean("strict");  // every schema is enforced exactly; strict changes nothing
     const auto it = js->find("schema");
-    if (it == js->end() || it->is_null()) return schema_constraint(ctx, json::object(), "response_format.json_schema.schema");
-    return schema_constraint(ctx, *it, "response_format.json_schema.schema");
+    if (it == js->end() || it->is_null()) {
+      return schema_constraint(ctx, json::object(), "response_format.json_schema.schema", warnings);
+    }
+    return schema_constraint(ctx, *it, "response_format.json_schema.schema", warnings);
   }
   r.fail("type", "must be 'text', 'json_object' or 'json_schema', got '" + type + "'");
 }
 
-std::shared_ptr<grammar::Constraint> structured_outputs(ServerContext& ctx, const json& so) {
+std::shared_ptr<grammar::Constraint> structured_outputs(ServerContext& ctx, const json& so, Warnings& warnings) {
   if (!so.is_object()) throw ApiError(400, "'structured_outputs' must be an object", "structured_outputs");
   std::shared_ptr<grammar::Constraint> out;
   int n = 0;
@@ -94,7 +103,7 @@ std::shared_ptr<grammar::Constraint> structured_outputs(ServerContext& ctx, cons
     if (v.is_null() || key == "disable_fallback" || key == "disable_any_whitespace" || key == "backend") continue;
     const std::string param = "structured_outputs." + key;
     if (key == "json") {
-      out = schema_or_text(ctx, v, param);
+      out = schema_or_text(ctx, v, param, warnings);
     } else if (key == "grammar") {
       out = gbnf_constraint(ctx, v, param);
     } else if (key == "choice") {
@@ -131,13 +140,14 @@ void apply_openai_structured_output(const JsonFields& f, const json& body, Serve
     const auto it = body.find(name);
     return it == body.end() || it->is_null() ? nullptr : &*it;
   };
-  if (const json* rf = f.object("response_format")) take("response_format", response_format(ctx, *rf));
+  Warnings& w = request.warnings;
+  if (const json* rf = f.object("response_format")) take("response_format", response_format(ctx, *rf, w));
   if (const json* g = field("grammar")) take("grammar", gbnf_constraint(ctx, *g, "grammar"));
-  if (const json* s = field("json_schema")) take("json_schema", schema_constraint(ctx, *s, "json_schema"));
-  if (const json* s = field("guided_json")) take("guided_json", schema_or_text(ctx, *s, "guided_json"));
+  if (const json* s = field("json_schema")) take("json_schema", schema_constraint(ctx, *s, "json_schema", w));
+  if (const json* s = field("guided_json")) take("guided_json", schema_or_text(ctx, *s, "guided_json", w));
   if (const json* g = field("guided_grammar")) take("guided_grammar", gbnf_constraint(ctx, *g, "guided_grammar"));
   if (const json* ch = field("guided_choice")) take("guided_choice", choice_constraint(ctx, *ch, "guided_choice"));
-  if (const json* so = field("structured_outputs")) take("structured_outputs", structured_outputs(ctx, *so));
+  if (const json* so = field("structured_outputs")) take("structured_outputs", structured_outputs(ctx, *so, w));
   if (field("guided_regex") != nullptr) {
     f.fail("guided_regex", "is not supported (use guided_json with a string 'pattern', or guided_grammar)");
   }
@@ -155,7 +165,7 @@ void apply_anthropic_structured_output(const JsonFields& f, ServerContext& ctx, 
     const json* schema = ff.object("schema");
     if (schema == nullptr) ff.fail("schema", "is required");
     if (c) throw ApiError(400, "'output_config.format' and 'output_format' cannot be combined", param);
-    c = schema_constraint(ctx, *schema, param + ".schema");
+    c = schema_constraint(ctx, *schema, param + ".schema", request.warnings);
   };
   if (const json* oc = f.object("output_config")) {
     if (const json* fmt = JsonFields(*oc, "output_config.").object("format")) format(*fmt, "output_config.format");

@@ -1,7 +1,8 @@
 // The structured-output fields of both APIs, compiled (on the calling HTTP thread: parsing only, never token
-// masks) into one engine constraint. At most one field may constrain a request; an invalid or unsupported one is
-// a 400 naming it, down to the schema keyword (e.g. `response_format.json_schema.schema.properties.x:
-// unsupported keyword 'patternProperties'`).
+// masks) into one engine constraint. At most one field may constrain a request; a malformed or unsatisfiable one
+// is a 400 naming it, down to the schema keyword (e.g. `response_format.json_schema.schema.properties.x.type:
+// unknown type 'strng'`). A keyword the grammar cannot enforce is dropped and named in GenerationRequest::warnings
+// (`response_format.json_schema.schema.properties.n: 'multipleOf' is not enforced`; docs/structured-output.md).
 //
 // OpenAI-shaped bodies (chat and completions):
 //   response_format  {"type":"text"} | {"type":"json_object"} (llama.cpp: with an optional "schema") |

@@ -169,17 +169,8 @@ std::optional<ToolOutput> apply_tools(const ToolsRequest& tools, ServerContext& 
                                       const std::string& schema_field) {
   if (tools.specs.empty()) return std::nullopt;
   const std::optional<grammar::ToolCallFormat> format = grammar::detect_tool_call_format(ctx.chat_renderer->source());
-  // Every schema is checked (parsing only), whatever the choice: a bad schema is a 400, never ignored.
-  const grammar::ToolCallFormat any_format = format.value_or(grammar::ToolCallFormat::Hermes);
-  for (size_t i = 0; i < tools.specs.size(); ++i) {
-    try {
-      (void)grammar::tool_call_gbnf(any_format, {tools.specs[i]}, false);
-    } catch (const grammar::GrammarError& e) {
-      const std::string where = e.where.rfind("[0]", 0) == 0 ? e.where.substr(3) : "";  // "[0]" + ".path"
-      const std::string param = "tools[" + std::to_string(i) + "]." + schema_field + where;
-      throw ApiError(400, param + ": " + e.detail, param);
-    }
-  }
+  // A schema is only rendered into the prompt unless a call is forced: then the allowed tools' schemas are
+  // compiled, a malformed one is a 400 naming it, and what the grammar cannot enforce is a warning.
   if (tools.choice == ToolChoice::None) return std::nullopt;
   if (tools.choice == ToolChoice::Auto) {
     if (!format) return std::nullopt;
@@ -195,8 +186,23 @@ std::optional<ToolOutput> apply_tools(const ToolsRequest& tools, ServerContext& 
                    "tool_choice");
   }
   std::vector<grammar::ToolSpec> allowed;
-  for (const grammar::ToolSpec& s : tools.specs) {
-    if (!tools.named || s.name == *tools.named) allowed.push_back(s);
+  for (size_t i = 0; i < tools.specs.size(); ++i) {
+    const grammar::ToolSpec& spec = tools.specs[i];
+    if (tools.named && spec.name != *tools.named) continue;
+    const std::string param = "tools[" + std::to_string(i) + "]." + schema_field;
+    std::vector<grammar::Loosened> loosened;
+    try {
+      (void)grammar::tool_call_gbnf(*format, {spec}, false, &loosened);
+    } catch (const grammar::GrammarError& e) {
+      const std::string where = param + (e.where.rfind("[0]", 0) == 0 ? e.where.substr(3) : "");  // "[0]" + ".path"
+      throw ApiError(400, where + ": " + e.detail, where);
+    }
+    for (grammar::Loosened& l : loosened) {
+      const size_t dot = l.path.find('.');  // "[0]" or "[0].<path>"
+      l.path = dot == std::string::npos ? "" : l.path.substr(dot + 1);
+      request.warnings.push_back(l.text(param));
+    }
+    allowed.push_back(spec);
   }
   try {
     request.params.constraint = ctx.grammars().gbnf(grammar::tool_call_gbnf(*format, allowed, tools.parallel));

@@ -7,8 +7,9 @@
 //
 // Output: in the model family's own format (grammar/tool_calls.h), detected from the template's source. With
 // tool_choice required / any / a named tool, decoding is constrained to calls of the allowed tools in that
-// format, their arguments valid under the tools' schemas, so the call is valid by construction (and streamed as
-// generated). With auto, the output is parsed when it ends; what does not parse is text. With none, or when the
+// format, their arguments valid under the tools' schemas (save keywords the grammar cannot enforce, which become
+// GenerationRequest::warnings), so the call is valid by construction (and streamed as generated). With auto or
+// none a schema is only rendered, never compiled. With auto, the output is parsed when it ends; what does not parse is text. With none, or when the
 // template's format is not recognised (auto only; a forced choice is then a 400), the output is text.
 #pragma once
 #include <optional>
@@ -46,8 +47,9 @@ struct ToolOutput {
 ToolsRequest parse_openai_tools(const JsonFields& f, const nlohmann::json& body);
 ToolsRequest parse_anthropic_tools(const JsonFields& f);
 
-// Checks every tool schema (400 naming e.g. tools[1].function.parameters.properties.x), and for a forced choice
-// sets request.params.constraint to the call grammar (400 when another constraint is set: `choice_param`).
+// For a forced choice, compiles the allowed tools' schemas (a malformed one is a 400 naming e.g.
+// tools[1].function.parameters.properties.x; loosened keywords go to request.warnings) and sets
+// request.params.constraint to the call grammar (400 when another constraint is set).
 // Returns how to read the output (nullopt: as text). `schema_field`: "function.parameters" or "input_schema".
 std::optional<ToolOutput> apply_tools(const ToolsRequest& tools, ServerContext& ctx, GenerationRequest& request,
                                       const std::string& schema_field);

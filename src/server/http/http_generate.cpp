@@ -114,6 +114,17 @@ struct StreamJob {
   }
 };
 
+// The warnings as one header value: "; "-joined, printable ASCII only, at most 2000 bytes.
+std::string warnings_header(const std::vector<std::string>& warnings) {
+  std::string out;
+  for (const std::string& w : warnings) {
+    if (!out.empty()) out += "; ";
+    for (const char c : w) out += c >= 0x20 && c < 0x7F ? c : '?';
+  }
+  if (out.size() > 2000) out = out.substr(0, 1997) + "...";
+  return out;
+}
+
 bool write(httplib::DataSink& sink, const std::string& text) {
   return text.empty() || sink.write(text.data(), text.size());
 }
@@ -148,6 +159,10 @@ void serve_generation(HttpState& state, ServerContext& ctx, const httplib::Reque
     const engine::CacheExplanation e = explain_for_tenant(ctx, tenant, params.prompt, params.cache_salt);
     res.set_header("X-Preface-Cache-Explain", cache_explain_header(e));
     format->add_field("cache_explain", cache_explain_json(e, ctx.tokenizer));
+  }
+  if (!request.warnings.empty()) {
+    format->add_field("warnings", request.warnings);
+    res.set_header("X-Preface-Warnings", warnings_header(request.warnings));
   }
   const std::string pins = pins_text(params.cache_pins);
   const auto n_prompt = static_cast<int64_t>(params.prompt.size());
