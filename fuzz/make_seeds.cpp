@@ -180,6 +180,18 @@ const std::vector<std::string> kOpenAIChats = {
     R"("text":"B","prompt_cache_breakpoint":{"mode":"explicit"}}]}],"prompt_cache_options":{"mode":"implicit",)"
     R"("ttl":"30m"},"max_tokens":2})",
 };
+const std::vector<std::string> kResponses = {
+    R"({"input":"Hello","max_output_tokens":16})",
+    R"({"instructions":"Be brief.","input":[{"role":"user","content":[{"type":"input_text","text":"Hi"}]},)"
+    R"({"type":"message","role":"assistant","content":[{"type":"output_text","text":"Yes"}]},)"
+    R"({"type":"function_call","call_id":"c1","name":"f","arguments":"{\"a\":1}"},)"
+    R"({"type":"function_call_output","call_id":"c1","output":"ok"}],"tools":[{"type":"function","name":"f",)"
+    R"("parameters":{"type":"object","properties":{"a":{"type":"integer","minimum":0}}}}],"tool_choice":"auto"})",
+    R"({"input":"x","text":{"format":{"type":"json_schema","name":"s","schema":{"type":"object",)"
+    R"("properties":{"n":{"type":"number","exclusiveMinimum":0}}}}},"reasoning":{"effort":"low"},"store":false})",
+    R"({"input":"x","previous_response_id":"resp_x","stream":true,"metadata":{"k":"v"}})",
+};
+
 const std::vector<std::string> kAnthropic = {
     R"({"model":"stories260K","max_tokens":16,"messages":[{"role":"user","content":"Hello"}]})",
     R"({"max_tokens":8,"system":[{"type":"text","text":"S","cache_control":{"type":"ephemeral","ttl":"1h"}}],)"
@@ -328,6 +340,7 @@ void write_all(const fs::path& root) {
   }
   write_requests(root / "openai_request", kOpenAICompletions, 0);
   write_requests(root / "openai_request", kOpenAIChats, 1);
+  write_requests(root / "responses_request", kResponses, 0);
   write_requests(root / "anthropic_request", kAnthropic, 0);
   write_requests(root / "anthropic_request", kAnthropic, 1);
 }

@@ -233,6 +233,7 @@ void Engine::postprocess(const std::vector<ScheduledChunk>& plan, StepOutput& ou
             seq.params.stop_token_ids.end();
     if (is_stop) {
       seq.stats.finish = FinishReason::Stop;
+      seq.stats.stop_token = token;
       finished.push_back(&seq);
       continue;
     }

@@ -68,6 +68,8 @@ struct RequestStats {
   int32_t n_preemptions = 0;
   int32_t n_pin_refused_blocks = 0;   // cached blocks a cache pin asked for that a pin budget refused
   FinishReason finish = FinishReason::None;
+  int32_t stop_token = -1;            // the end-of-generation (or stop_token_ids) token that ended it: sampled,
+                                      // never streamed, its K/V never computed; -1 when none did
   std::string error;                  // set when finish == Error
   double queue_ms = 0, first_token_ms = 0, total_ms = 0;
   double prefill_ms = 0;              // from first scheduling to the first token

@@ -22,6 +22,8 @@ ServerContext::ServerContext(engine::Engine& engine_, const Tokenizer& tokenizer
       strict_model_names(strict_model_names_),
       limits(limits_),
       metrics(metrics_),
+      responses(limits_.max_stored_responses, limits_.max_stored_response_bytes,
+                std::chrono::seconds(limits_.stored_response_ttl_s)),
       created_unix(unix_now()),
       tenants(2 * static_cast<size_t>(model.n_kv_blocks) + 64),
       rng_(std::random_device{}()),

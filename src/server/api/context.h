@@ -19,6 +19,7 @@
 #include "grammar/grammar_cache.h"
 #include "server/api/generation.h"
 #include "server/api/request_fingerprint.h"
+#include "server/api/response_store.h"
 #include "server/api/tenant_namespaces.h"
 #include "server/observability/metrics.h"
 #include "tokenizer/tokenizer.h"
@@ -45,6 +46,10 @@ struct ServerLimits {
   int32_t max_messages = 1024;        // chat messages per request; more get 400
   int32_t max_prompt_tokens = 0;      // prompt tokens per request; more get 400 (0: the model's context)
   int32_t max_output_tokens = 32768;  // largest max_tokens accepted; more get 400 (OpenAI's default is capped)
+  // Responses API (store: true): entries kept, their bytes, and how long each lives.
+  int32_t max_stored_responses = 4096;
+  size_t max_stored_response_bytes = 256u << 20;
+  int32_t stored_response_ttl_s = 24 * 3600;
 };
 
 class ServerContext {
@@ -67,6 +72,7 @@ class ServerContext {
   const bool strict_model_names;
   const ServerLimits limits;
   Metrics& metrics;
+  ResponseStore responses;  // the Responses API's stored responses, per tenant
   const int64_t created_unix;         // when the model was attached (the `created` of /v1/models)
   TenantNamespaces tenants;           // the cache namespaces each tenant used (for purging a tenant)
   FingerprintStore fingerprints{16u << 20};  // hosted-API cache diagnostics, 16 MiB at most

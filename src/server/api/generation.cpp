@@ -99,6 +99,7 @@ std::optional<GenerationDelta> Generation::next() {
   }
   last_token_time_ = now;
   ++n_consumed_;
+  summary_.output_tokens.push_back(ev->token);
   if (n_top_logprobs_ >= 0 && ev->has_logprob) delta.logprobs.push_back(std::move(ev->logprob));
   const ReplyRoute route = channels_ ? channels_->route(ev->token) : ReplyRoute::Content;
   if (route == ReplyRoute::Content) {

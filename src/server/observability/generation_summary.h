@@ -26,6 +26,8 @@ struct GenerationSummary {
   std::string error;                  // kind == Error
   engine::RequestStats stats;         // the engine's record (prompt / cached / written tokens, timings)
   int32_t n_completion_tokens = 0;    // tokens generated up to the stop (an end-of-generation token counts)
+  std::vector<int32_t> output_tokens; // the tokens read from the engine, in order (never the stop token:
+                                      // stats.stop_token)
   std::vector<float> inter_token_s;   // [n_tokens - 1] gaps between consecutive tokens reaching the server
 };
 
