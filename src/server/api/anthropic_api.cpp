@@ -165,6 +165,7 @@ struct Conversation {
   const std::vector<Turn>& turns;
   const nlohmann::ordered_json& tools;  // null when the request has none
   bool json_path;
+  const nlohmann::ordered_json& kwargs;  // template variables (enable_thinking from `thinking`)
 
   // The first n_turns turns, the last one cut to its first n_last blocks.
   chat::RenderedChat render(ServerContext& ctx, size_t n_turns, size_t n_last, bool add_generation_prompt) const {
@@ -174,7 +175,7 @@ struct Conversation {
         const size_t n = i + 1 == n_turns ? n_last : turns[i].blocks.size();
         out.push_back({turns[i].role, join(turns[i].blocks, n)});
       }
-      return ctx.render_chat(out, add_generation_prompt);
+      return ctx.render_chat(out, add_generation_prompt, kwargs);
     }
     nlohmann::ordered_json out = nlohmann::ordered_json::array();
     for (size_t i = 0; i < n_turns; ++i) {
@@ -195,7 +196,7 @@ struct Conversation {
       if (!calls.empty()) msg["tool_calls"] = std::move(calls);
       out.push_back(std::move(msg));
     }
-    return ctx.render_chat_json(out, tools, add_generation_prompt);
+    return ctx.render_chat_json(out, tools, add_generation_prompt, kwargs);
   }
 };
 
@@ -277,10 +278,16 @@ AnthropicRequest parse_messages_request(const json& body, ServerContext& ctx, bo
   const JsonFields f(body);
   ctx.check_model(f.string("model"));
   const ToolsRequest tools = parse_anthropic_tools(f);
+  // thinking {"type": "enabled", "budget_tokens"} | {"type": "disabled"}: the template's enable_thinking. The
+  // budget is advisory, as Anthropic's (the reply's reasoning is not cut at it; max_tokens bounds the whole).
+  nlohmann::ordered_json kwargs;
   if (const json* thinking = f.object("thinking")) {
-    if (JsonFields(*thinking, "thinking.").string("type").value_or("disabled") != "disabled") {
-      f.fail("thinking", "is not supported");
-    }
+    const JsonFields tf(*thinking, "thinking.");
+    const std::string type = tf.string("type").value_or("");
+    if (type != "enabled" && type != "disabled") tf.fail("type", "must be 'enabled' or 'disabled'");
+    const auto budget = tf.integer("budget_tokens", 1, ctx.limits.max_output_tokens);
+    if (type == "enabled" && !budget) tf.fail("budget_tokens", "is required when thinking is enabled");
+    kwargs = {{"enable_thinking", type == "enabled"}};
   }
   AnthropicRequest r;
   engine::RequestParams& g = r.generation.params;
@@ -298,11 +305,12 @@ AnthropicRequest parse_messages_request(const json& body, ServerContext& ctx, bo
   g.cache_bypass = !f.boolean("cache").value_or(true) || !f.boolean("cache_prompt").value_or(true);
   r.generation.text_start = true;
   r.generation.harmony = template_is_harmony(ctx.chat_renderer->source());
+  r.generation.think_tags = template_thinks(ctx.chat_renderer->source());
   (void)f.object("metadata");
   r.stream = f.boolean("stream").value_or(false);
   const std::vector<Turn> turns = parse_turns(f, body, ctx.limits.max_messages);
   const bool tool_blocks = check_tool_blocks(turns);
-  const Conversation conversation{turns, tools.tools, tool_blocks || !tools.specs.empty()};
+  const Conversation conversation{turns, tools.tools, tool_blocks || !tools.specs.empty(), kwargs};
   g.prompt = render_prompt(ctx, conversation);
   if (count_only) return r;
   g.cache_pins = resolve_breakpoints(ctx, conversation, g.prompt);

@@ -8,7 +8,9 @@
 // metadata (accepted, not used), cache_salt (preface extension, as in the OpenAI API), tools and tool_choice
 // (server/api/tool_calls_api.h; the reply's calls are tool_use blocks, streamed as content_block_start +
 // input_json_delta events, with stop_reason "tool_use"). Text blocks of one message are joined with "\n".
-// Rejected with 400: other block types (images), server tools, thinking.
+// thinking ({"type": "enabled", "budget_tokens"} or "disabled") sets the template's enable_thinking; the reply's
+// reasoning (a <think> or harmony template's) comes back as thinking blocks. Rejected with 400: other block types
+// (images), server tools.
 //
 // cache_control {"type": "ephemeral", "ttl": "5m" | "1h"} on a system or message block marks a breakpoint (at
 // most 4; a "1h" breakpoint may not follow a "5m" one). Each is resolved to the number of prompt tokens up to and

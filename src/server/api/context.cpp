@@ -75,10 +75,16 @@ std::vector<int32_t> ServerContext::chat_prompt(const std::vector<ChatMessage>& 
   return encode_chat_prompt(tokenizer, render_chat(messages, add_generation_prompt, kwargs));
 }
 
+nlohmann::ordered_json template_kwargs_with_defaults(const nlohmann::ordered_json& kwargs) {
+  nlohmann::ordered_json out = kwargs.is_object() ? kwargs : nlohmann::ordered_json::object();
+  if (!out.contains("enable_thinking")) out["enable_thinking"] = true;
+  return out;
+}
+
 chat::RenderedChat ServerContext::render_chat(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                                               const nlohmann::ordered_json& kwargs) const {
   try {
-    return chat_renderer->render(messages, add_generation_prompt, kwargs);
+    return chat_renderer->render(messages, add_generation_prompt, template_kwargs_with_defaults(kwargs));
   } catch (const ApiError&) {
     throw;
   } catch (const Error& e) {
@@ -100,7 +106,7 @@ chat::RenderedChat ServerContext::render_chat_json(const nlohmann::ordered_json&
                         "this server renders the built-in '" + chat_renderer->name() + "' template", "tools");
   }
   try {
-    return chat_renderer->render_json(messages, tools, add_generation_prompt, kwargs);
+    return chat_renderer->render_json(messages, tools, add_generation_prompt, template_kwargs_with_defaults(kwargs));
   } catch (const ApiError&) {
     throw;
   } catch (const Error& e) {

@@ -114,6 +114,10 @@ class ServerContext {
   std::unique_ptr<grammar::GrammarCache> grammars_;
 };
 
+// The template variables a request renders with: its own (chat_template_kwargs and the like), and
+// enable_thinking = true unless it set it, as llama.cpp's server sends it (templates that test it render as there).
+nlohmann::ordered_json template_kwargs_with_defaults(const nlohmann::ordered_json& kwargs);
+
 // Turns one generation into an API's wire format: a JSON body, or Server-Sent Events. One object per request.
 class ResponseFormat {
  public:

@@ -56,6 +56,15 @@ Generation::Generation(engine::Engine& engine, const Tokenizer& tokenizer, Gener
   if (request.harmony) {
     if (const auto ids = HarmonyChannels::find_tokens(tokenizer)) channels_.emplace(tokenizer, *ids);
   }
+  if (request.think_tags && !channels_) {
+    // The prompt's last tokens say whether the template left a think block open for the reply.
+    std::string tail;
+    const std::vector<int32_t>& prompt = request.params.prompt;
+    for (size_t i = prompt.size() > 16 ? prompt.size() - 16 : 0; i < prompt.size(); ++i) {
+      tail += tokenizer.token_to_bytes(prompt[i]);
+    }
+    think_.emplace(prompt_opens_think(tail));
+  }
   stream_ = engine.submit(std::move(request.params));
 }
 
@@ -83,13 +92,13 @@ std::optional<GenerationDelta> Generation::next() {
     } else if (stats.finish == engine::FinishReason::Error) {
       kind = StopKind::Error;
     }
-    delta.text = stops_.push(decoder_.flush());
+    delta.text = stops_.push(split_think(decoder_.flush(), delta, true));
     if (stops_.matched()) {
       kind = StopKind::StopString;
     } else {
       delta.text += stops_.flush();
     }
-    if (channels_) delta.reasoning = reasoning_decoder_.flush();
+    if (channels_) delta.reasoning += reasoning_decoder_.flush();
     finish(kind);
     if (delta.text.empty() && delta.reasoning.empty()) return std::nullopt;
     return delta;
@@ -103,7 +112,7 @@ std::optional<GenerationDelta> Generation::next() {
   if (n_top_logprobs_ >= 0 && ev->has_logprob) delta.logprobs.push_back(std::move(ev->logprob));
   const ReplyRoute route = channels_ ? channels_->route(ev->token) : ReplyRoute::Content;
   if (route == ReplyRoute::Content) {
-    delta.text = stops_.push(decoder_.push(ev->token));
+    delta.text = stops_.push(split_think(decoder_.push(ev->token), delta, false));
   } else if (route == ReplyRoute::Reasoning) {
     delta.reasoning = reasoning_decoder_.push(ev->token);
   }
@@ -125,6 +134,18 @@ std::optional<GenerationDelta> Generation::next() {
     finish(StopKind::StopString);
   }
   return delta;
+}
+
+std::string Generation::split_think(std::string text, GenerationDelta& delta, bool last) {
+  if (!think_) return text;
+  ThinkSplitter::Parts parts = think_->push(text);
+  if (last) {
+    ThinkSplitter::Parts rest = think_->flush();
+    parts.reasoning += rest.reasoning;
+    parts.content += rest.content;
+  }
+  delta.reasoning += parts.reasoning;
+  return std::move(parts.content);
 }
 
 void Generation::finish(StopKind kind) {

@@ -12,6 +12,7 @@
 #include "engine/engine.h"
 #include "grammar/tool_call_stream.h"
 #include "server/api/reply_channels.h"
+#include "server/api/think_split.h"
 #include "server/observability/generation_summary.h"
 #include "tokenizer/tokenizer.h"
 
@@ -49,6 +50,9 @@ struct GenerationRequest {
   // GenerationDelta::reasoning, framing nowhere, the rest to text. Ignored when the vocabulary lacks harmony's
   // control tokens.
   bool harmony = false;
+  // The reply writes its reasoning between <think> and </think> (server/api/think_split.h): that text goes to
+  // GenerationDelta::reasoning. Ignored with `harmony`.
+  bool think_tags = false;
   // What the request asked for and the server does not do exactly (a schema keyword the grammar cannot enforce:
   // "response_format.json_schema.schema.properties.n: 'multipleOf' is not enforced"). Sent back in the
   // response's `warnings` field and the X-Preface-Warnings header.
@@ -66,7 +70,7 @@ struct ChannelCall {
 
 struct GenerationDelta {
   std::string text;                   // newly released UTF-8 text (may be empty)
-  std::string reasoning;              // newly released reasoning text (GenerationRequest::harmony; may be empty)
+  std::string reasoning;              // newly released reasoning text (harmony or think_tags; may be empty)
   // Tool calls from the reply's channels (harmony): a call's start (its function) and fragments of its arguments.
   std::vector<grammar::ToolCallEvent> calls;
   std::vector<TokenLogprob> logprobs; // the tokens consumed for this delta, when log-probabilities are wanted
@@ -95,6 +99,9 @@ class Generation {
 
  private:
   void finish(StopKind kind);
+  // `text` of the content route split at <think> tags when the reply has them: reasoning to `delta`, the content
+  // returned (`last`: the reply ended, nothing is held back).
+  std::string split_think(std::string text, GenerationDelta& delta, bool last);
 
   int32_t n_prompt_;
   int32_t n_top_logprobs_;
@@ -102,6 +109,7 @@ class Generation {
   StreamDecoder decoder_;
   StopMatcher stops_;                 // over the text (content) only
   std::optional<HarmonyChannels> channels_;  // harmony replies
+  std::optional<ThinkSplitter> think_;       // <think> replies
   StreamDecoder reasoning_decoder_;
   StreamDecoder call_decoder_;        // the current channel call's arguments
   int32_t n_calls_ = 0;               // channel calls started

@@ -179,6 +179,7 @@ OpenAIRequest parse_chat_request(const json& body, ServerContext& ctx) {
   }
   r.generation.text_start = true;
   r.generation.harmony = template_is_harmony(ctx.chat_renderer->source());
+  r.generation.think_tags = template_thinks(ctx.chat_renderer->source());
   apply_openai_structured_output(f, body, ctx, r.generation);
   r.tool_output = apply_tools(tools, ctx, r.generation, "function.parameters");
   return r;

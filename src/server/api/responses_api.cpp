@@ -243,8 +243,11 @@ ResponsesRequest parse_responses_request(const json& body, ServerContext& ctx, c
 
   json chat = {{"messages", messages}};
   if (const auto v = f.integer("max_output_tokens", 1, ctx.limits.max_output_tokens)) chat["max_tokens"] = *v;
-  for (const char* k : {"temperature", "top_p", "top_k", "seed", "parallel_tool_calls", "user", "cache_salt",
-                        "prompt_cache_key", "chat_template_kwargs"}) {
+  // OpenAI's fields and the chat path's extensions (llama.cpp's and vLLM's sampling and grammar fields).
+  for (const char* k : {"temperature", "top_p", "top_k", "min_p", "seed", "presence_penalty", "frequency_penalty",
+                        "repetition_penalty", "stop", "ignore_eos", "parallel_tool_calls", "user", "cache_salt",
+                        "cache_explain", "prompt_cache_key", "chat_template_kwargs", "grammar", "json_schema",
+                        "guided_json", "guided_grammar", "guided_choice", "structured_outputs"}) {
     if (body.contains(k)) chat[k] = body[k];
   }
   if (const json* tools = f.array("tools")) chat["tools"] = chat_tools(*tools);

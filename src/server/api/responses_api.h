@@ -7,7 +7,8 @@
 //   tools [{type: function, name, description, parameters, strict}] and tool_choice ("auto" | "none" |
 //   "required" | {type: function, name}); text.format ({type: text | json_object | json_schema, name, schema,
 //   strict}) -> response_format; reasoning.effort -> reasoning_effort; max_output_tokens -> max_tokens;
-//   temperature, top_p, parallel_tool_calls, metadata (echoed), user, store (default true), stream.
+//   temperature, top_p, parallel_tool_calls, metadata (echoed), user, store (default true), stream; and the chat
+//   path's extensions as they are (top_k, min_p, penalties, stop, seed, cache_salt, grammar, guided_*, ...).
 // Errors name the Responses field (input, text.format.schema..., tools[i].parameters...).
 //
 // previous_response_id continues a stored response of the same tenant (404 for any other id): its

@@ -277,7 +277,7 @@ void apply_template(HttpState& state, ServerContext& ctx, const httplib::Request
   add_reasoning_effort(f, kwargs);
   try {
     const chat::RenderedChat r = ctx.chat_renderer->render_json(field("messages"), field("tools"),
-                                                                add_generation_prompt, kwargs);
+                                                                add_generation_prompt, template_kwargs_with_defaults(kwargs));
     send_json(res, {{"prompt", r.text}});
   } catch (const ApiError&) {
     throw;
