@@ -53,6 +53,22 @@ TEST_F(ServerApi, HealthAndModels) {
   ASSERT_EQ(j["data"].size(), 1u);
   EXPECT_EQ(j["data"][0]["id"], "stories260K.gguf");
   EXPECT_EQ(j["data"][0]["object"], "model");
+  const HttpResult one = get(*client_, "/v1/models/stories260K.gguf");
+  ASSERT_EQ(one.status, 200) << one.body;
+  EXPECT_EQ(one.body_json(), j["data"][0]);
+  const HttpResult other = get(*client_, "/v1/models/gpt-4o");
+  EXPECT_EQ(other.status, 404) << other.body;
+  EXPECT_EQ(other.body_json()["error"]["code"], "model_not_found");
+}
+
+// llama.cpp's field names: n_predict (-1: the default) and repeat_penalty.
+TEST_F(ServerApi, LlamaCppFieldAliases) {
+  const HttpResult r = post(*client_, "/v1/completions", json{{"prompt", kPrompt}, {"n_predict", 3}, {"repeat_penalty", 1.1}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body_json()["usage"]["completion_tokens"], 3);
+  const HttpResult bad = post(*client_, "/v1/completions", json{{"prompt", kPrompt}, {"repeat_penalty", 0}});
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(bad.body_json()["error"]["param"], "repeat_penalty");
 }
 
 TEST_F(ServerApi, CompletionMatchesEngineAndStreamMatchesFull) {
@@ -169,6 +185,18 @@ TEST_F(ServerApi, StopStringSpanningTokens) {
   for (const json& c : chunks) text += c["choices"][0]["text"].get<std::string>();
   EXPECT_EQ(text, expected);
   EXPECT_EQ(chunks.back()["choices"][0]["finish_reason"], "stop");
+}
+
+// `curl -d` sends application/x-www-form-urlencoded: the body is JSON all the same, whatever its size (httplib
+// alone would parse it as a form and refuse one above 8 KiB with a false 413).
+TEST_F(ServerApi, FormEncodedBodiesAreJson) {
+  const std::string body = R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2)" +
+                           std::string(20000, ' ') + "}";
+  for (const char* type : {"application/x-www-form-urlencoded", "text/plain", "application/json"}) {
+    auto res = client_->Post("/v1/chat/completions", body, type);
+    ASSERT_TRUE(res) << type;
+    EXPECT_EQ(res->status, 200) << type << ": " << res->body;
+  }
 }
 
 TEST(StopMatcher, HoldsBackPossibleStarts) {

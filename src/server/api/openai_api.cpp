@@ -37,6 +37,8 @@ OpenAIRequest parse_common(const JsonFields& f, const json& body, ServerContext&
   g.max_new_tokens = static_cast<int32_t>(std::min<int64_t>(ctx.ctx_len(), max_output));
   if (auto n = f.integer("max_tokens", 0, max_output)) g.max_new_tokens = static_cast<int32_t>(*n);
   if (auto n = f.integer("max_completion_tokens", 0, max_output)) g.max_new_tokens = static_cast<int32_t>(*n);
+  // llama.cpp's name; -1 (its "until the end") leaves the default.
+  if (auto n = f.integer("n_predict", -1, max_output); n && *n >= 0) g.max_new_tokens = static_cast<int32_t>(*n);
   engine::SamplingParams& s = g.sampling;
   s.temperature = static_cast<float>(f.number("temperature", 0, 2).value_or(1.0));
   s.top_p = static_cast<float>(f.number("top_p", 0, 1).value_or(1.0));
@@ -47,6 +49,10 @@ OpenAIRequest parse_common(const JsonFields& f, const json& body, ServerContext&
   s.frequency_penalty = static_cast<float>(f.number("frequency_penalty", -2, 2).value_or(0.0));
   s.repeat_penalty = static_cast<float>(f.number("repetition_penalty", 0, 10).value_or(1.0));
   if (s.repeat_penalty <= 0) f.fail("repetition_penalty", "must be greater than 0");
+  if (auto rp = f.number("repeat_penalty", 0, 10)) {  // llama.cpp's name
+    if (*rp <= 0) f.fail("repeat_penalty", "must be greater than 0");
+    s.repeat_penalty = static_cast<float>(*rp);
+  }
   const auto seed = f.integer("seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
   s.seed = seed ? static_cast<uint64_t>(*seed) : ctx.random_seed();
   r.generation.stop = f.strings("stop", static_cast<size_t>(ctx.limits.max_stop_strings));

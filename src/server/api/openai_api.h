@@ -5,7 +5,8 @@
 // ids, or a one-element array of either), messages (chat: roles system/developer/user/assistant, content a
 // string or an array of {"type": "text"} parts), max_tokens / max_completion_tokens (default: up to the
 // context), temperature [0, 2] (default 1), top_p (0, 1], top_k (-1 or 0: off), min_p [0, 1], seed,
-// presence_penalty / frequency_penalty [-2, 2], repetition_penalty (llama.cpp/vLLM extension), stop (a string or
+// presence_penalty / frequency_penalty [-2, 2], repetition_penalty (vLLM; llama.cpp's repeat_penalty), n_predict
+// (llama.cpp's max_tokens; -1: the default), stop (a string or
 // up to max_stop_strings strings; may span tokens), logprobs (completions: 0..20 alternatives; chat: a bool with
 // top_logprobs 0..20), ignore_eos, stream, stream_options.include_usage, user (accepted, not used), cache_salt
 // (isolates the cache: only requests with the same salt share cached blocks), prompt_cache_key (accepted; in

@@ -1,5 +1,6 @@
 // Route handlers: operations (/health, /metrics, /v1/models, /tokenize, /detokenize) and the API endpoints,
 // which parse JSON into a GenerationRequest and hand it to serve_generation().
+#include <algorithm>
 #include <string_view>
 
 #include "server/api/anthropic_api.h"
@@ -123,6 +124,16 @@ void metrics(HttpState& state, const httplib::Request& req, httplib::Response& r
 
 void models(HttpState&, ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
   send_json(res, models_response(ctx));
+}
+
+// GET /v1/models/{id}: the served model under its id or one of its accepted names, else 404.
+void model_by_id(HttpState&, ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const std::string id = req.matches.size() > 1 ? req.matches[1].str() : "";
+  const bool known = id == ctx.model_id ||
+                     std::find(ctx.accepted_names.begin(), ctx.accepted_names.end(), id) != ctx.accepted_names.end();
+  if (!known) throw ApiError(404, "the model '" + id + "' does not exist (this server serves '" + ctx.model_id + "')",
+                             "model", "model_not_found");
+  send_json(res, models_response(ctx)["data"][0]);
 }
 
 void completions(HttpState& state, ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
@@ -295,6 +306,7 @@ constexpr Route kRoutes[] = {
     {"/v1/health", "GET", O::OpenAI, "", health, nullptr},
     {"/metrics", "GET", O::OpenAI, "", metrics, nullptr},
     {"/v1/models", "GET", O::OpenAI, "", nullptr, models},
+    {"/v1/models/(.+)", "GET", O::OpenAI, "", nullptr, model_by_id},  // a pattern, as the ones below
     {"/v1/completions", "POST", O::OpenAI, "prompt", nullptr, completions},
     {"/v1/chat/completions", "POST", O::OpenAI, "messages", nullptr, chat_completions},
     {"/v1/messages", "POST", O::Anthropic, "messages", nullptr, messages},

@@ -77,6 +77,15 @@ void install_error_paths(httplib::Server& http, HttpState& state, std::atomic<Co
   // Connections over --max-connections are processed on the gate's refuser threads: refuse their requests before
   // any route runs (and before a body is read).
   http.set_pre_routing_handler([&state, &gate](const httplib::Request& req, httplib::Response& res) {
+    // Bodies are JSON whatever their Content-Type. `curl -d` sends application/x-www-form-urlencoded, which
+    // httplib (a compiled library: its 8 KiB form limit cannot be raised) would parse as a form and refuse above
+    // 8 KiB with a 413; the body is read after this handler, so the type is set to what the body is. The
+    // request object is httplib's own non-const one, handed here as const.
+    if (req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0) {
+      auto& headers = const_cast<httplib::Headers&>(req.headers);
+      headers.erase("Content-Type");
+      headers.emplace("Content-Type", "application/json");
+    }
     adopt_request_id(req.get_header_value("X-Request-Id"));
     res.set_header("X-Request-Id", current_request().id);
     const ConnectionGate* g = gate.load(std::memory_order_acquire);
