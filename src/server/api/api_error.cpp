@@ -29,6 +29,7 @@ json error_body(ApiFlavor flavor, int status, const std::string& message, const 
   if (flavor == ApiFlavor::Anthropic) {
     return {{"type", "error"}, {"error", {{"type", error_type(flavor, status)}, {"message", message}}}};
   }
+  if (flavor == ApiFlavor::Ollama) return {{"error", param.empty() ? message : param + ": " + message}};
   return {{"error",
            {{"message", message},
             {"type", error_type(flavor, status)},
@@ -37,7 +38,8 @@ json error_body(ApiFlavor flavor, int status, const std::string& message, const 
 }
 
 ApiFlavor flavor_for_path(std::string_view path) {
-  return path.rfind("/v1/messages", 0) == 0 ? ApiFlavor::Anthropic : ApiFlavor::OpenAI;
+  if (path.rfind("/v1/messages", 0) == 0) return ApiFlavor::Anthropic;
+  return path.rfind("/api/", 0) == 0 ? ApiFlavor::Ollama : ApiFlavor::OpenAI;
 }
 
 std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }

@@ -7,6 +7,7 @@
 //   Anthropic  {"type": "error", "error": {"type", "message"}}
 //              400/405: invalid_request_error; 404: not_found_error; 413: request_too_large;
 //              503: overloaded_error; other 5xx: api_error.
+//   Ollama     {"error": "message"}                                   (/api/*)
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -20,7 +21,7 @@
 
 namespace preface::server {
 
-enum class ApiFlavor { OpenAI, Anthropic };
+enum class ApiFlavor { OpenAI, Anthropic, Ollama };
 
 class ApiError : public Error {
  public:
@@ -38,7 +39,7 @@ inline nlohmann::json error_body(ApiFlavor flavor, const ApiError& e) {
   return error_body(flavor, e.status, e.what(), e.param, e.code);
 }
 
-// The API a path belongs to: /v1/messages* is Anthropic, everything else OpenAI-shaped.
+// The API a path belongs to: /v1/messages* is Anthropic, /api/* Ollama, everything else OpenAI-shaped.
 ApiFlavor flavor_for_path(std::string_view path);
 
 // Serialises JSON for the wire; invalid UTF-8 (a token that ends mid-character) becomes U+FFFD instead of

@@ -135,6 +135,8 @@ class ResponseFormat {
                                        const GenerationSummary& summary) = 0;
   // The response's id ("msg_...", "chatcmpl-...", "cmpl-..."), fixed at construction.
   virtual const std::string& id() const = 0;
+  // The Content-Type of the stream stream_start/delta/end write.
+  virtual const char* stream_content_type() const { return "text/event-stream"; }
 
   // A top-level field for the response object (cache_explain, diagnostics): added to the full body, and on streams
   // to Anthropic's message_start message or OpenAI's final chunk (the one with the finish_reason).

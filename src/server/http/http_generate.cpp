@@ -247,8 +247,9 @@ void serve_generation(HttpState& state, ServerContext& ctx, const httplib::Reque
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
+  const std::string content_type = job->format->stream_content_type();
   res.set_chunked_content_provider(
-      "text/event-stream",
+      content_type,
       [job](size_t, httplib::DataSink& sink) {
         Generation& g = *job->gen;
         if (!job->started) {

@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "server/api/anthropic_api.h"
+#include "server/api/ollama_api.h"
 #include "server/api/openai_api.h"
 #include "server/api/responses_api.h"
 #include "server/http/auth.h"
@@ -170,6 +171,33 @@ void messages(HttpState& state, ServerContext& ctx, const httplib::Request& req,
   serve_generation(state, ctx, req, res, std::move(slot), std::move(r.generation), std::move(format), r.stream);
 }
 
+// Ollama's API (server/api/ollama_api.h).
+template <bool kChat>
+void ollama_generate(HttpState& state, ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  auto slot = acquire_slot(state, ctx);
+  OllamaRequest r;
+  std::unique_ptr<ResponseFormat> format;
+  {
+    const json body = parse_json_object(req.body);
+    r = kChat ? parse_ollama_chat(body, ctx) : parse_ollama_generate(body, ctx);
+    format = make_ollama_format(ctx, r);
+  }
+  serve_generation(state, ctx, req, res, std::move(slot), std::move(r.openai.generation), std::move(format), r.stream);
+}
+
+void ollama_tags_route(HttpState&, ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
+  send_json(res, ollama_tags(ctx));
+}
+void ollama_ps_route(HttpState&, ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
+  send_json(res, ollama_ps(ctx));
+}
+void ollama_show_route(HttpState&, ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
+  send_json(res, ollama_show(ctx));
+}
+void ollama_version(HttpState&, const httplib::Request&, httplib::Response& res) {
+  send_json(res, {{"version", "0.12.0"}});  // the Ollama API level served
+}
+
 // POST /v1/responses (server/api/responses_api.h).
 void responses_create(HttpState& state, ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   auto slot = acquire_slot(state, ctx);
@@ -311,6 +339,12 @@ constexpr Route kRoutes[] = {
     {"/v1/chat/completions", "POST", O::OpenAI, "messages", nullptr, chat_completions},
     {"/v1/messages", "POST", O::Anthropic, "messages", nullptr, messages},
     {"/v1/responses", "POST", O::OpenAI, "input", nullptr, responses_create},
+    {"/api/chat", "POST", O::Ollama, "messages", nullptr, ollama_generate<true>},
+    {"/api/generate", "POST", O::Ollama, "prompt", nullptr, ollama_generate<false>},
+    {"/api/tags", "GET", O::Ollama, "", nullptr, ollama_tags_route},
+    {"/api/ps", "GET", O::Ollama, "", nullptr, ollama_ps_route},
+    {"/api/show", "POST", O::Ollama, "", nullptr, ollama_show_route},
+    {"/api/version", "GET", O::Ollama, "", ollama_version, nullptr},
     // Patterns (cpp-httplib matches paths as regular expressions): never equal to a request's path.
     {"/v1/responses/([A-Za-z0-9_-]+)", "GET", O::OpenAI, "", nullptr, responses_get},
     {"/v1/responses/([A-Za-z0-9_-]+)", "DELETE", O::OpenAI, "", nullptr, responses_delete},
