@@ -114,7 +114,8 @@ std::optional<ParsedOutput> parse_tool_calls(ToolCallFormat format, std::string_
         c = call_from_json(parse_bounded(text.substr(pos + open.size(), end - pos - open.size())),
                            f.args_key);
       }
-      if (!c) return std::nullopt;
+      if (!c && out.calls.empty()) return std::nullopt;
+      if (!c) break;  // the last call was cut short (max_tokens): the complete ones before it stand
       out.calls.push_back(std::move(*c));
       pos = end + close.size();
       if (!trim(text.substr(pos)).empty() && text.find(open, pos) == std::string_view::npos) return std::nullopt;

@@ -50,7 +50,8 @@ struct ParsedOutput {
 };
 
 // The calls in `text`; nullopt when it holds none or one that does not parse (the caller returns the text as
-// it is, never a broken call).
+// it is, never a broken call). Hermes: calls that parse before one that does not (a reply cut by max_tokens in
+// its last call) are returned without it.
 std::optional<ParsedOutput> parse_tool_calls(ToolCallFormat format, std::string_view text);
 
 }  // namespace preface::grammar

@@ -114,6 +114,13 @@ TEST(ToolCalls, ParsingModelOutput) {
   EXPECT_FALSE(parse_tool_calls(ToolCallFormat::Hermes, "plain text"));
   EXPECT_FALSE(parse_tool_calls(ToolCallFormat::Hermes, "<tool_call>{\"name\": 5}</tool_call>"));  // broken
   EXPECT_FALSE(parse_tool_calls(ToolCallFormat::Hermes, "<tool_call>{\"name\": \"x\"}"));           // unclosed
+  // Cut by max_tokens in the second call: the first stands, the half call is dropped.
+  const auto cut = parse_tool_calls(ToolCallFormat::Hermes,
+                                    "<tool_call>\n{\"name\": \"a\", \"arguments\": {\"k\": 1}}\n</tool_call>\n"
+                                    "<tool_call>\n{\"name\": \"b\", \"arguments\": {\"ci");
+  ASSERT_TRUE(cut);
+  ASSERT_EQ(cut->calls.size(), 1u);
+  EXPECT_EQ(cut->calls[0].name, "a");
   auto l = parse_tool_calls(ToolCallFormat::Llama3, " {\"name\": \"add\", \"parameters\": {\"a\": 1}} ");
   ASSERT_TRUE(l);
   EXPECT_EQ(l->calls[0].arguments["a"], 1);
