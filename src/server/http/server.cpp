@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -50,9 +52,17 @@ void HttpState::log(const std::string& line) const {
   if (!options.log_requests) return;
   if (options.log_sink) {
     options.log_sink(line);
-  } else {
-    std::fprintf(stderr, "%s\n", line.c_str());
+    return;
   }
+  // On stderr each line starts with its UTC time, to the millisecond (RFC 3339).
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t secs = std::chrono::system_clock::to_time_t(now);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &tm);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::fprintf(stderr, "%s.%03dZ %s\n", stamp, static_cast<int>(ms), line.c_str());
 }
 
 static_assert(kMaxHeaderLineBytes == CPPHTTPLIB_HEADER_MAX_LENGTH, "the header limit stated in server.h is httplib's");
