@@ -37,6 +37,9 @@ void add_serve_options(CLI::App& cmd, ServeOptions& opts) {
   cmd.add_option("--chat-template-file", opts.chat_template_file, "Jinja chat template file overriding the model's");
   cmd.add_option("--alias", opts.aliases,
                  "Model name accepted by the API; repeatable, the first is the reported one (default: the file name)");
+  cmd.add_option("--cors-origin", s.cors_origins,
+                 "Origin whose browser pages may call the API (e.g. http://localhost:3000; \"*\": any); repeatable. "
+                 "Default: none (no CORS headers)");
   cmd.add_flag("--strict-model-names", s.strict_model_names,
                "Answer 404 model_not_found to a `model` that is not one of the model's names (default: any name "
                "reaches the one model)");

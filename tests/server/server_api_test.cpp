@@ -199,6 +199,34 @@ TEST_F(ServerApi, FormEncodedBodiesAreJson) {
   }
 }
 
+// --cors-origin: preflights answered without a key, allowed origins get Access-Control-Allow-Origin, others 403.
+TEST(ServerCors, PreflightAndAllowedOrigins) {
+  TestServerConfig cfg;
+  cfg.server.cors_origins = {"http://localhost:3000"};
+  cfg.server.api_keys = {{"key-a", "alice"}};
+  TestServer server(cfg);
+  if (!server.ok()) GTEST_SKIP() << "shared test data not found";
+  auto c = server.client();
+  httplib::Headers pre = {{"Origin", "http://localhost:3000"},
+                          {"Access-Control-Request-Method", "POST"},
+                          {"Access-Control-Request-Headers", "authorization, content-type"}};
+  auto res = c->Options("/v1/chat/completions", pre);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 204);
+  EXPECT_EQ(res->get_header_value("Access-Control-Allow-Origin"), "http://localhost:3000");
+  EXPECT_EQ(res->get_header_value("Access-Control-Allow-Headers"), "authorization, content-type");
+  EXPECT_NE(res->get_header_value("Access-Control-Allow-Methods").find("POST"), std::string::npos);
+  httplib::Headers call = {{"Origin", "http://localhost:3000"}, {"Authorization", "Bearer key-a"}};
+  res = c->Post("/v1/completions", call, R"({"prompt": "Once", "max_tokens": 2})", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(res->get_header_value("Access-Control-Allow-Origin"), "http://localhost:3000");
+  res = c->Options("/v1/chat/completions", httplib::Headers{{"Origin", "http://evil.example"}});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 403);
+  EXPECT_EQ(res->get_header_value("Access-Control-Allow-Origin"), "");
+}
+
 TEST(StopMatcher, HoldsBackPossibleStarts) {
   server::StopMatcher m({"abc", "xy"});
   EXPECT_EQ(m.push("hello a"), "hello ");

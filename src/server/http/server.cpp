@@ -48,6 +48,24 @@ ListenerConfig listener_config(const ServerOptions& o) {
 
 }  // namespace
 
+namespace {
+
+// CORS: sets Access-Control-Allow-Origin (and what a page may read) when the request's Origin is allowed;
+// false when it carries an Origin that is not.
+bool add_cors_headers(const ServerOptions& options, const httplib::Request& req, httplib::Response& res) {
+  const std::string origin = req.get_header_value("Origin");
+  if (origin.empty()) return true;
+  const auto& allowed = options.cors_origins;
+  const bool any = std::find(allowed.begin(), allowed.end(), "*") != allowed.end();
+  if (!any && std::find(allowed.begin(), allowed.end(), origin) == allowed.end()) return false;
+  res.set_header("Access-Control-Allow-Origin", any ? "*" : origin);
+  if (!any) res.set_header("Vary", "Origin");
+  res.set_header("Access-Control-Expose-Headers", "X-Request-Id, X-Preface-Warnings, X-Preface-Cache-Explain");
+  return true;
+}
+
+}  // namespace
+
 void HttpState::log(const std::string& line) const {
   if (!options.log_requests) return;
   if (options.log_sink) {
@@ -108,6 +126,24 @@ void install_error_paths(httplib::Server& http, HttpState& state, std::atomic<Co
                                  std::to_string(state.options.max_connections) + "); retry later"));
     return HR::Handled;
   });
+  if (!state.options.cors_origins.empty()) {
+    http.Options(".*", [&state](const httplib::Request& req, httplib::Response& res) {
+      if (!add_cors_headers(state.options, req, res)) {
+        send_error(state, req, res, ApiError(403, "the origin '" + req.get_header_value("Origin") +
+                                                      "' is not allowed (--cors-origin)"));
+        return;
+      }
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
+      const std::string asked = req.get_header_value("Access-Control-Request-Headers");
+      res.set_header("Access-Control-Allow-Headers",
+                     asked.empty() ? "Authorization, Content-Type, X-Api-Key, Anthropic-Version" : asked);
+      res.set_header("Access-Control-Max-Age", "600");
+      res.status = 204;
+    });
+    http.set_post_routing_handler([&state](const httplib::Request& req, httplib::Response& res) {
+      if (req.method != "OPTIONS") add_cors_headers(state.options, req, res);
+    });
+  }
   // Called for every response with status >= 400; handlers that already wrote an error body are left alone.
   http.set_error_handler(httplib::Server::HandlerWithResponse([&state](const httplib::Request& req,
                                                                       httplib::Response& res) {

@@ -80,6 +80,10 @@ struct ServerOptions {
   // default, as llama.cpp's server): a single-model server answers any `model` with its one model and reports
   // the served name.
   bool strict_model_names = false;
+  // Origins whose pages may call the API from a browser (--cors-origin; "*": any). Empty: no CORS headers, and
+  // OPTIONS is 405. A request from an allowed Origin gets Access-Control-Allow-Origin; a preflight (OPTIONS) is
+  // answered 204 with the methods and the headers it asked for, without a key.
+  std::vector<std::string> cors_origins;
 };
 
 // What attach() needs to know about the model beyond the engine.
