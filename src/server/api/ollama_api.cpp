@@ -1,7 +1,8 @@
 #include "server/api/ollama_api.h"
 
+#include "util/utc_time.h"
+
 #include <chrono>
-#include <ctime>
 #include <deque>
 #include <set>
 
@@ -187,24 +188,12 @@ json details() {
           {"parameter_size", ""}, {"quantization_level", ""}};
 }
 
-std::string iso_time(std::chrono::system_clock::time_point t) {
-  const std::time_t secs = std::chrono::system_clock::to_time_t(t);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[40];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count() % 1000000000;
-  char frac[16];
-  std::snprintf(frac, sizeof frac, ".%09lldZ", static_cast<long long>(ns));
-  return std::string(buf) + frac;
-}
-
 }  // namespace
 
-std::string ollama_time_now() { return iso_time(std::chrono::system_clock::now()); }
+std::string ollama_time_now() { return utc_time(std::chrono::system_clock::now(), 9); }
 
 json ollama_tags(const ServerContext& ctx) {
-  const std::string created = iso_time(std::chrono::system_clock::from_time_t(ctx.created_unix));
+  const std::string created = utc_time(std::chrono::system_clock::from_time_t(ctx.created_unix), 9);
   return {{"models", json::array({{{"name", ctx.model_id}, {"model", ctx.model_id}, {"modified_at", created},
                                    {"size", 0}, {"digest", ""}, {"details", details()}}})}};
 }
@@ -226,7 +215,7 @@ json ollama_show(const ServerContext& ctx) {
           {"details", details()},
           {"model_info", {{"general.context_length", ctx.model.ctx_len}}},
           {"capabilities", capabilities},
-          {"modified_at", iso_time(std::chrono::system_clock::from_time_t(ctx.created_unix))}};
+          {"modified_at", utc_time(std::chrono::system_clock::from_time_t(ctx.created_unix), 9)}};
 }
 
 }  // namespace preface::server

@@ -186,26 +186,30 @@ std::optional<ToolOutput> apply_tools(const ToolsRequest& tools, ServerContext& 
                    "tool_choice");
   }
   std::vector<grammar::ToolSpec> allowed;
+  std::vector<size_t> index;  // allowed[k] is tools.specs[index[k]]
   for (size_t i = 0; i < tools.specs.size(); ++i) {
-    const grammar::ToolSpec& spec = tools.specs[i];
-    if (tools.named && spec.name != *tools.named) continue;
-    const std::string param = "tools[" + std::to_string(i) + "]." + schema_field;
-    std::vector<grammar::Loosened> loosened;
-    try {
-      (void)grammar::tool_call_gbnf(*format, {spec}, false, &loosened);
-    } catch (const grammar::GrammarError& e) {
-      const std::string where = param + (e.where.rfind("[0]", 0) == 0 ? e.where.substr(3) : "");  // "[0]" + ".path"
-      throw ApiError(400, where + ": " + e.detail, where);
-    }
-    for (grammar::Loosened& l : loosened) {
-      const size_t dot = l.path.find('.');  // "[0]" or "[0].<path>"
-      l.path = dot == std::string::npos ? "" : l.path.substr(dot + 1);
-      request.warnings.push_back(l.text(param));
-    }
-    allowed.push_back(spec);
+    if (tools.named && tools.specs[i].name != *tools.named) continue;
+    allowed.push_back(tools.specs[i]);
+    index.push_back(i);
   }
+  // A schema path "[k].<path>" of the call grammar as the request's field "tools[i].<schema_field>.<path>".
+  const auto field = [&](const std::string& path) {
+    const size_t close = path.find(']');
+    const size_t k = std::stoul(path.substr(1, close - 1));
+    return "tools[" + std::to_string(index.at(k)) + "]." + schema_field + path.substr(close + 1);
+  };
+  std::vector<grammar::Loosened> loosened;
+  std::string gbnf;
   try {
-    request.params.constraint = ctx.grammars().gbnf(grammar::tool_call_gbnf(*format, allowed, tools.parallel));
+    gbnf = grammar::tool_call_gbnf(*format, allowed, tools.parallel, &loosened);
+  } catch (const grammar::GrammarError& e) {
+    if (e.where.rfind("[", 0) != 0) throw ApiError(400, std::string("tools: ") + e.what(), "tools");
+    const std::string where = field(e.where);
+    throw ApiError(400, where + ": " + e.detail, where);
+  }
+  for (const grammar::Loosened& l : loosened) request.warnings.push_back(field(l.path) + ": " + l.what);
+  try {
+    request.params.constraint = ctx.grammars().gbnf(gbnf);
   } catch (const grammar::GrammarError& e) {
     throw ApiError(400, std::string("tools: ") + e.what(), "tools");
   }

@@ -115,6 +115,14 @@ void dashboard_page(HttpState& state, const httplib::Request& req, httplib::Resp
 void dashboard_chartjs(HttpState& state, const httplib::Request& req, httplib::Response& res);
 void cache_stats(HttpState& state, ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 
+// The Responses API (http_responses.cpp): POST /v1/responses, GET/DELETE /v1/responses/{id} and GET
+// /v1/responses/{id}/input_items (the id is the route pattern's first group).
+void responses_create(HttpState& state, ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void responses_get(HttpState& state, ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void responses_delete(HttpState& state, ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void responses_input_items(HttpState& state, ServerContext& ctx, const httplib::Request& req,
+                           httplib::Response& res);
+
 // Registers every route on `http`.
 void register_routes(httplib::Server& http, HttpState& state);
 

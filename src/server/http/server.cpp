@@ -6,7 +6,6 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <ctime>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -17,6 +16,7 @@
 #include "server/http/connection_gate.h"
 #include "server/http/http_internal.h"
 #include "server/http/http_listener.h"
+#include "util/utc_time.h"
 
 namespace preface::server {
 
@@ -72,15 +72,8 @@ void HttpState::log(const std::string& line) const {
     options.log_sink(line);
     return;
   }
-  // On stderr each line starts with its UTC time, to the millisecond (RFC 3339).
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t secs = std::chrono::system_clock::to_time_t(now);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &tm);
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
-  std::fprintf(stderr, "%s.%03dZ %s\n", stamp, static_cast<int>(ms), line.c_str());
+  // On stderr each line starts with its UTC time, to the millisecond.
+  std::fprintf(stderr, "%s %s\n", utc_time(std::chrono::system_clock::now(), 3).c_str(), line.c_str());
 }
 
 static_assert(kMaxHeaderLineBytes == CPPHTTPLIB_HEADER_MAX_LENGTH, "the header limit stated in server.h is httplib's");
