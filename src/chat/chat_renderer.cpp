@@ -46,6 +46,16 @@ ChatRenderer::ChatRenderer(std::string_view jinja_source, std::optional<std::str
   try {
     jinja_->render(probe, nullptr, true);
   } catch (const jinja::JinjaError& e) {
+    // A template written for requests with tools (Hermes' and Command R's tool_use) is accepted as such.
+    const nlohmann::ordered_json tools = nlohmann::ordered_json::array(
+        {{{"type", "function"},
+          {"function", {{"name", "f"}, {"description", "d"}, {"parameters", {{"type", "object"}, {"properties", nlohmann::ordered_json::object()}}}}}}});
+    try {
+      jinja_->render(probe, tools, true);
+      tools_only_ = true;
+      return;
+    } catch (const jinja::JinjaError&) {
+    }
     throw Error(std::string("the chat template fails on a single user message: ") +
                 jinja::error_kind_name(e.kind()) + ": " + e.what());
   }
@@ -53,7 +63,8 @@ ChatRenderer::ChatRenderer(std::string_view jinja_source, std::optional<std::str
 
 std::shared_ptr<const ChatRenderer> ChatRenderer::for_model(const Tokenizer& tok, std::string_view gguf_template,
                                                             std::optional<ChatTemplate> family,
-                                                            const std::optional<std::string>& jinja_override) {
+                                                            const std::optional<std::string>& jinja_override,
+                                                            std::string_view gguf_tool_use_template) {
   std::optional<std::string> bos, eos;
   if (tok.bos_id() >= 0) bos = chat_bos_text(tok);
   if (tok.eos_id() >= 0) eos = chat_eos_text(tok);
@@ -61,7 +72,11 @@ std::shared_ptr<const ChatRenderer> ChatRenderer::for_model(const Tokenizer& tok
   if (jinja_override) return std::make_shared<const ChatRenderer>(std::string_view(*jinja_override), bos, eos);
   if (gguf_template.empty()) return std::make_shared<const ChatRenderer>(ChatTemplate::ChatML, bos, eos);
   if (auto named = chat_template_from_name(gguf_template)) return std::make_shared<const ChatRenderer>(*named, bos, eos);
-  return std::make_shared<const ChatRenderer>(gguf_template, bos, eos);
+  auto renderer = std::make_shared<ChatRenderer>(gguf_template, bos, eos);
+  if (!gguf_tool_use_template.empty()) {
+    renderer->tool_use_ = std::make_shared<const ChatRenderer>(gguf_tool_use_template, bos, eos);
+  }
+  return renderer;
 }
 
 std::string ChatRenderer::name() const { return is_jinja() ? "jinja" : chat_template_name(family_); }
@@ -78,6 +93,9 @@ RenderedChat ChatRenderer::render(const std::vector<ChatMessage>& messages, bool
 
 RenderedChat ChatRenderer::render_json(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                                        bool add_generation_prompt, const nlohmann::ordered_json& kwargs) const {
+  if (tool_use_ && tools.is_array() && !tools.empty()) {
+    return tool_use_->render_json(messages, tools, add_generation_prompt, kwargs);
+  }
   if (jinja_) return render_jinja(*jinja_, messages, tools, add_generation_prompt, kwargs);
   if (!tools.is_null() && !(tools.is_array() && tools.empty())) {
     throw Error(std::string("tools need a Jinja chat template; the built-in '") + chat_template_name(family_) +

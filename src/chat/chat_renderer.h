@@ -20,16 +20,24 @@ class ChatRenderer {
   // A built-in family.
   ChatRenderer(ChatTemplate family, std::optional<std::string> bos, std::optional<std::string> eos);
   // A Jinja template: parsed here, then rendered once with a single user message, so that a template that
-  // does not parse, or raises on the simplest conversation, is an Error at start-up (message names why).
+  // does not parse, or raises on the simplest conversation, is an Error at start-up (message names why). A template
+  // that raises without tools but renders with them (a `tool_use` template) is accepted: tools_only().
   ChatRenderer(std::string_view jinja_source, std::optional<std::string> bos, std::optional<std::string> eos);
 
   // What a server with these settings renders: `family` (--chat-template NAME) wins, then `jinja_override`
-  // (--chat-template FILE's text), then the GGUF's template (Jinja, or a bare family name), else ChatML.
+  // (--chat-template FILE's text), then the GGUF's template (Jinja, or a bare family name), else ChatML. The GGUF's
+  // named template tokenizer.chat_template.tool_use (gguf_tool_use_template, "" when absent) renders requests
+  // with tools when the GGUF's own template is used, as llama.cpp does.
   static std::shared_ptr<const ChatRenderer> for_model(const Tokenizer& tok, std::string_view gguf_template,
                                                        std::optional<ChatTemplate> family,
-                                                       const std::optional<std::string>& jinja_override);
+                                                       const std::optional<std::string>& jinja_override,
+                                                       std::string_view gguf_tool_use_template = "");
 
   bool is_jinja() const { return jinja_ != nullptr; }
+  // The template renders only conversations with tools (requests without them fail as the template raises).
+  bool tools_only() const { return tools_only_; }
+  // The named template that renders requests with tools (nullptr: this one does).
+  const ChatRenderer* tool_use() const { return tool_use_.get(); }
   ChatTemplate family() const { return family_; }
   // "jinja" or the family's name (for /v1/models and the start-up line).
   std::string name() const;
@@ -51,6 +59,8 @@ class ChatRenderer {
   std::shared_ptr<const JinjaChatTemplate> jinja_;
   std::string source_;
   std::optional<std::string> bos_, eos_;
+  bool tools_only_ = false;
+  std::shared_ptr<const ChatRenderer> tool_use_;  // tokenizer.chat_template.tool_use
 };
 
 }  // namespace preface::chat

@@ -290,10 +290,19 @@ void serve(ServeOptions& opts) {
                      : "sealed with AES-256-GCM (--cache-tier-key-file): records not sealed under it are rejected");
   }
   identity.chat_template_source = model->file().try_string("tokenizer.chat_template").value_or("");
+  identity.chat_template_tool_use = model->file().try_string("tokenizer.chat_template.tool_use").value_or("");
   http.attach(*engine, *tokenizer, identity);
   const server::ServerContext* ctx = http.context();
   std::fprintf(stderr, "preface: serving model '%s' (context %d tokens, chat template %s)\n", ctx->model_id.c_str(),
                ctx->ctx_len(), ctx->chat_renderer->name().c_str());
+  if (ctx->chat_renderer->tools_only()) {
+    std::fprintf(stderr, "preface: warning: the chat template renders only requests with tools; others get 400\n");
+  }
+  if (const server::ToolCallSetup& calls = ctx->tool_calls(); calls.format != nullptr) {
+    std::fprintf(stderr, "preface: tool calls in the '%.*s' format (%.*s), found by the template's %s\n",
+                 static_cast<int>(calls.format->id.size()), calls.format->id.data(),
+                 static_cast<int>(calls.format->models.size()), calls.format->models.data(), calls.how.c_str());
+  }
 
   watcher.loaded();
   const int sig = watcher.wait();

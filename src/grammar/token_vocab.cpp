@@ -55,12 +55,16 @@ TokenVocab::TokenVocab(std::vector<std::string> bytes, std::vector<int32_t> eog_
   }
 }
 
-std::shared_ptr<const TokenVocab> TokenVocab::from_tokenizer(const Tokenizer& tok) {
+std::shared_ptr<const TokenVocab> TokenVocab::from_tokenizer(const Tokenizer& tok,
+                                                             const std::vector<int32_t>& shown_control) {
   std::vector<std::string> bytes(static_cast<size_t>(tok.n_vocab()));
   for (int32_t id = 0; id < tok.n_vocab(); ++id) {
     const TokenAttr a = tok.attr(id);
     if (a == TokenAttr::Control || a == TokenAttr::Unknown || a == TokenAttr::Unused) continue;
     bytes[static_cast<size_t>(id)] = tok.token_to_bytes(id);
+  }
+  for (const int32_t id : shown_control) {
+    if (id >= 0 && id < tok.n_vocab() && !tok.is_end_of_generation(id)) bytes[static_cast<size_t>(id)] = tok.piece(id);
   }
   return std::make_shared<TokenVocab>(std::move(bytes), tok.end_of_generation_ids(), tok.adds_space_prefix());
 }

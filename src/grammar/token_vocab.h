@@ -1,6 +1,7 @@
 // The model's vocabulary as the grammar matcher sees it: each token's decoded bytes, in a byte trie, and the
-// end-of-generation ids. Control, unknown and unused tokens have no bytes and are never allowed by a grammar;
-// end-of-generation tokens are allowed exactly where the grammar accepts.
+// end-of-generation ids. Control, unknown and unused tokens have no bytes and are never allowed by a grammar
+// (save the control tokens a caller names, which then stand for their text); end-of-generation tokens are allowed
+// exactly where the grammar accepts.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -16,7 +17,9 @@ class TokenVocab {
   // bytes: [n_vocab] (empty: never allowed by a grammar); eog_ids: end-of-generation ids; space_prefix: the
   // tokenizer drops one leading ' ' of the first token of a text (Tokenizer::adds_space_prefix).
   TokenVocab(std::vector<std::string> bytes, std::vector<int32_t> eog_ids, bool space_prefix);
-  static std::shared_ptr<const TokenVocab> from_tokenizer(const Tokenizer& tok);
+  // shown_control: control tokens that stand for their text (a tool-call format's markers).
+  static std::shared_ptr<const TokenVocab> from_tokenizer(const Tokenizer& tok,
+                                                          const std::vector<int32_t>& shown_control = {});
 
   int32_t n_vocab() const { return static_cast<int32_t>(bytes_.size()); }
   const std::string& bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }

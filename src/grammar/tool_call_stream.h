@@ -1,16 +1,16 @@
-// Tool calls parsed out of a streamed generation, as the text arrives (the streaming side of tool_calls.h).
+// Tool calls parsed out of a streamed generation, as the text arrives (the streaming side of tool_calls.h), in
+// any row's format (grammar/tool_formats.h).
 //
-// The output splits into plain text and a call region: Hermes: from the first "<tool_call>" to the end; Llama3
-// and Mistral: the whole output when its first non-space character opens a call ('{', '[', or the family's
-// marker), else none. Text outside the region is released as it arrives, less a tail that could be the start of
-// the region.
+// The output splits into plain text and a call region (find_call_region: from the row's opening marker to the
+// end; for rows whose calls lead the reply, the whole output when it starts with a call). Text before the region
+// is released as it arrives, less a tail that could be the start of the region.
 //
-// Two modes for the region:
+// A call is released whole (its start, then its arguments in one piece) once it is complete, never a part of one:
+// a reply cut by max_tokens inside a call ends with the calls before it. Two modes for the region:
 //  - incremental (decoding constrained to the call grammar, so the region is valid by construction): each call is
-//    announced as soon as its name is complete, and its arguments object is released byte by byte as generated.
+//    released as soon as its closing marker is generated.
 //  - validated (tool_choice auto): the region is held until the end, then parsed with parse_tool_calls; when it
-//    parses, every call is released whole, otherwise the region comes back as text. A call that does not parse
-//    is never released.
+//    parses, its calls are released, otherwise the region comes back as text.
 // The concatenation of a call's Arguments events is one JSON object text.
 #pragma once
 #include <cstdint>
@@ -31,38 +31,28 @@ struct ToolCallEvent {
 
 class ToolCallStream {
  public:
-  ToolCallStream(ToolCallFormat format, bool incremental);
+  // `format` must outlive the stream (the rows of tool_formats() do). `tools` types raw-string arguments.
+  ToolCallStream(const ToolFormat& format, bool incremental, std::vector<ToolSpec> tools = {});
 
   // Appends generated text; returns what it releases, in order.
   std::vector<ToolCallEvent> push(std::string_view text);
   // At the end of the generation: everything still held.
   std::vector<ToolCallEvent> finish();
-  // Calls announced so far.
+  // Calls released so far.
   int32_t n_calls() const { return n_calls_; }
 
  private:
-  enum class Mode { Undecided, Text, Calls };
   void text_out(std::string_view s, std::vector<ToolCallEvent>& out) const;
-  void decide(std::vector<ToolCallEvent>& out);
-  void scan(std::string_view bytes, std::vector<ToolCallEvent>& out);
+  void call_out(const std::string& name, const std::string& arguments, std::vector<ToolCallEvent>& out);
 
-  ToolCallFormat format_;
+  const ToolFormat& format_;
   bool incremental_;
-  Mode mode_;
-  std::string pending_;  // Undecided/Text: text not yet released
-  std::string region_;   // Calls: the call region so far
+  std::vector<ToolSpec> tools_;
+  bool in_region_ = false;
+  bool text_only_ = false;  // a row whose calls lead the reply, and this reply did not start with one
+  std::string pending_;     // before the region: text not yet released
+  std::string region_;      // the call region so far
   int32_t n_calls_ = 0;
-
-  // The incremental scanner (brace depth over the region, strings inside objects only).
-  int32_t depth_ = 0;
-  bool in_string_ = false, escape_ = false;
-  bool expect_key_ = true;   // depth 1: the next string is a key
-  std::string string_;       // depth 1: the string being read
-  std::string key_;          // depth 1: the last key read
-  std::string args_;         // the current call's arguments text
-  bool in_args_ = false;      // depth >= 2 is inside the arguments object
-  bool call_started_ = false;
-  size_t args_released_ = 0;
 };
 
 }  // namespace preface::grammar

@@ -60,7 +60,7 @@ class TestServer {
     server_->start();
     server_->attach(*engine_, *tokenizer_,
                     {path_, config.aliases, std::nullopt,
-                     model_->file().try_string("tokenizer.chat_template").value_or(""), config.chat_template_jinja});
+                     model_->file().try_string("tokenizer.chat_template").value_or(""), config.chat_template_jinja, ""});
   }
   ~TestServer() { stop(); }
 

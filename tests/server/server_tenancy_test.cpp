@@ -189,7 +189,7 @@ TEST(ServerTenancyTiming, AnotherTenantsPrefixIsAsSlowAsACold) {
   server::Server srv(sopts);
   const int port = srv.bind();
   srv.start();
-  srv.attach(eng, *tok, {path, {}, std::nullopt, "", std::nullopt});
+  srv.attach(eng, *tok, {path, {}, std::nullopt, "", std::nullopt, ""});
   httplib::Client c("127.0.0.1", port);
   c.set_read_timeout(60, 0);
 

@@ -15,7 +15,7 @@ class MessagesFormat : public ResponseFormat {
   MessagesFormat(ServerContext& ctx, std::vector<engine::CachePin> pins, std::optional<ToolOutput> tool_output,
                  bool reasoning)
       : ctx_(ctx), id_(ctx.new_id("msg_")), pins_(std::move(pins)), tool_output_(tool_output), reasoning_(reasoning) {
-    if (tool_output_) calls_ = std::make_unique<grammar::ToolCallStream>(tool_output_->format, tool_output_->constrained);
+    if (tool_output_) calls_ = tool_output_->stream();
   }
 
   std::string stream_start(int32_t n_prompt_tokens) override {
@@ -74,7 +74,7 @@ class MessagesFormat : public ResponseFormat {
                      const std::vector<ChannelCall>& channel_calls, const std::vector<TokenLogprob>&,
                      const GenerationSummary& s) override {
     json out = envelope();
-    const auto parsed = tool_output_ ? grammar::parse_tool_calls(tool_output_->format, text) : std::nullopt;
+    const auto parsed = tool_output_ ? tool_output_->parse(text) : std::nullopt;
     if (!channel_calls.empty()) {  // harmony's calls; arguments that are not a JSON object (or nest too deep) give {}
       out["content"] = json::array();
       if (!text.empty()) out["content"].push_back({{"type", "text"}, {"text", text}});

@@ -31,9 +31,15 @@ ServerContext::ServerContext(engine::Engine& engine_, const Tokenizer& tokenizer
 
 grammar::GrammarCache& ServerContext::grammars() {
   std::call_once(grammars_once_, [&] {
-    grammars_ = std::make_unique<grammar::GrammarCache>(grammar::TokenVocab::from_tokenizer(tokenizer));
+    grammars_ = std::make_unique<grammar::GrammarCache>(
+        grammar::TokenVocab::from_tokenizer(tokenizer, tool_calls().marker_tokens));
   });
   return *grammars_;
+}
+
+const ToolCallSetup& ServerContext::tool_calls() const {
+  std::call_once(tool_calls_once_, [&] { tool_calls_ = detect_tool_calls(*chat_renderer, tokenizer); });
+  return tool_calls_;
 }
 
 int32_t ServerContext::ctx_len() const { return model.ctx_len; }

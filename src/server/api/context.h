@@ -21,6 +21,7 @@
 #include "server/api/request_fingerprint.h"
 #include "server/api/response_store.h"
 #include "server/api/tenant_namespaces.h"
+#include "server/api/tool_format_detect.h"
 #include "server/observability/metrics.h"
 #include "tokenizer/tokenizer.h"
 
@@ -90,6 +91,8 @@ class ServerContext {
   // Compiled grammars of structured-output requests, for this model's vocabulary (built on first use: the
   // vocabulary trie is one pass over the vocabulary).
   grammar::GrammarCache& grammars();
+  // The model's tool-call format and the control tokens its markers use (found on first use, from chat_renderer).
+  const ToolCallSetup& tool_calls() const;
 
   // Tokenizes a chat for generation; a role order or role the template rejects, or any template error,
   // becomes ApiError 400 (a Jinja template's raise_exception message verbatim). kwargs: chat_template_kwargs.
@@ -112,6 +115,8 @@ class ServerContext {
   std::atomic<uint64_t> next_id_{1};
   std::once_flag grammars_once_;
   std::unique_ptr<grammar::GrammarCache> grammars_;
+  mutable std::once_flag tool_calls_once_;
+  mutable ToolCallSetup tool_calls_;
 };
 
 // The template variables a request renders with: its own (chat_template_kwargs and the like), and

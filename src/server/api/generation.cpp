@@ -49,6 +49,8 @@ const std::string& StopMatcher::matched_stop() const { return stops_.at(static_c
 Generation::Generation(engine::Engine& engine, const Tokenizer& tokenizer, GenerationRequest request)
     : n_prompt_(static_cast<int32_t>(request.params.prompt.size())),
       n_top_logprobs_(request.params.n_logprobs),
+      tokenizer_(tokenizer),
+      shown_tokens_(std::move(request.shown_tokens)),
       decoder_(tokenizer, request.text_start),
       stops_(std::move(request.stop)),
       reasoning_decoder_(tokenizer, false),
@@ -112,7 +114,9 @@ std::optional<GenerationDelta> Generation::next() {
   if (n_top_logprobs_ >= 0 && ev->has_logprob) delta.logprobs.push_back(std::move(ev->logprob));
   const ReplyRoute route = channels_ ? channels_->route(ev->token) : ReplyRoute::Content;
   if (route == ReplyRoute::Content) {
-    delta.text = stops_.push(split_think(decoder_.push(ev->token), delta, false));
+    const bool shown = std::binary_search(shown_tokens_.begin(), shown_tokens_.end(), ev->token);
+    std::string piece = shown ? decoder_.flush() + tokenizer_.piece(ev->token) : decoder_.push(ev->token);
+    delta.text = stops_.push(split_think(std::move(piece), delta, false));
   } else if (route == ReplyRoute::Reasoning) {
     delta.reasoning = reasoning_decoder_.push(ev->token);
   }

@@ -53,6 +53,9 @@ struct GenerationRequest {
   // The reply writes its reasoning between <think> and </think> (server/api/think_split.h): that text goes to
   // GenerationDelta::reasoning. Ignored with `harmony`.
   bool think_tags = false;
+  // Control tokens written into the reply's text as their piece (sorted): the tool-call format's markers
+  // (server/api/tool_format_detect.h), which decode to nothing otherwise.
+  std::vector<int32_t> shown_tokens;
   // What the request asked for and the server does not do exactly (a schema keyword the grammar cannot enforce:
   // "response_format.json_schema.schema.properties.n: 'multipleOf' is not enforced"). Sent back in the
   // response's `warnings` field and the X-Preface-Warnings header.
@@ -106,6 +109,8 @@ class Generation {
   int32_t n_prompt_;
   int32_t n_top_logprobs_;
   std::shared_ptr<engine::RequestStream> stream_;
+  const Tokenizer& tokenizer_;
+  std::vector<int32_t> shown_tokens_;  // GenerationRequest::shown_tokens
   StreamDecoder decoder_;
   StopMatcher stops_;                 // over the text (content) only
   std::optional<HarmonyChannels> channels_;  // harmony replies

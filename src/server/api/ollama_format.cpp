@@ -16,7 +16,7 @@ class OllamaFormat : public ResponseFormat {
  public:
   OllamaFormat(ServerContext& ctx, const OllamaRequest& r)
       : id_(ctx.new_id("ollama-")), model_(r.model), chat_(r.chat), tool_output_(r.openai.tool_output) {
-    if (tool_output_) calls_ = std::make_unique<grammar::ToolCallStream>(tool_output_->format, tool_output_->constrained);
+    if (tool_output_) calls_ = tool_output_->stream();
   }
 
   const char* stream_content_type() const override { return "application/x-ndjson"; }
@@ -51,7 +51,7 @@ class OllamaFormat : public ResponseFormat {
     std::string content = text;
     for (const ChannelCall& c : channel) calls_seen_.emplace_back(c.name, c.arguments);
     if (calls_seen_.empty() && tool_output_) {
-      if (const auto parsed = grammar::parse_tool_calls(tool_output_->format, text); parsed && !parsed->calls.empty()) {
+      if (const auto parsed = tool_output_->parse(text); parsed && !parsed->calls.empty()) {
         content = parsed->content;
         for (const grammar::ParsedToolCall& c : parsed->calls) calls_seen_.emplace_back(c.name, c.arguments.dump());
       }

@@ -57,7 +57,7 @@ class OpenAIFormat : public ResponseFormat {
         id_(ctx.new_id(chat ? "chatcmpl-" : "cmpl-")),
         created_(ServerContext::unix_now()),
         tool_output_(chat ? r.tool_output : std::nullopt) {
-    if (tool_output_) calls_ = std::make_unique<grammar::ToolCallStream>(tool_output_->format, tool_output_->constrained);
+    if (tool_output_) calls_ = tool_output_->stream();
   }
 
   std::string stream_start(int32_t) override {
@@ -122,7 +122,7 @@ class OpenAIFormat : public ResponseFormat {
       lp = chat_ ? json{{"content", chat_logprob_entries(ctx_.tokenizer, lps)}, {"refusal", nullptr}}
                  : completion_logprobs(ctx_.tokenizer, lps, offset);
     }
-    const auto parsed = tool_output_ ? grammar::parse_tool_calls(tool_output_->format, text) : std::nullopt;
+    const auto parsed = tool_output_ ? tool_output_->parse(text) : std::nullopt;
     if (chat_ && !channel_calls.empty()) {  // harmony's calls: the arguments as generated
       json calls = json::array();
       for (const ChannelCall& c : channel_calls) {

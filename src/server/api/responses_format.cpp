@@ -26,7 +26,7 @@ class ResponsesFormat : public ResponseFormat {
         input_items_(r.input_items),
         pending_(r.pending),
         tool_output_(r.chat.tool_output) {
-    if (tool_output_) calls_ = std::make_unique<grammar::ToolCallStream>(tool_output_->format, tool_output_->constrained);
+    if (tool_output_) calls_ = tool_output_->stream();
   }
 
   std::string stream_start(int32_t) override {
@@ -66,7 +66,7 @@ class ResponsesFormat : public ResponseFormat {
     std::vector<std::pair<std::string, std::string>> calls;  // (name, arguments)
     for (const ChannelCall& c : channel) calls.emplace_back(c.name, c.arguments);
     if (calls.empty() && tool_output_) {
-      if (const auto parsed = grammar::parse_tool_calls(tool_output_->format, text); parsed && !parsed->calls.empty()) {
+      if (const auto parsed = tool_output_->parse(text); parsed && !parsed->calls.empty()) {
         content = parsed->content;
         for (const grammar::ParsedToolCall& c : parsed->calls) calls.emplace_back(c.name, c.arguments.dump());
       }

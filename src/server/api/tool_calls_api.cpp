@@ -168,17 +168,19 @@ ToolsRequest parse_anthropic_tools(const JsonFields& f) {
 std::optional<ToolOutput> apply_tools(const ToolsRequest& tools, ServerContext& ctx, GenerationRequest& request,
                                       const std::string& schema_field) {
   if (tools.specs.empty()) return std::nullopt;
-  const std::optional<grammar::ToolCallFormat> format = grammar::detect_tool_call_format(ctx.chat_renderer->source());
+  const ToolCallSetup& setup = ctx.tool_calls();
+  const grammar::ToolFormat* format = setup.format;
   // A schema is only rendered into the prompt unless a call is forced: then the allowed tools' schemas are
   // compiled, a malformed one is a 400 naming it, and what the grammar cannot enforce is a warning.
   if (tools.choice == ToolChoice::None) return std::nullopt;
   if (tools.choice == ToolChoice::Auto) {
-    if (!format) return std::nullopt;
-    return ToolOutput{*format, false};
+    if (format == nullptr) return std::nullopt;
+    request.shown_tokens = setup.marker_tokens;
+    return ToolOutput{format, false, tools.specs};
   }
-  if (!format) {
-    throw ApiError(400, "tool_choice: the chat template's tool-call format is not recognised (known: Hermes/Qwen "
-                        "<tool_call>, Llama 3.x JSON, Mistral [TOOL_CALLS]), so a call cannot be forced",
+  if (format == nullptr) {
+    throw ApiError(400, "tool_choice: the chat template's tool-call format is not one of the known families "
+                        "(docs/tool-calls.md), so a call cannot be forced",
                    "tool_choice");
   }
   if (request.params.constraint) {
@@ -214,7 +216,8 @@ std::optional<ToolOutput> apply_tools(const ToolsRequest& tools, ServerContext& 
     throw ApiError(400, std::string("tools: ") + e.what(), "tools");
   }
   request.params.constraint_strip_space = request.text_start;
-  return ToolOutput{*format, true};
+  request.shown_tokens = setup.marker_tokens;
+  return ToolOutput{format, true, tools.specs};
 }
 
 bool openai_uses_tools(const json& body) {

@@ -5,19 +5,22 @@
 // "description", "parameters"}}, with every schema's keys sorted (canonical JSON), so that the rendered system
 // prompt + tools are byte-identical on every call of an agent loop whatever key order its client sends.
 //
-// Output: in the model family's own format (grammar/tool_calls.h), detected from the template's source. With
+// Output: in the model family's own format (a row of grammar/tool_formats.h), detected from the template's own
+// rendering of a call (server/api/tool_format_detect.h). With
 // tool_choice required / any / a named tool, decoding is constrained to calls of the allowed tools in that
 // format, their arguments valid under the tools' schemas (save keywords the grammar cannot enforce, which become
 // GenerationRequest::warnings), so the call is valid by construction (and streamed as generated). With auto or
 // none a schema is only rendered, never compiled. With auto, the output is parsed when it ends; what does not parse is text. With none, or when the
 // template's format is not recognised (auto only; a forced choice is then a 400), the output is text.
 #pragma once
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "grammar/tool_call_stream.h"
 #include "grammar/tool_calls.h"
 #include "server/api/api_error.h"
 #include "server/api/context.h"
@@ -36,8 +39,16 @@ struct ToolsRequest {
 
 // How a response reads its output back as calls.
 struct ToolOutput {
-  grammar::ToolCallFormat format = grammar::ToolCallFormat::Hermes;
-  bool constrained = false;  // decoding was constrained to calls: arguments stream as they are generated
+  const grammar::ToolFormat* format = nullptr;  // the model's row (server/api/tool_format_detect.h); never null
+  bool constrained = false;  // decoding was constrained to calls: each call streams as soon as it is complete
+  std::vector<grammar::ToolSpec> tools;  // the request's tools (types raw-string arguments)
+
+  std::unique_ptr<grammar::ToolCallStream> stream() const {
+    return std::make_unique<grammar::ToolCallStream>(*format, constrained, tools);
+  }
+  std::optional<grammar::ParsedOutput> parse(std::string_view text) const {
+    return grammar::parse_tool_calls(*format, text, tools);
+  }
 };
 
 // OpenAI: tools [{"type": "function", "function": {name, description, parameters, strict}}], tool_choice

@@ -257,7 +257,8 @@ void Server::attach(engine::Engine& engine, const Tokenizer& tokenizer, const Mo
   // The model's Jinja template (or the family asked for); a template that does not parse or raises on a single
   // user message throws here, before the server answers anything.
   impl_->ctx->chat_renderer = chat::ChatRenderer::for_model(tokenizer, identity.chat_template_source,
-                                                            identity.chat_template, identity.chat_template_jinja);
+                                                            identity.chat_template, identity.chat_template_jinja,
+                                                            identity.chat_template_tool_use);
   impl_->state.ctx.store(impl_->ctx.get());
 }
 

@@ -94,6 +94,7 @@ struct ModelIdentity {
   std::optional<ChatTemplate> chat_template;      // --chat-template ("" = detect from chat_template_source)
   std::string chat_template_source;               // the GGUF's tokenizer.chat_template ("" when it has none)
   std::optional<std::string> chat_template_jinja; // --chat-template FILE / --chat-template-file: its Jinja text
+  std::string chat_template_tool_use;             // the GGUF's tokenizer.chat_template.tool_use ("" when none)
 };
 
 class Server {
