@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gguf/writer.h"
+#include "grammar/tool_formats.h"
 #include "kv/tier_record.h"
 #include "tokenizer/unicode.h"
 #include "util/error.h"
@@ -337,6 +338,29 @@ void write_all(const fs::path& root) {
   for (size_t k = 0; k < kSchemas.size(); ++k) {
     write_file(root / "json_schema" / ("schema" + std::to_string(k)),
                std::vector<uint8_t>(kSchemas[k].begin(), kSchemas[k].end()));
+  }
+  // Tool-call seeds: the row's index, then a reply in that row's shape (each row's first call syntax).
+  const std::vector<std::pair<std::string, std::string>> tool_replies = {
+      {"hermes", "Sure.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"s\": \"x\"}}\n</tool_call>"},
+      {"qwen3-xml", "<tool_call>\n<function=f>\n<parameter=n>\n1\n</parameter>\n</function>\n</tool_call>"},
+      {"glm", "<tool_call>f\n<arg_key>s</arg_key>\n<arg_value>x</arg_value>\n</tool_call>"},
+      {"minimax-xml", "<minimax:tool_call>\n<invoke name=\"f\">\n<parameter name=\"s\">x</parameter>\n</invoke>\n"
+                      "</minimax:tool_call>"},
+      {"kimi-k2", "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{}"
+                  "<|tool_call_end|><|tool_calls_section_end|>"},
+      {"mistral-v11", "[TOOL_CALLS]f[ARGS]{\"n\": 2}"},
+      {"gemma4", "<|tool_call>call:f{s:<|\"|>x<|\"|>,n:3,o:{k:[1,2]}}<tool_call|>"},
+      {"lfm2-pythonic", "<|tool_call_start|>[f(s='x', n=3), f()]<|tool_call_end|>"},
+      {"mistral-v3", "[TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {}}]"},
+      {"llama3-json", "{\"name\": \"f\", \"parameters\": {\"n\": 1}}"},
+  };
+  const auto rows = grammar::tool_formats();
+  for (size_t k = 0; k < tool_replies.size(); ++k) {
+    size_t index = 0;
+    while (index < rows.size() && rows[index].id != tool_replies[k].first) ++index;
+    std::string s(1, static_cast<char>(index));
+    s += tool_replies[k].second;
+    write_file(root / "tool_calls" / ("reply" + std::to_string(k)), std::vector<uint8_t>(s.begin(), s.end()));
   }
   write_requests(root / "openai_request", kOpenAICompletions, 0);
   write_requests(root / "openai_request", kOpenAIChats, 1);

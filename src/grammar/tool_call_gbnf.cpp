@@ -85,10 +85,10 @@ class Builder {
   Builder(const ToolFormat& f, const std::vector<ToolSpec>& tools, std::vector<Loosened>* loosened)
       : f_(f), tools_(tools), loosened_(loosened) {}
 
-  std::string build(bool parallel) {
+  std::string build(bool parallel, std::string_view prefix) {
     std::string alts;
     for (size_t i = 0; i < tools_.size(); ++i) alts += cat(i ? " | " : "", body(i));
-    std::string root = cat("root ::= ", lit(f_.section_open), " tc-call");
+    std::string root = cat("root ::= ", lit(prefix), " ", lit(f_.section_open), " tc-call");
     if (parallel && f_.parallel) root += cat(" ( ", lit(f_.separator), " tc-call )*");
     root += cat(" ", lit(f_.section_close), "\n");
     std::string out = cat(root, "tc-call ::= ", lit(f_.call_open), " ( ", alts, " ) ", lit(f_.call_close), "\n", rules_);
@@ -292,9 +292,9 @@ bool is_string_schema(const json& p) {
 }
 
 std::string tool_call_gbnf(const ToolFormat& format, const std::vector<ToolSpec>& tools, bool parallel,
-                           std::vector<Loosened>* loosened) {
+                           std::vector<Loosened>* loosened, std::string_view prefix) {
   if (tools.empty()) throw GrammarError("", "no tools to call");
-  return Builder(format, tools, loosened).build(parallel);
+  return Builder(format, tools, loosened).build(parallel, prefix);
 }
 
 }  // namespace preface::grammar

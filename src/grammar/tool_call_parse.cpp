@@ -62,6 +62,9 @@ size_t json_value_length(std::string_view t) {
   return std::string_view::npos;
 }
 
+// JSON text of a value read from model output, whose strings may hold invalid UTF-8 (replaced, never thrown on).
+std::string dump(const json& v) { return v.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 // How reading a piece ended: it was there, the text ended inside it (or before it), or something else is there.
 enum class Got { Yes, End, No };
 
@@ -263,7 +266,7 @@ class Scanner {
   // Arguments text of key/value pairs read so far: "{" then "KEY": VALUE joined by ", " ("}" added at the end).
   static void add_pair(ScannedCall& c, std::vector<std::pair<std::string, json>>& pairs, std::string key, json v) {
     c.arguments += pairs.empty() ? "{" : ", ";
-    c.arguments += json(key).dump() + ": " + v.dump();
+    c.arguments += dump(json(key)) + ": " + dump(v);
     pairs.emplace_back(std::move(key), std::move(v));
   }
 
@@ -280,7 +283,7 @@ class Scanner {
     if (!parsed) return Got::No;
     c.name = parsed->name;
     partial_json_call(text, c);  // the arguments as written
-    if (!parse_bounded(c.arguments).is_object()) c.arguments = parsed->arguments.dump();
+    if (!parse_bounded(c.arguments).is_object()) c.arguments = dump(parsed->arguments);
     args = parsed->arguments;
     return marker(f_.call_close);
   }

@@ -74,7 +74,9 @@ std::vector<ToolCallEvent> ToolCallStream::finish() {
     text_out(region_, out);
   } else {
     text_out(parsed->content, out);
-    for (const ParsedToolCall& c : parsed->calls) call_out(c.name, c.arguments.dump(), out);
+    for (const ParsedToolCall& c : parsed->calls) {
+      call_out(c.name, c.arguments.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), out);
+    }
   }
   region_.clear();
   return out;

@@ -29,9 +29,10 @@ struct ToolSpec {
 // with the path "[i].<path in tool i's schema>": what the JSON Schema compile loosens, and in rows whose argument
 // syntax is not JSON (NameXml strings, GemmaObject) string constraints other than enum/const and nested values.
 // Arguments come in the schema's property order; required ones always, optional ones may be left out.
+// `prefix`: text before the calls (a reasoning block's closing tag when the prompt left one open).
 // Throws GrammarError (where "[i]..." names the tool and the path in its schema).
 std::string tool_call_gbnf(const ToolFormat& format, const std::vector<ToolSpec>& tools, bool parallel,
-                           std::vector<Loosened>* loosened = nullptr);
+                           std::vector<Loosened>* loosened = nullptr, std::string_view prefix = "");
 
 // Whether a property schema is a string's (type "string", or an enum / const of strings only): rows that write
 // strings raw (NameXml, GemmaObject) write such an argument as its text, any other as JSON.

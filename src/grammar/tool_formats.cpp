@@ -110,6 +110,7 @@ std::vector<ToolFormat> build() {
     f.call_open = "[TOOL_CALLS]";
     f.call_id_marker = "[CALL_ID]";
     f.name_close = "[ARGS]";
+    f.short_call_ids = true;
     rows.push_back(f);
   }
   {

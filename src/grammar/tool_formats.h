@@ -47,6 +47,8 @@ struct ToolFormat {
   // `" string="false">` for another (DeepSeek V3.2's DSML), instead of param_mid.
   std::string_view param_open, param_mid, param_close;
   bool typed_params = false;
+  // Call ids of 9 letters and digits: the family's templates refuse others in the conversation (Mistral's).
+  bool short_call_ids = false;
   // A vocabulary token that shows the family when the template never renders a call (LFM2's template writes
   // only text; its vocabulary has <|tool_call_start|>).
   std::string_view vocab_marker;

@@ -1,5 +1,7 @@
-// Tool calling end to end with the real templates of three families in ../shared/templates (Qwen3: Hermes
-// <tool_call>, Llama 3.2: JSON with "parameters", Mistral Small 3.1: [TOOL_CALLS]): with a forced choice every
+// Tool calling end to end with the real templates of eleven families in ../shared/templates (Qwen3: Hermes
+// <tool_call>, Llama 3.2: JSON with "parameters", Mistral Small 3.1: [TOOL_CALLS], and the 2026 ones: Qwen3.5's
+// XML parameters, GLM's arg_key/arg_value, MiniMax's invoke, DeepSeek V3.1's and V3.2's, Kimi K2's, Gemma 4's,
+// Mistral Small 3.2's NAME[ARGS]): with a forced choice every
 // response, streamed or not, in both APIs, is a call to an allowed tool whose arguments validate against its
 // schema (a random-weight model cannot choose to call, so only the constraint makes these pass); with auto the
 // output is the same text as with none; the conversation's calls and results render; the agent loop's next turn
@@ -28,6 +30,22 @@ struct Family {
 constexpr Family kFamilies[] = {{"Qwen__Qwen3-1.7B.json", "hermes"},
                                 {"meta-llama__Llama-3.2-11B-Vision-Instruct.json", "llama3"},
                                 {"mistralai__Mistral-Small-3.1-24B-Instruct-2503.json", "mistral"}};
+// The 2026 families, each in its own format (grammar/tool_formats.h), forced with a reasoning block closed first
+// where the template opens one.
+constexpr Family k2026Families[] = {{"2026/Qwen3.5-4B.json", "qwen3-xml"},
+                                    {"2026/GLM-4.6.json", "glm"},
+                                    {"2026/MiniMax-M2.json", "minimax-xml"},
+                                    {"2026/deepseek-ai-DeepSeek-V3.1.json", "deepseek-v3.1"},
+                                    {"2026/deepseek-ai-DeepSeek-V3.2.json", "deepseek-dsml"},
+                                    {"2026/moonshotai-Kimi-K2.json", "kimi-k2"},
+                                    {"2026/google-gemma-4-31B-it.json", "gemma4"},
+                                    {"2026/Mistral-Small-3.2-24B-Instruct-2506.json", "mistral-v11"}};
+
+std::vector<Family> all_families() {
+  std::vector<Family> out(std::begin(kFamilies), std::end(kFamilies));
+  out.insert(out.end(), std::begin(k2026Families), std::end(k2026Families));
+  return out;
+}
 
 std::optional<std::string> template_text(const char* file) {
   const auto path = shared_file(std::string("templates/") + file);
@@ -73,7 +91,14 @@ json user_turn() { return json::array({{{"role", "user"}, {"content", "What is t
 // reply cut by max_tokens ends inside a call (finish_reason "length").
 json openai_body(const json& choice, bool stream, int seed) {
   return {{"messages", user_turn()}, {"tools", kTools}, {"tool_choice", choice}, {"stream", stream},
-          {"parallel_tool_calls", false}, {"max_tokens", 160}, {"temperature", 1.0}, {"seed", seed}};
+          {"parallel_tool_calls", false}, {"max_tokens", 600}, {"temperature", 1.0}, {"seed", seed}};
+}
+
+// "call_" + hex, or 9 letters and digits (Mistral's templates refuse other ids).
+bool call_id_ok(const json& id) {
+  const std::string s = id.get<std::string>();
+  return s.rfind("call_", 0) == 0 ||
+         (s.size() == 9 && std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)); }));
 }
 
 // The calls of an OpenAI response; streamed ones put together from delta.tool_calls by index.
@@ -83,7 +108,7 @@ std::vector<std::pair<std::string, std::string>> openai_calls(const HttpResult& 
     const json b = r.body_json();
     *finish = b["choices"][0]["finish_reason"];
     for (const json& c : b["choices"][0]["message"].value("tool_calls", json::array())) {
-      EXPECT_EQ(c["id"].get<std::string>().rfind("call_", 0), 0u);
+      EXPECT_TRUE(call_id_ok(c["id"])) << c;
       calls.emplace_back(c["function"]["name"], c["function"]["arguments"]);
     }
     return calls;
@@ -96,7 +121,7 @@ std::vector<std::pair<std::string, std::string>> openai_calls(const HttpResult& 
     for (const json& tc : choice["delta"].value("tool_calls", json::array())) {
       const size_t i = tc["index"];
       if (i == calls.size()) {  // a call starts: id, type and name come first
-        EXPECT_EQ(tc["id"].get<std::string>().rfind("call_", 0), 0u) << tc;
+        EXPECT_TRUE(call_id_ok(tc["id"])) << tc;
         EXPECT_EQ(tc["type"], "function");
         calls.emplace_back(tc["function"]["name"], "");
       }
@@ -109,7 +134,7 @@ std::vector<std::pair<std::string, std::string>> openai_calls(const HttpResult& 
 }
 
 TEST(ServerToolCalls, ForcedOpenAICallsAreValidInEveryFamily) {
-  for (const Family& fam : kFamilies) {
+  for (const Family& fam : all_families()) {
     auto s = server_for(fam.file);
     if (!s || !s->ok()) GTEST_SKIP() << "shared test data not found";
     auto c = s->client();
@@ -178,7 +203,7 @@ std::vector<std::pair<std::string, std::string>> anthropic_calls(const HttpResul
 }
 
 TEST(ServerToolCalls, ForcedAnthropicCallsAreValidInEveryFamily) {
-  for (const Family& fam : kFamilies) {
+  for (const Family& fam : all_families()) {
     auto s = server_for(fam.file);
     if (!s || !s->ok()) GTEST_SKIP() << "shared test data not found";
     auto c = s->client();
@@ -187,7 +212,7 @@ TEST(ServerToolCalls, ForcedAnthropicCallsAreValidInEveryFamily) {
       for (const bool stream : {false, true}) {
         for (int k = 0; k < 3; ++k) {
           const json body = {{"messages", user_turn()}, {"tools", anthropic_tools()}, {"tool_choice", choice},
-                             {"stream", stream}, {"max_tokens", 160}, {"temperature", 1.0}};
+                             {"stream", stream}, {"max_tokens", 600}, {"temperature", 1.0}};
           const HttpResult r = post(*c, "/v1/messages", body);
           const std::string context = std::string(fam.name) + " " + choice.dump() + (stream ? " stream" : "");
           ASSERT_EQ(r.status, 200) << r.body << context;
@@ -266,18 +291,25 @@ TEST(ServerToolCalls, AutoGivesTheTextNoneGives) {
 }
 
 TEST(ServerToolCalls, AgentLoopRendersCallsAndResultsAndHitsTheCache) {
-  for (const Family& fam : kFamilies) {
+  for (const Family& fam : all_families()) {
+    SCOPED_TRACE(fam.name);
+    // The 2026 templates' long system prompts and markers (spelled byte by byte in the test model's vocabulary)
+    // fit two turns in its context (Mistral Small 3.2's built-in system prompt leaves room for one).
+    if (std::string(fam.name) == "mistral-v11") continue;
+    const bool older = std::any_of(std::begin(kFamilies), std::end(kFamilies),
+                                   [&](const Family& f) { return std::string(f.name) == fam.name; });
     auto s = server_for(fam.file);
     if (!s || !s->ok()) GTEST_SKIP() << "shared test data not found";
     auto c = s->client();
     json messages = user_turn();
     int32_t previous_prompt = 0;
-    for (int turn = 0; turn < 3; ++turn) {
+    for (int turn = 0; turn < (older ? 3 : 2); ++turn) {
       json body = openai_body("required", false, 10 + turn);
       body["messages"] = messages;
       const HttpResult r = post(*c, "/v1/chat/completions", body);
       ASSERT_EQ(r.status, 200) << r.body << fam.name;
       const json b = r.body_json();
+      ASSERT_TRUE(b.contains("choices")) << r.body;
       const json usage = b["usage"];
       if (turn > 0) {  // everything the previous turn sent but its last partial block came from the cache
         EXPECT_GE(usage["prompt_tokens_details"]["cached_tokens"].get<int32_t>(),
@@ -286,11 +318,30 @@ TEST(ServerToolCalls, AgentLoopRendersCallsAndResultsAndHitsTheCache) {
       }
       previous_prompt = usage["prompt_tokens"];
       const json msg = b["choices"][0]["message"];
+      ASSERT_TRUE(msg.contains("tool_calls") && msg["tool_calls"].is_array()) << fam.name << " " << msg;
       ASSERT_EQ(msg["tool_calls"].size(), 1u) << msg;
       messages.push_back(msg);
       messages.push_back({{"role", "tool"}, {"tool_call_id", msg["tool_calls"][0]["id"]}, {"content", "{\"ok\": 1}"}});
     }
   }
+}
+
+// /apply-template renders what chat completions renders: a call's arguments given as JSON text reach the template
+// as an object (Qwen3's template writes them with tojson), where they used to be a 400.
+TEST(ServerToolCalls, ApplyTemplateTakesArgumentsAsText) {
+  auto s = server_for(kFamilies[0].file);
+  if (!s || !s->ok()) GTEST_SKIP() << "shared test data not found";
+  auto c = s->client();
+  json messages = user_turn();
+  messages.push_back({{"role", "assistant"}, {"content", nullptr},
+                      {"tool_calls", {{{"id", "call_1"}, {"type", "function"},
+                                       {"function", {{"name", "get_weather"}, {"arguments", "{\"city\": \"Paris\"}"}}}}}}});
+  messages.push_back({{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "sunny"}});
+  const HttpResult r = post(*c, "/apply-template", json{{"messages", messages}, {"tools", kTools}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::string prompt = r.body_json()["prompt"];
+  EXPECT_NE(prompt.find("{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}"), std::string::npos)
+      << prompt;
 }
 
 TEST(ServerToolCalls, BadToolInputIsA400NamingTheParameter) {

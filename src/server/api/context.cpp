@@ -37,6 +37,16 @@ grammar::GrammarCache& ServerContext::grammars() {
   return *grammars_;
 }
 
+std::string ServerContext::new_call_id() {
+  const grammar::ToolFormat* f = tool_calls().format;
+  if (f == nullptr || !f->short_call_ids) return new_id("call_");
+  static constexpr char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  std::string id(9, 'a');
+  std::lock_guard lock(mu_);
+  for (char& c : id) c = kAlnum[rng_() % (sizeof(kAlnum) - 1)];
+  return id;
+}
+
 const ToolCallSetup& ServerContext::tool_calls() const {
   std::call_once(tool_calls_once_, [&] { tool_calls_ = detect_tool_calls(*chat_renderer, tokenizer); });
   return tool_calls_;

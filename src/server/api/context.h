@@ -84,6 +84,9 @@ class ServerContext {
   void check_model(const std::optional<std::string>& model) const;
   // A fresh response id: prefix + 24 hex digits, unique per server.
   std::string new_id(std::string_view prefix);
+  // A fresh tool call id: "call_" + 24 hex digits, or 9 letters and digits where the model's tool-call format
+  // wants them (grammar::ToolFormat::short_call_ids).
+  std::string new_call_id();
   // A seed for a request that gave none (different for every request).
   uint64_t random_seed();
   static int64_t unix_now();

@@ -53,7 +53,7 @@ class OllamaFormat : public ResponseFormat {
     if (calls_seen_.empty() && tool_output_) {
       if (const auto parsed = tool_output_->parse(text); parsed && !parsed->calls.empty()) {
         content = parsed->content;
-        for (const grammar::ParsedToolCall& c : parsed->calls) calls_seen_.emplace_back(c.name, c.arguments.dump());
+        for (const grammar::ParsedToolCall& c : parsed->calls) calls_seen_.emplace_back(c.name, dump_json(c.arguments));
       }
     }
     json out = piece(content, reasoning, tool_calls(), true);

@@ -126,7 +126,7 @@ class OpenAIFormat : public ResponseFormat {
     if (chat_ && !channel_calls.empty()) {  // harmony's calls: the arguments as generated
       json calls = json::array();
       for (const ChannelCall& c : channel_calls) {
-        calls.push_back({{"id", ctx_.new_id("call_")},
+        calls.push_back({{"id", ctx_.new_call_id()},
                          {"type", "function"},
                          {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
       }
@@ -135,9 +135,9 @@ class OpenAIFormat : public ResponseFormat {
     } else if (parsed && !parsed->calls.empty()) {
       json calls = json::array();
       for (const grammar::ParsedToolCall& c : parsed->calls) {
-        calls.push_back({{"id", ctx_.new_id("call_")},
+        calls.push_back({{"id", ctx_.new_call_id()},
                          {"type", "function"},
-                         {"function", {{"name", c.name}, {"arguments", c.arguments.dump()}}}});
+                         {"function", {{"name", c.name}, {"arguments", dump_json(c.arguments)}}}});
       }
       const json content = parsed->content.empty() ? json(nullptr) : json(parsed->content);
       choice["message"] = {{"role", "assistant"}, {"content", content}, {"refusal", nullptr}, {"tool_calls", calls}};
@@ -188,7 +188,7 @@ class OpenAIFormat : public ResponseFormat {
         delta = {{"content", e.text}};
       } else if (e.kind == grammar::ToolCallEvent::Kind::CallStart) {
         delta = {{"tool_calls", json::array({{{"index", e.index},
-                                              {"id", ctx_.new_id("call_")},
+                                              {"id", ctx_.new_call_id()},
                                               {"type", "function"},
                                               {"function", {{"name", e.text}, {"arguments", ""}}}}})}};
       } else {

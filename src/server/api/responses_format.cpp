@@ -68,12 +68,12 @@ class ResponsesFormat : public ResponseFormat {
     if (calls.empty() && tool_output_) {
       if (const auto parsed = tool_output_->parse(text); parsed && !parsed->calls.empty()) {
         content = parsed->content;
-        for (const grammar::ParsedToolCall& c : parsed->calls) calls.emplace_back(c.name, c.arguments.dump());
+        for (const grammar::ParsedToolCall& c : parsed->calls) calls.emplace_back(c.name, dump_json(c.arguments));
       }
     }
     if (!content.empty() || calls.empty()) items_.push_back(message_item(ctx_.new_id("msg_"), content, "completed"));
     for (const auto& [name, args] : calls) {
-      items_.push_back(call_item(ctx_.new_id("fc_"), ctx_.new_id("call_"), name, args, "completed"));
+      items_.push_back(call_item(ctx_.new_id("fc_"), ctx_.new_call_id(), name, args, "completed"));
     }
     return finished(s);
   }
@@ -120,7 +120,7 @@ class ResponsesFormat : public ResponseFormat {
       item["content"] = json::array();
       part = {{"type", "reasoning_text"}, {"text", ""}};
     } else {
-      item = call_item(ctx_.new_id("fc_"), ctx_.new_id("call_"), call_name, "", "in_progress");
+      item = call_item(ctx_.new_id("fc_"), ctx_.new_call_id(), call_name, "", "in_progress");
     }
     items_.push_back(item);
     out += event("response.output_item.added", {{"output_index", items_.size() - 1}, {"item", item}});
