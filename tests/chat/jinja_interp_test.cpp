@@ -104,6 +104,11 @@ TEST(JinjaFilters, Common) {
                    {{"xs", {{{"r", "u"}, {"c", "1"}}, {{"r", "a"}, {"c", "2"}}, {{"r", "u"}, {"c", "3"}}}}}),
             "13");
   EXPECT_EQ(render("{{ xs|rejectattr('r')|list|length }}", {{"xs", {{{"r", true}}, {{"r", false}}}}}), "1");
+  // jinja2 filters a falsy value (None, undefined) to nothing instead of raising (templates pass `tools` as None).
+  EXPECT_EQ(render("{{ n|selectattr('r')|list }}{{ n|rejectattr('r')|list }}{{ n|select|list }}{{ n|reject|list }}"
+                   "{{ n|map(attribute='c')|list }}{{ u|map('upper')|list }}",
+                   {{"n", nullptr}}),
+            "[][][][][][]");
   EXPECT_EQ(render("{{ [1,2,3]|first }}{{ [1,2,3]|last }}{{ [1,2,3]|count }}"), "133");
   EXPECT_EQ(render("{{ u|default('d') }} {{ ''|default('d', true) }} {{ 'abc'|upper }} {{ 'hello world'|title }}"),
             "d d ABC Hello World");

@@ -22,8 +22,10 @@ Value sort_key(const Value& v, bool case_sensitive) {
   return Value::string(std::move(s));
 }
 
-// select/reject (attr == nullptr) and selectattr/rejectattr: keep items whose (attribute) passes the test.
+// select/reject (attr == nullptr) and selectattr/rejectattr: keep items whose (attribute) passes the test. A falsy
+// value (None, undefined, empty) gives an empty list, as jinja2's `if value: for item in value` does.
 Value select_impl(Interpreter& in, const Value& seq, CallArgs& a, bool by_attr, bool keep) {
+  if (!seq.truthy()) return Value::list({});
   size_t first_test_arg = 0;
   Value attr;
   if (by_attr) {
@@ -54,6 +56,7 @@ Value f_rejectattr(Interpreter& in, const Value& v, CallArgs& a) { return select
 
 Value f_map(Interpreter& in, const Value& seq, CallArgs& a) {
   List out;
+  if (!seq.truthy()) return Value::list(std::move(out));  // jinja2: a falsy value maps to nothing
   if (const Value* attr = a.get(99, "attribute")) {
     const Value* dflt = a.get(99, "default");
     for (const Value& item : in.iterate(seq)) {

@@ -111,15 +111,6 @@ std::string content_text(const json& content, const JsonFields& m, const std::st
   return text;
 }
 
-// chat_template_kwargs (llama.cpp's and vLLM's field): extra template variables, an object or absent.
-nlohmann::ordered_json chat_template_kwargs(const JsonFields& f, const json& body) {
-  (void)body;
-  const json* kwargs = f.object("chat_template_kwargs");
-  nlohmann::ordered_json out = kwargs != nullptr ? nlohmann::ordered_json::parse(kwargs->dump()) : nullptr;
-  add_reasoning_effort(f, out);
-  return out;
-}
-
 std::vector<ChatMessage> chat_messages(const JsonFields& f, int32_t max_messages) {
   const json* arr = f.array("messages");
   if (arr == nullptr || arr->empty()) f.fail("messages", "must be a non-empty array");
@@ -146,6 +137,15 @@ std::vector<ChatMessage> chat_messages(const JsonFields& f, int32_t max_messages
 }
 
 }  // namespace
+
+// chat_template_kwargs (llama.cpp's and vLLM's field): extra template variables, an object or absent.
+nlohmann::ordered_json chat_template_kwargs(const JsonFields& f, const json& /*body*/) {
+  const json* kwargs = f.object("chat_template_kwargs");
+  nlohmann::ordered_json out = kwargs != nullptr ? nlohmann::ordered_json::parse(kwargs->dump()) : nullptr;
+  add_reasoning_effort(f, out);
+  return out;
+}
+
 
 OpenAIRequest parse_completion_request(const json& body, ServerContext& ctx) {
   const JsonFields f(body);

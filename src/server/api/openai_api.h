@@ -52,6 +52,9 @@ nlohmann::json openai_usage(const GenerationSummary& summary, std::span<const en
                             int32_t block_size = 0);
 nlohmann::json models_response(const ServerContext& ctx);
 
+// chat_template_kwargs (llama.cpp's and vLLM's field; an object or absent) with reasoning_effort added.
+nlohmann::ordered_json chat_template_kwargs(const JsonFields& f, const nlohmann::json& body);
+
 // OpenAI's reasoning_effort (none | minimal | low | medium | high; else 400) as the template variable gpt-oss's
 // template reads, added to chat_template_kwargs unless they set it.
 void add_reasoning_effort(const JsonFields& f, nlohmann::ordered_json& kwargs);

@@ -241,31 +241,20 @@ void count_tokens(HttpState& state, ServerContext& ctx, const httplib::Request& 
 
 // llama.cpp's POST /apply-template: the prompt a chat renders to, without generating. messages (as
 // /v1/chat/completions takes them, tool calls and tool messages included), tools, add_generation_prompt
-// (default true), chat_template_kwargs, reasoning_effort -> {"prompt": "..."}; a template error is 400 with its
-// message.
+// (default true), chat_template_kwargs, reasoning_effort -> {"prompt": "..."}, the text chat completions would
+// render (arguments given as text parsed, tool schemas with sorted keys); a template error is 400 with its message.
 void apply_template(HttpState& state, ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   const auto slot = acquire_slot(state, ctx);  // parsing and rendering count against the in-flight limit
   const json checked = parse_json_object(req.body);  // the limits and error shape of every other body
   const JsonFields f(checked);
-  const json* messages = f.array("messages");
-  if (messages == nullptr || messages->empty()) f.fail("messages", "must be a non-empty array");
-  if (messages->size() > static_cast<size_t>(ctx.limits.max_messages)) {
-    f.fail("messages", "holds more than " + std::to_string(ctx.limits.max_messages) + " messages");
-  }
-  f.array("tools");
+  const nlohmann::ordered_json messages = openai_template_messages(f, ctx.limits.max_messages);
+  const ToolsRequest tools = parse_openai_tools(f, checked);
   f.object("chat_template_kwargs");
   const bool add_generation_prompt = f.boolean("add_generation_prompt").value_or(true);
-  // Parsed again keeping key order: templates print tool schemas in the client's order.
-  const nlohmann::ordered_json body = nlohmann::ordered_json::parse(req.body);
-  const auto field = [&body](const char* name) {
-    const auto it = body.find(name);
-    return it == body.end() ? nlohmann::ordered_json() : *it;
-  };
-  nlohmann::ordered_json kwargs = field("chat_template_kwargs");
-  add_reasoning_effort(f, kwargs);
+  const nlohmann::ordered_json kwargs = chat_template_kwargs(f, checked);
   try {
-    const chat::RenderedChat r = ctx.chat_renderer->render_json(field("messages"), field("tools"),
-                                                                add_generation_prompt, template_kwargs_with_defaults(kwargs));
+    const chat::RenderedChat r = ctx.chat_renderer->render_json(messages, tools.tools, add_generation_prompt,
+                                                                template_kwargs_with_defaults(kwargs));
     send_json(res, {{"prompt", r.text}});
   } catch (const ApiError&) {
     throw;
@@ -294,6 +283,11 @@ constexpr Route kRoutes[] = {
     {"/api/ps", "GET", O::Ollama, "", nullptr, ollama_ps_route},
     {"/api/show", "POST", O::Ollama, "", nullptr, ollama_show_route},
     {"/api/version", "GET", O::Ollama, "", ollama_version, nullptr},
+    {"/completion", "POST", O::OpenAI, "prompt", nullptr, llama_completion},
+    {"/completions", "POST", O::OpenAI, "prompt", nullptr, llama_completion},
+    {"/infill", "POST", O::OpenAI, "prompt", nullptr, llama_infill},
+    {"/props", "GET", O::OpenAI, "", nullptr, llama_props_route},
+    {"/slots", "GET", O::OpenAI, "", nullptr, llama_slots_route},
     // Patterns (cpp-httplib matches paths as regular expressions): never equal to a request's path.
     {"/v1/responses/([A-Za-z0-9_-]+)", "GET", O::OpenAI, "", nullptr, responses_get},
     {"/v1/responses/([A-Za-z0-9_-]+)", "DELETE", O::OpenAI, "", nullptr, responses_delete},
