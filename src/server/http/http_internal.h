@@ -123,6 +123,12 @@ void responses_delete(HttpState& state, ServerContext& ctx, const httplib::Reque
 void responses_input_items(HttpState& state, ServerContext& ctx, const httplib::Request& req,
                            httplib::Response& res);
 
+// llama.cpp's routes (http_llama.cpp).
+void llama_completion(HttpState& state, ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void llama_infill(HttpState& state, ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void llama_props_route(HttpState& state, ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void llama_slots_route(HttpState& state, ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+
 // Registers every route on `http`.
 void register_routes(httplib::Server& http, HttpState& state);
 

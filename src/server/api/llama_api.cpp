@@ -1,0 +1,100 @@
+#include "server/api/llama_api.h"
+
+#include <array>
+
+namespace preface::server {
+namespace {
+
+using nlohmann::json;
+
+// The ids of a vocabulary's fill-in-the-middle tokens (prefix, suffix, middle), by the pieces each family uses.
+std::optional<std::array<int32_t, 3>> fim_tokens(const Tokenizer& tok) {
+  static constexpr std::array<std::array<const char*, 3>, 5> kFamilies = {{
+      {"<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"},                                    // Qwen2.5/3-Coder
+      {"<fim_prefix>", "<fim_suffix>", "<fim_middle>"},                                          // StarCoder
+      {"<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>", "<\xef\xbd\x9c" "fim\xe2\x96\x81hole\xef\xbd\x9c>",
+       "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>"},                                   // DeepSeek Coder
+      {"\xe2\x96\x81<PRE>", "\xe2\x96\x81<SUF>", "\xe2\x96\x81<MID>"},                           // CodeLlama
+      {"<|fim_begin|>", "<|fim_hole|>", "<|fim_end|>"},
+  }};
+  for (const auto& family : kFamilies) {
+    std::array<int32_t, 3> ids{-1, -1, -1};
+    for (int32_t id = 0; id < tok.n_vocab(); ++id) {
+      for (size_t k = 0; k < 3; ++k) {
+        if (ids[k] < 0 && tok.piece(id) == family[k]) ids[k] = id;
+      }
+    }
+    if (ids[0] >= 0 && ids[1] >= 0 && ids[2] >= 0) return ids;
+  }
+  return std::nullopt;
+}
+
+// llama.cpp's n_predict -1 (or absent) is "until the end": the server's default.
+json without_unbounded_n_predict(const json& body) {
+  json out = body;
+  if (const auto it = out.find("n_predict"); it != out.end() && it->is_number_integer() && it->get<int64_t>() < 0) {
+    out.erase(it);
+  }
+  return out;
+}
+
+}  // namespace
+
+OpenAIRequest parse_llama_completion(const json& body, ServerContext& ctx) {
+  return parse_completion_request(without_unbounded_n_predict(body), ctx);
+}
+
+OpenAIRequest parse_llama_infill(const json& body, ServerContext& ctx) {
+  const JsonFields f(body);
+  const auto fim = fim_tokens(ctx.tokenizer);
+  if (!fim) {
+    throw ApiError(400, "the model's vocabulary has no fill-in-the-middle tokens, so /infill is not available",
+                   "input_prefix");
+  }
+  if (const json* extra = f.array("input_extra"); extra != nullptr && !extra->empty()) {
+    f.fail("input_extra", "is not supported yet (send the context in input_prefix)");
+  }
+  const std::string prefix = f.string("input_prefix").value_or("");
+  const std::string suffix = f.string("input_suffix").value_or("");
+  const std::string middle = f.string("prompt").value_or("");
+  const Tokenizer& tok = ctx.tokenizer;
+  std::vector<int32_t> ids;
+  if (tok.add_bos_default() && tok.bos_id() >= 0) ids.push_back(tok.bos_id());
+  const auto append = [&](int32_t marker, const std::string& text) {
+    ids.push_back(marker);
+    const std::vector<int32_t> t = tok.encode(text, false);
+    ids.insert(ids.end(), t.begin(), t.end());
+  };
+  append((*fim)[0], prefix);
+  append((*fim)[1], suffix);
+  append((*fim)[2], middle);
+  json translated = without_unbounded_n_predict(body);
+  for (const char* k : {"input_prefix", "input_suffix", "input_extra"}) translated.erase(k);
+  translated["prompt"] = ids;
+  return parse_completion_request(translated, ctx);
+}
+
+json llama_props(const ServerContext& ctx) {
+  const Tokenizer& tok = ctx.tokenizer;
+  const auto piece = [&](int32_t id) { return id >= 0 ? json(tok.piece(id)) : json(nullptr); };
+  return {{"default_generation_settings", {{"n_ctx", ctx.ctx_len()}, {"params", {{"n_predict", -1}}}}},
+          {"total_slots", ctx.limits.max_in_flight},
+          {"model_path", ctx.model_id},
+          {"chat_template", ctx.chat_renderer->source()},
+          {"bos_token", piece(tok.bos_id())},
+          {"eos_token", piece(tok.eos_id())},
+          {"modalities", {{"vision", false}, {"audio", false}}},
+          {"infill", fim_tokens(tok).has_value()},
+          {"build_info", "preface"}};
+}
+
+json llama_slots(const ServerContext& ctx) {
+  const engine::EngineCounters c = ctx.engine.counters();
+  json out = json::array();
+  for (int32_t i = 0; i < c.n_running + c.n_waiting; ++i) {
+    out.push_back({{"id", i}, {"n_ctx", ctx.ctx_len()}, {"is_processing", i < c.n_running}});
+  }
+  return out;
+}
+
+}  // namespace preface::server
