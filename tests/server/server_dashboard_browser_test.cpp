@@ -14,46 +14,11 @@
 #include <thread>
 
 #include "server_harness.h"
+#include "support/chromium.h"
 #include "support/shared_data.h"
 
 namespace preface::test {
 namespace {
-
-std::string chromium_path() {
-  if (const char* p = std::getenv("PREFACE_CHROMIUM"); p != nullptr && *p != '\0') return p;
-  return "/usr/bin/chromium";
-}
-
-// Runs chromium headless on `url` with `mode` ("--dump-dom" or "--screenshot=PATH"); returns its stdout.
-std::string run_chromium(const std::string& url, const std::string& mode, const std::filesystem::path& profile) {
-  const std::string cmd = "timeout 120 '" + chromium_path() +
-                          "' --headless --no-sandbox --disable-gpu --disable-quic --no-first-run "
-                          "--disable-background-networking --disable-component-update --disable-sync "
-                          "--disable-dev-shm-usage --hide-scrollbars --window-size=1280,1400 "
-                          "--virtual-time-budget=6000 --user-data-dir='" +
-                          profile.string() + "' " + mode + " '" + url + "' 2>/dev/null";
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  pclose(p);
-  return out;
-}
-
-// The data-* attributes of <body> in a dumped DOM.
-std::map<std::string, std::string> body_data(const std::string& dom) {
-  std::map<std::string, std::string> out;
-  std::smatch body;
-  if (!std::regex_search(dom, body, std::regex("<body([^>]*)>"))) return out;
-  const std::string attrs = body[1].str();
-  const std::regex attr("data-([a-z-]+)=\"([^\"]*)\"");
-  for (auto it = std::sregex_iterator(attrs.begin(), attrs.end(), attr); it != std::sregex_iterator(); ++it) {
-    out[(*it)[1].str()] = (*it)[2].str();
-  }
-  return out;
-}
 
 int to_int(const std::map<std::string, std::string>& m, const std::string& k) {
   const auto it = m.find(k);

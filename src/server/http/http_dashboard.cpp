@@ -1,4 +1,5 @@
-// The cache dashboard: the page (server/http/dashboard_page.h), Debian's Chart.js beside it, and the JSON it polls.
+// The cache dashboard: the page (server/http/dashboard_page.h), Debian's Chart.js beside it, and the JSON it polls;
+// and the chat page (server/http/chat_page.h).
 //
 // Who sees what (GET /v1/cache/stats): the admin key (--admin-key) sees every tenant's totals, history and cached
 // prefixes; a tenant key sees its own totals and history and the prefixes of its own namespaces, never another
@@ -15,6 +16,7 @@
 #include <unordered_set>
 
 #include "server/http/auth.h"
+#include "server/http/chat_page.h"
 #include "server/http/dashboard_page.h"
 #include "server/http/http_internal.h"
 #include "server/http/prefix_tree.h"
@@ -83,6 +85,12 @@ void dashboard_page(HttpState&, const httplib::Request&, httplib::Response& res)
   res.set_header("Content-Security-Policy",
                  "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'unsafe-inline'");
   res.set_content(std::string(kDashboardHtml), "text/html; charset=utf-8");
+}
+
+void chat_page(HttpState&, const httplib::Request&, httplib::Response& res) {
+  res.set_header("Cache-Control", "no-store");
+  res.set_header("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'");
+  res.set_content(std::string(kChatHtml), "text/html; charset=utf-8");
 }
 
 void dashboard_chartjs(HttpState&, const httplib::Request&, httplib::Response& res) {

@@ -113,6 +113,7 @@ struct Route {
 // tenant, a tenant key its own; authenticates itself, as DELETE /v1/cache does).
 void dashboard_page(HttpState& state, const httplib::Request& req, httplib::Response& res);
 void dashboard_chartjs(HttpState& state, const httplib::Request& req, httplib::Response& res);
+void chat_page(HttpState& state, const httplib::Request& req, httplib::Response& res);
 void cache_stats(HttpState& state, ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 
 // The Responses API (http_responses.cpp): POST /v1/responses, GET/DELETE /v1/responses/{id} and GET

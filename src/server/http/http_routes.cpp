@@ -299,6 +299,7 @@ constexpr Route kRoutes[] = {
     {"/v1/cache", "DELETE", O::OpenAI, "", nullptr, purge_cache},
     {"/v1/cache/explain", "POST", O::OpenAI, "messages", nullptr, explain_cache},
     {"/v1/cache/stats", "GET", O::OpenAI, "", nullptr, cache_stats},
+    {"/", "GET", O::OpenAI, "", chat_page, nullptr},
     {"/dashboard", "GET", O::OpenAI, "", dashboard_page, nullptr},
     {"/dashboard/chart.js", "GET", O::OpenAI, "", dashboard_chartjs, nullptr},
 };
