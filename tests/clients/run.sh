@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs the official OpenAI and Anthropic Node.js SDKs (sdk_test.mjs, sdk_tools_test.mjs, sdk_responses_test.mjs)
-# and the `ollama` client (ollama_test.mjs) against a real `preface serve`.
+# Runs the official OpenAI and Anthropic Node.js SDKs (sdk_test.mjs, sdk_tools_test.mjs, sdk_responses_test.mjs),
+# the AI SDK and LangChain (sdk_frameworks_test.mjs) and the `ollama` client (ollama_test.mjs) against a real
+# `preface serve`.
 # Usage: tests/clients/run.sh PREFACE_BINARY [WORK_DIR]
 #   WORK_DIR (default: <binary dir>/clients-sdk, inside the git-ignored build tree) receives the npm install;
 #   it is reused while package.json is unchanged. Two servers run stories260K (../shared/models) on free
@@ -18,7 +19,7 @@ model="$root/../shared/models/stories260K.gguf"
 command -v node >/dev/null && command -v npm >/dev/null || { echo "skip: node/npm not installed" >&2; exit 77; }
 [ -f "$model" ] || { echo "fail: $model not found" >&2; exit 1; }
 mkdir -p "$work"
-cp "$here/package.json" "$here/sdk_test.mjs" "$here/sdk_tools_test.mjs" "$here/sdk_responses_test.mjs" "$here/ollama_test.mjs" "$work/"
+cp "$here/package.json" "$here"/*.mjs "$work/"
 if ! cmp -s "$here/package.json" "$work/.installed-package.json" || [ ! -d "$work/node_modules" ]; then
   if ! (cd "$work" && npm install --no-audit --no-fund --loglevel=error >npm.log 2>&1); then
     cat "$work/npm.log" >&2
@@ -61,7 +62,7 @@ tools_pid=$server_pid tools_port=$port
 
 status=0
 (cd "$work" && PREFACE_URL="http://127.0.0.1:$main_port" PREFACE_TOOLS_URL="http://127.0.0.1:$tools_port" \
-  PREFACE_MODEL=stories node --test sdk_test.mjs sdk_tools_test.mjs sdk_responses_test.mjs ollama_test.mjs) || status=1
+  PREFACE_MODEL=stories node --test sdk_test.mjs sdk_tools_test.mjs sdk_responses_test.mjs sdk_frameworks_test.mjs ollama_test.mjs) || status=1
 trap - EXIT
 for pid in $main_pid $tools_pid; do
   kill -TERM "$pid"
