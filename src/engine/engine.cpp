@@ -247,6 +247,10 @@ void Engine::postprocess(const std::vector<ScheduledChunk>& plan, StepOutput& ou
     ev.has_logprob = s->has_logprob;
     ev.logprob = std::move(s->logprob);
     if (seq.params.keep_logits) ev.logits.assign(s->logits, s->logits + n_vocab);
+    if (seq.stats.n_generated_tokens == 1) {
+      ev.n_cached_tokens = seq.stats.n_cached_tokens;
+      ev.n_written_tokens = seq.stats.n_written_tokens;
+    }
     seq.stream->push(std::move(ev));
     if (seq.matcher && seq.matcher->complete()) {  // nothing can follow: the grammar's sentence is finished
       seq.stats.finish = FinishReason::Stop;

@@ -87,6 +87,9 @@ struct TokenEvent {
   bool has_logprob = false;
   TokenLogprob logprob;
   std::vector<float> logits;
+  // On a request's first token only (else -1): its prompt tokens read from the cache and written to it by then
+  // (RequestStats::n_cached_tokens and n_written_tokens so far), for responses that report them up front.
+  int32_t n_cached_tokens = -1, n_written_tokens = -1;
 };
 
 // The stream a caller reads from; written by the engine thread. Thread-safe.

@@ -51,23 +51,32 @@ TEST(HostedCacheControl, AnthropicUsageSplitsCacheCreationByTtl) {
       EXPECT_EQ(h1, 0);
     }
   }
-  // Streams: message_start carries zeros, message_delta the split.
+  // Streams: message_start (sent with the first token) carries the prompt's split, as message_delta does.
   json body = message("And then?", {{"type", "ephemeral"}, {"ttl", "1h"}});
   body["stream"] = true;
   body["cache_salt"] = "d";
-  const HttpResult s = post(*c, "/v1/messages", body);
-  ASSERT_EQ(s.status, 200);
-  bool seen_delta = false;
-  for (const SseEvent& e : parse_sse(s.body)) {
-    const json d = json::parse(e.data, nullptr, false);
-    if (e.event == "message_start") {
-      EXPECT_EQ(d["message"]["usage"]["cache_creation"]["ephemeral_1h_input_tokens"], 0);
-    } else if (e.event == "message_delta") {
-      seen_delta = true;
-      EXPECT_GT(d["usage"]["cache_creation"]["ephemeral_1h_input_tokens"].get<int>(), 0) << e.data;
+  for (int round = 0; round < 2; ++round) {  // the second round reads the first's prompt from the cache
+    const HttpResult s = post(*c, "/v1/messages", body);
+    ASSERT_EQ(s.status, 200);
+    json start, delta;
+    for (const SseEvent& e : parse_sse(s.body)) {
+      const json d = json::parse(e.data, nullptr, false);
+      if (e.event == "message_start") start = d["message"]["usage"];
+      if (e.event == "message_delta") delta = d["usage"];
+    }
+    ASSERT_TRUE(start.is_object() && delta.is_object()) << s.body;
+    EXPECT_EQ(start["cache_read_input_tokens"], delta["cache_read_input_tokens"]) << start << delta;
+    EXPECT_LE(start["cache_creation_input_tokens"].get<int>(), delta["cache_creation_input_tokens"].get<int>());
+    EXPECT_EQ(start["input_tokens"].get<int>() + start["cache_read_input_tokens"].get<int>() +
+                  start["cache_creation_input_tokens"].get<int>(),
+              delta["input_tokens"].get<int>() + delta["cache_read_input_tokens"].get<int>() +
+                  delta["cache_creation_input_tokens"].get<int>());
+    if (round == 0) {
+      EXPECT_GT(start["cache_creation"]["ephemeral_1h_input_tokens"].get<int>(), 0) << start;
+    } else {
+      EXPECT_GT(start["cache_read_input_tokens"].get<int>(), 0) << start;
     }
   }
-  EXPECT_TRUE(seen_delta);
 }
 
 TEST(HostedCacheControl, OpenAIPromptCacheFieldsAreAccepted) {

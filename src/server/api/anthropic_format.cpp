@@ -18,18 +18,26 @@ class MessagesFormat : public ResponseFormat {
     if (tool_output_) calls_ = tool_output_->stream();
   }
 
+  // message_start goes out with the first token, when the prompt's cache counts are known: its usage splits
+  // the prompt as the final message_delta's does (blocks written while decoding count there only).
+  bool start_after_first_token() const override { return true; }
+  void set_prompt_cache(int32_t n_cached, int32_t n_written) override {
+    n_cached_ = std::max(0, n_cached);
+    n_written_ = std::max(0, n_written);
+  }
+
   std::string stream_start(int32_t n_prompt_tokens) override {
     json message = envelope();
     message["content"] = json::array();
     message["stop_reason"] = nullptr;
     message["stop_sequence"] = nullptr;
     merge_extra_fields(message);
-    // The cache counts are known only when the request ends; message_delta carries the final usage.
-    message["usage"] = {{"input_tokens", n_prompt_tokens},
-                        {"cache_creation_input_tokens", 0},
-                        {"cache_read_input_tokens", 0},
-                        {"cache_creation", {{"ephemeral_5m_input_tokens", 0}, {"ephemeral_1h_input_tokens", 0}}},
-                        {"output_tokens", 0}};
+    GenerationSummary so_far;  // the prompt's part of the final usage
+    so_far.stats.n_prompt_tokens = n_prompt_tokens;
+    so_far.stats.n_cached_tokens = n_cached_;
+    so_far.stats.n_written_tokens = n_written_;
+    message["usage"] = anthropic_usage(so_far, pins_);
+    message["usage"].erase("cache_savings");
     std::string out = sse_event("message_start", {{"type", "message_start"}, {"message", message}});
     // With tools or reasoning, blocks open as their first text arrives.
     if (!calls_ && !reasoning_) out += open_block({{"type", "text"}, {"text", ""}}, Block::Text);
@@ -169,6 +177,7 @@ class MessagesFormat : public ResponseFormat {
   std::string id_;
   std::vector<engine::CachePin> pins_;  // the request's cache_control breakpoints (the usage's cache_creation split)
   std::optional<ToolOutput> tool_output_;
+  int32_t n_cached_ = 0, n_written_ = 0;  // the prompt's cache counts at the first token
   std::unique_ptr<grammar::ToolCallStream> calls_;  // streams with tools: the calls parsed so far
   bool reasoning_;              // the reply may carry reasoning (thinking blocks)
   int32_t n_channel_calls_ = 0; // calls read from the reply's channels (harmony)

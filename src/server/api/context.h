@@ -132,6 +132,10 @@ class ResponseFormat {
   virtual ~ResponseFormat() = default;
   // SSE text sent before the first token (may be empty).
   virtual std::string stream_start(int32_t n_prompt_tokens) = 0;
+  // Whether stream_start waits for the first token, so that it can report the prompt's cache counts (given by
+  // set_prompt_cache just before it; -1 when the generation ended without a token).
+  virtual bool start_after_first_token() const { return false; }
+  virtual void set_prompt_cache(int32_t /*n_cached*/, int32_t /*n_written*/) {}
   // SSE text for one delta ("" sends nothing).
   virtual std::string stream_delta(const GenerationDelta& delta) = 0;
   // SSE text that ends the stream (including the API's terminator, or an error event).

@@ -110,6 +110,10 @@ std::optional<GenerationDelta> Generation::next() {
   }
   last_token_time_ = now;
   ++n_consumed_;
+  if (ev->n_cached_tokens >= 0) {
+    prompt_cached_ = ev->n_cached_tokens;
+    prompt_written_ = ev->n_written_tokens;
+  }
   summary_.output_tokens.push_back(ev->token);
   if (n_top_logprobs_ >= 0 && ev->has_logprob) delta.logprobs.push_back(std::move(ev->logprob));
   const ReplyRoute route = channels_ ? channels_->route(ev->token) : ReplyRoute::Content;

@@ -99,6 +99,9 @@ class Generation {
   const GenerationSummary& summary() const { return summary_; }
   int32_t n_prompt_tokens() const { return n_prompt_; }
   const std::shared_ptr<engine::RequestStream>& stream() const { return stream_; }
+  // The prompt's tokens read from the cache and written to it, known from the first token on (-1 before).
+  int32_t prompt_cached_tokens() const { return prompt_cached_; }
+  int32_t prompt_written_tokens() const { return prompt_written_; }
 
  private:
   void finish(StopKind kind);
@@ -121,6 +124,7 @@ class Generation {
   bool done_ = false;
   bool cancelled_ = false;
   int32_t n_consumed_ = 0;            // tokens read from the stream
+  int32_t prompt_cached_ = -1, prompt_written_ = -1;
   std::chrono::steady_clock::time_point last_token_time_;
   GenerationSummary summary_;
 };

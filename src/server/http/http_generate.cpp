@@ -254,7 +254,16 @@ void serve_generation(HttpState& state, ServerContext& ctx, const httplib::Reque
         Generation& g = *job->gen;
         if (!job->started) {
           job->started = true;
-          if (!write(sink, job->format->stream_start(g.n_prompt_tokens()))) {
+          std::string out;
+          if (job->format->start_after_first_token()) {
+            const std::optional<GenerationDelta> first = g.next();
+            job->format->set_prompt_cache(g.prompt_cached_tokens(), g.prompt_written_tokens());
+            out = job->format->stream_start(g.n_prompt_tokens());
+            if (first) out += job->format->stream_delta(*first);
+          } else {
+            out = job->format->stream_start(g.n_prompt_tokens());
+          }
+          if (!write(sink, out)) {
             g.cancel();
             return false;
           }
