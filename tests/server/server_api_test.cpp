@@ -71,6 +71,26 @@ TEST_F(ServerApi, LlamaCppFieldAliases) {
   EXPECT_EQ(bad.body_json()["error"]["param"], "repeat_penalty");
 }
 
+// Fields that change the output and are not implemented are a 400 naming them, unless sent neutral.
+TEST_F(ServerApi, UnsupportedSamplingFieldsAre400UnlessNeutral) {
+  const std::pair<json, const char*> refused[] = {
+      {json{{"mirostat", 2}}, "mirostat"},           {json{{"typical_p", 0.9}}, "typical_p"},
+      {json{{"dry_multiplier", 0.8}}, "dry_multiplier"}, {json{{"min_tokens", 4}}, "min_tokens"},
+      {json{{"skip_special_tokens", false}}, "skip_special_tokens"}, {json{{"n_probs", 3}}, "n_probs"},
+      {json{{"bad_words", {"x"}}}, "bad_words"}};
+  for (const auto& [extra, name] : refused) {
+    json body = {{"prompt", kPrompt}, {"max_tokens", 2}};
+    body.update(extra);
+    const HttpResult r = post(*client_, "/v1/completions", body);
+    EXPECT_EQ(r.status, 400) << extra;
+    EXPECT_EQ(r.body_json()["error"]["param"], name) << r.body;
+  }
+  json neutral = {{"prompt", kPrompt}, {"max_tokens", 2}, {"mirostat", 0}, {"typical_p", 1.0}, {"dry_multiplier", 0},
+                  {"min_tokens", 0}, {"skip_special_tokens", true}, {"n_probs", 0}, {"bad_words", json::array()},
+                  {"prompt_logprobs", nullptr}};
+  EXPECT_EQ(post(*client_, "/v1/completions", neutral).status, 200);
+}
+
 TEST_F(ServerApi, CompletionMatchesEngineAndStreamMatchesFull) {
   const std::string expected = engine_greedy(kPrompt, 24);
   ASSERT_FALSE(expected.empty());

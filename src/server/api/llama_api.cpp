@@ -29,19 +29,10 @@ std::optional<std::array<int32_t, 3>> fim_tokens(const Tokenizer& tok) {
   return std::nullopt;
 }
 
-// llama.cpp's n_predict -1 (or absent) is "until the end": the server's default.
-json without_unbounded_n_predict(const json& body) {
-  json out = body;
-  if (const auto it = out.find("n_predict"); it != out.end() && it->is_number_integer() && it->get<int64_t>() < 0) {
-    out.erase(it);
-  }
-  return out;
-}
-
 }  // namespace
 
 OpenAIRequest parse_llama_completion(const json& body, ServerContext& ctx) {
-  return parse_completion_request(without_unbounded_n_predict(body), ctx);
+  return parse_completion_request(body, ctx);  // n_predict -1 (llama.cpp's "no limit") is the default there
 }
 
 OpenAIRequest parse_llama_infill(const json& body, ServerContext& ctx) {
@@ -68,7 +59,7 @@ OpenAIRequest parse_llama_infill(const json& body, ServerContext& ctx) {
   append((*fim)[0], prefix);
   append((*fim)[1], suffix);
   append((*fim)[2], middle);
-  json translated = without_unbounded_n_predict(body);
+  json translated = body;
   for (const char* k : {"input_prefix", "input_suffix", "input_extra"}) translated.erase(k);
   translated["prompt"] = ids;
   return parse_completion_request(translated, ctx);

@@ -13,7 +13,40 @@ using nlohmann::json;
 
 constexpr int64_t kMaxTokensLimit = 1 << 30;
 
+// Fields of llama.cpp's, vLLM's and OpenAI's APIs that change the output and that preface does not implement: a
+// 400 naming the field unless the value is the neutral one (what a client sends when it means "off").
+struct UnsupportedField {
+  const char* name;
+  json neutral;  // null: any value but null, false, 0, "" and empty containers is refused
+};
+const std::vector<UnsupportedField>& unsupported_fields() {
+  static const std::vector<UnsupportedField> k = {
+      {"mirostat", 0},          {"typical_p", 1.0},       {"tfs_z", 1.0},           {"dynatemp_range", 0.0},
+      {"dry_multiplier", 0.0},  {"xtc_probability", 0.0}, {"top_n_sigma", -1.0},   {"n_probs", 0},
+      {"min_tokens", 0},        {"use_beam_search", false}, {"length_penalty", 1.0}, {"prompt_logprobs", nullptr},
+      {"bad_words", nullptr},   {"allowed_token_ids", nullptr}, {"logits_processors", nullptr},
+      {"include_stop_str_in_output", false}, {"skip_special_tokens", true}, {"truncate_prompt_tokens", nullptr},
+      {"audio", nullptr},       {"prediction", nullptr},  {"web_search_options", nullptr},
+  };
+  return k;
+}
+
+bool neutral(const json& v, const json& want) {
+  if (v.is_null()) return true;
+  if (!want.is_null()) return v.is_number() && want.is_number() ? v.get<double>() == want.get<double>() : v == want;
+  if (v.is_boolean()) return !v.get<bool>();
+  if (v.is_number()) return v.get<double>() == 0;
+  if (v.is_string() || v.is_array() || v.is_object()) return v.empty();
+  return false;
+}
+
 void reject_unsupported(const JsonFields& f, const json& body, bool chat) {
+  for (const UnsupportedField& u : unsupported_fields()) {
+    const auto it = body.find(u.name);
+    if (it != body.end() && !neutral(*it, u.neutral)) {
+      f.fail(u.name, "is not supported (send it unset, or " + (u.neutral.is_null() ? std::string("null") : u.neutral.dump()) + ")");
+    }
+  }
   if (auto n = f.integer("n", 1, 1024); n && *n != 1) f.fail("n", "must be 1 (one choice per request)");
   if (auto n = f.integer("best_of", 1, 1024); n && *n != 1) f.fail("best_of", "must be 1");
   if (f.boolean("echo").value_or(false)) f.fail("echo", "is not supported");
