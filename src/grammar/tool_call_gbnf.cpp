@@ -8,6 +8,7 @@
 #include "grammar/grammar.h"
 #include "grammar/schema_regex.h"
 #include "grammar/tool_calls.h"
+#include "grammar/utf8_ranges.h"
 
 namespace preface::grammar {
 namespace {
@@ -38,21 +39,6 @@ std::string class_char(uint32_t cp) {
   return out;
 }
 
-std::string utf8(uint32_t cp) {
-  std::string out;
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-  return out;
-}
-
 // A rule `name` ::= text in which `marker` (BMP code points m0 m1 ...) does not occur: a repetition of pieces
 // each of which starts with any character but m0, or with m0 .. m(k-1) followed by a character that is neither
 // m(k) nor m0. Every m0 of the text starts a piece that stops short of the marker, so the marker never occurs
@@ -62,7 +48,7 @@ std::string not_containing(const std::string& name, std::string_view marker) {
   std::string alts = cat("[^", class_char(m[0]), "]");
   std::string prefix;
   for (size_t k = 1; k < m.size(); ++k) {
-    prefix += utf8(m[k - 1]);
+    prefix += utf8_encode(m[k - 1]);
     alts += cat(" | ", lit(prefix), " [^", class_char(m[0]), m[k] == m[0] ? "" : class_char(m[k]), "]");
   }
   return cat(name, " ::= ( ", alts, " )*\n");

@@ -385,7 +385,7 @@ class Scanner {
     if (at_end()) return Got::End;
     if (s_[pos_] != '{') return Got::No;
     c.arguments.clear();
-    if (Got g = gemma_object(obj, 0, &pairs, &c); g != Got::Yes) return g;
+    if (Got g = object(obj, true, 0, &pairs, &c); g != Got::Yes) return g;
     if (pairs.empty()) c.arguments = "{";
     return Got::Yes;
   }
@@ -426,7 +426,7 @@ class Scanner {
         out.push_back(std::move(item));
       }
     }
-    if (c == '{') return gemma ? gemma_object(out, depth + 1, nullptr, nullptr) : python_dict(out, depth + 1);
+    if (c == '{') return object(out, gemma, depth + 1);
     const size_t start = pos_;
     while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '.' ||
                                 s_[pos_] == '-' || s_[pos_] == '+')) {
@@ -476,30 +476,10 @@ class Scanner {
     return Got::End;
   }
 
-  Got python_dict(json& out, size_t depth) {
-    ++pos_;
-    out = json::object();
-    for (bool first = true;; first = false) {
-      skip_ws();
-      if (at_end()) return Got::End;
-      if (s_[pos_] == '}') {
-        ++pos_;
-        return Got::Yes;
-      }
-      if (!first) {
-        if (Got g = literal(','); g != Got::Yes) return g;
-      }
-      json key, v;
-      if (Got g = value(key, false, depth); g != Got::Yes) return g;
-      if (!key.is_string()) return Got::No;
-      if (Got g = literal(':'); g != Got::Yes) return g;
-      if (Got g = value(v, false, depth); g != Got::Yes) return g;
-      out[key.get<std::string>()] = std::move(v);
-    }
-  }
-
-  // {KEY:VALUE,...}; the top level reports its pairs as they complete.
-  Got gemma_object(json& out, size_t depth, std::vector<std::pair<std::string, json>>* pairs, ScannedCall* c) {
+  // {KEY: VALUE, ...}: Python's (keys are string literals) or Gemma 4's (bare keys, colon, Gemma values); the
+  // top level reports its pairs as they complete (pairs, c).
+  Got object(json& out, bool gemma, size_t depth, std::vector<std::pair<std::string, json>>* pairs = nullptr,
+             ScannedCall* c = nullptr) {
     ++pos_;
     out = json::object();
     for (bool first = true;; first = false) {
@@ -513,13 +493,22 @@ class Scanner {
         if (Got g = literal(','); g != Got::Yes) return g;
         skip_ws();
       }
-      const size_t colon = s_.find(':', pos_);
-      if (colon == std::string_view::npos) return Got::End;
-      std::string key(trim_view(s_.substr(pos_, colon - pos_)));
-      if (key.empty() || key.find_first_of("{}[],<") != std::string::npos) return Got::No;
-      pos_ = colon + 1;
+      std::string key;
+      if (gemma) {
+        const size_t colon = s_.find(':', pos_);
+        if (colon == std::string_view::npos) return Got::End;
+        key = std::string(trim_view(s_.substr(pos_, colon - pos_)));
+        if (key.empty() || key.find_first_of("{}[],<") != std::string::npos) return Got::No;
+        pos_ = colon + 1;
+      } else {
+        json k;
+        if (Got g = value(k, false, depth); g != Got::Yes) return g;
+        if (!k.is_string()) return Got::No;
+        if (Got g = literal(':'); g != Got::Yes) return g;
+        key = k.get<std::string>();
+      }
       json v;
-      if (Got g = value(v, true, depth + 1); g != Got::Yes) return g;
+      if (Got g = value(v, gemma, depth + 1); g != Got::Yes) return g;
       if (pairs != nullptr) add_pair(*c, *pairs, key, v);
       out[key] = std::move(v);
     }

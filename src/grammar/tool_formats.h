@@ -27,31 +27,31 @@ namespace preface::grammar {
 enum class ToolSyntax : uint8_t { JsonObject, NameJson, NameXml, Pythonic, GemmaObject };
 
 struct ToolFormat {
-  std::string_view id;      // stable name ("hermes", "qwen3-xml", ...), in logs and /props
-  std::string_view models;  // who writes it, for docs and messages
+  std::string_view id{};      // stable name ("hermes", "qwen3-xml", ...), in logs and /props
+  std::string_view models{};  // who writes it, for docs and messages
   ToolSyntax syntax = ToolSyntax::JsonObject;
-  std::string_view section_open, section_close;  // around a reply's calls; may be empty
-  std::string_view call_open, call_close;        // around each call; may be empty
-  std::string_view separator;                    // between calls (inside the section)
+  std::string_view section_open{}, section_close{};  // around a reply's calls; may be empty
+  std::string_view call_open{}, call_close{};        // around each call; may be empty
+  std::string_view separator{};                    // between calls (inside the section)
   bool parallel = true;                          // the family writes several calls in one reply
   // The calls must start the reply (no text before them): rows whose opening marker is not distinctive.
   bool leads = false;
   // JsonObject: the keys of the name and the arguments (the other usual key is accepted when reading).
   std::string_view name_key = "name", args_key = "arguments";
   // NameJson, NameXml, Pythonic, GemmaObject: what follows the name.
-  std::string_view name_close;
-  std::string_view name_prefix;  // written before the name (Kimi's "functions."); stripped when reading
+  std::string_view name_close{};
+  std::string_view name_prefix{};  // written before the name (Kimi's "functions."); stripped when reading
   bool name_index = false;       // ":<n>" after the name (Kimi K2), the call's index in the reply
-  std::string_view call_id_marker;  // an optional "<marker>ID" between the name and name_close (Mistral's [CALL_ID])
+  std::string_view call_id_marker{};  // an optional "<marker>ID" between the name and name_close (Mistral's [CALL_ID])
   // NameXml: around each argument. typed_params: param_mid is `" string="true">` for a string argument and
   // `" string="false">` for another (DeepSeek V3.2's DSML), instead of param_mid.
-  std::string_view param_open, param_mid, param_close;
+  std::string_view param_open{}, param_mid{}, param_close{};
   bool typed_params = false;
   // Call ids of 9 letters and digits: the family's templates refuse others in the conversation (Mistral's).
   bool short_call_ids = false;
   // A vocabulary token that shows the family when the template never renders a call (LFM2's template writes
   // only text; its vocabulary has <|tool_call_start|>).
-  std::string_view vocab_marker;
+  std::string_view vocab_marker{};
 };
 
 // Every row, in the order detection tries them (more specific rows first).
