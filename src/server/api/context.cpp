@@ -29,6 +29,40 @@ ServerContext::ServerContext(engine::Engine& engine_, const Tokenizer& tokenizer
       rng_(std::random_device{}()),
       id_salt_(rng_()) {}
 
+namespace {
+
+// The ids of a vocabulary's fill-in-the-middle tokens (prefix, suffix, middle), by the pieces each family uses.
+std::optional<std::array<int32_t, 3>> find_fim_tokens(const Tokenizer& tok) {
+  static constexpr std::array<std::array<const char*, 3>, 5> kFamilies = {{
+      {"<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"},                                    // Qwen2.5/3-Coder
+      {"<fim_prefix>", "<fim_suffix>", "<fim_middle>"},                                          // StarCoder
+      {"<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>", "<\xef\xbd\x9c" "fim\xe2\x96\x81hole\xef\xbd\x9c>",
+       "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>"},                                   // DeepSeek Coder
+      {"\xe2\x96\x81<PRE>", "\xe2\x96\x81<SUF>", "\xe2\x96\x81<MID>"},                           // CodeLlama
+      {"<|fim_begin|>", "<|fim_hole|>", "<|fim_end|>"},
+  }};
+  std::array<std::array<int32_t, 3>, kFamilies.size()> ids;
+  for (auto& family : ids) family.fill(-1);
+  for (int32_t id = 0; id < tok.n_vocab(); ++id) {  // one pass over the vocabulary
+    for (size_t f = 0; f < kFamilies.size(); ++f) {
+      for (size_t k = 0; k < 3; ++k) {
+        if (ids[f][k] < 0 && tok.piece(id) == kFamilies[f][k]) ids[f][k] = id;
+      }
+    }
+  }
+  for (const auto& family : ids) {
+    if (family[0] >= 0 && family[1] >= 0 && family[2] >= 0) return family;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+const std::optional<std::array<int32_t, 3>>& ServerContext::fim_tokens() const {
+  std::call_once(fim_once_, [&] { fim_ = find_fim_tokens(tokenizer); });
+  return fim_;
+}
+
 grammar::GrammarCache& ServerContext::grammars() {
   std::call_once(grammars_once_, [&] {
     grammars_ = std::make_unique<grammar::GrammarCache>(

@@ -1,6 +1,7 @@
 // What the API layers share once the model is loaded: the engine, the tokenizer, the chat template, the model's
 // names, limits, metrics, ids and default seeds. One per server; thread-safe.
 #pragma once
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -96,6 +97,9 @@ class ServerContext {
   grammar::GrammarCache& grammars();
   // The model's tool-call format and the control tokens its markers use (found on first use, from chat_renderer).
   const ToolCallSetup& tool_calls() const;
+  // The vocabulary's fill-in-the-middle tokens (prefix, suffix, middle) for llama.cpp's /infill, found on first use
+  // by their pieces (Qwen-Coder, StarCoder, DeepSeek Coder, CodeLlama); nullopt when it has none.
+  const std::optional<std::array<int32_t, 3>>& fim_tokens() const;
 
   // Tokenizes a chat for generation; a role order or role the template rejects, or any template error,
   // becomes ApiError 400 (a Jinja template's raise_exception message verbatim). kwargs: chat_template_kwargs.
@@ -120,6 +124,8 @@ class ServerContext {
   std::unique_ptr<grammar::GrammarCache> grammars_;
   mutable std::once_flag tool_calls_once_;
   mutable ToolCallSetup tool_calls_;
+  mutable std::once_flag fim_once_;
+  mutable std::optional<std::array<int32_t, 3>> fim_;
 };
 
 // The template variables a request renders with: its own (chat_template_kwargs and the like), and

@@ -60,12 +60,7 @@ Generation::Generation(engine::Engine& engine, const Tokenizer& tokenizer, Gener
   }
   if (request.think_tags && !channels_) {
     // The prompt's last tokens say whether the template left a think block open for the reply.
-    std::string tail;
-    const std::vector<int32_t>& prompt = request.params.prompt;
-    for (size_t i = prompt.size() > 16 ? prompt.size() - 16 : 0; i < prompt.size(); ++i) {
-      tail += tokenizer.token_to_bytes(prompt[i]);
-    }
-    think_.emplace(prompt_opens_think(tail));
+    think_.emplace(prompt_opens_think(tokenizer, request.params.prompt));
   }
   stream_ = engine.submit(std::move(request.params));
 }

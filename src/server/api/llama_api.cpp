@@ -7,28 +7,6 @@ namespace {
 
 using nlohmann::json;
 
-// The ids of a vocabulary's fill-in-the-middle tokens (prefix, suffix, middle), by the pieces each family uses.
-std::optional<std::array<int32_t, 3>> fim_tokens(const Tokenizer& tok) {
-  static constexpr std::array<std::array<const char*, 3>, 5> kFamilies = {{
-      {"<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"},                                    // Qwen2.5/3-Coder
-      {"<fim_prefix>", "<fim_suffix>", "<fim_middle>"},                                          // StarCoder
-      {"<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>", "<\xef\xbd\x9c" "fim\xe2\x96\x81hole\xef\xbd\x9c>",
-       "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>"},                                   // DeepSeek Coder
-      {"\xe2\x96\x81<PRE>", "\xe2\x96\x81<SUF>", "\xe2\x96\x81<MID>"},                           // CodeLlama
-      {"<|fim_begin|>", "<|fim_hole|>", "<|fim_end|>"},
-  }};
-  for (const auto& family : kFamilies) {
-    std::array<int32_t, 3> ids{-1, -1, -1};
-    for (int32_t id = 0; id < tok.n_vocab(); ++id) {
-      for (size_t k = 0; k < 3; ++k) {
-        if (ids[k] < 0 && tok.piece(id) == family[k]) ids[k] = id;
-      }
-    }
-    if (ids[0] >= 0 && ids[1] >= 0 && ids[2] >= 0) return ids;
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 OpenAIRequest parse_llama_completion(const json& body, ServerContext& ctx) {
@@ -37,7 +15,7 @@ OpenAIRequest parse_llama_completion(const json& body, ServerContext& ctx) {
 
 OpenAIRequest parse_llama_infill(const json& body, ServerContext& ctx) {
   const JsonFields f(body);
-  const auto fim = fim_tokens(ctx.tokenizer);
+  const auto& fim = ctx.fim_tokens();
   if (!fim) {
     throw ApiError(400, "the model's vocabulary has no fill-in-the-middle tokens, so /infill is not available",
                    "input_prefix");
@@ -75,7 +53,7 @@ json llama_props(const ServerContext& ctx) {
           {"bos_token", piece(tok.bos_id())},
           {"eos_token", piece(tok.eos_id())},
           {"modalities", {{"vision", false}, {"audio", false}}},
-          {"infill", fim_tokens(tok).has_value()},
+          {"infill", ctx.fim_tokens().has_value()},
           {"build_info", "preface"}};
 }
 

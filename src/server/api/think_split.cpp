@@ -79,6 +79,14 @@ bool template_thinks(std::string_view source) {
   return source.find(kOpen) != std::string_view::npos && source.find(kClose) != std::string_view::npos;
 }
 
+bool prompt_opens_think(const Tokenizer& tokenizer, const std::vector<int32_t>& prompt) {
+  std::string tail;
+  for (size_t i = prompt.size() > 16 ? prompt.size() - 16 : 0; i < prompt.size(); ++i) {
+    tail += tokenizer.token_to_bytes(prompt[i]);
+  }
+  return prompt_opens_think(tail);
+}
+
 bool prompt_opens_think(std::string_view tail) {
   const size_t open = tail.rfind(kOpen), close = tail.rfind(kClose);
   return open != std::string_view::npos && (close == std::string_view::npos || close < open);

@@ -8,6 +8,9 @@
 #pragma once
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "tokenizer/tokenizer.h"
 
 namespace preface::server {
 
@@ -33,5 +36,7 @@ class ThinkSplitter {
 bool template_thinks(std::string_view template_source);
 // Whether a rendered prompt ends inside a think block: its last <think> comes after its last </think>.
 bool prompt_opens_think(std::string_view prompt_tail);
+// The same over a tokenized prompt: the text of its last 16 tokens.
+bool prompt_opens_think(const Tokenizer& tokenizer, const std::vector<int32_t>& prompt);
 
 }  // namespace preface::server

@@ -205,12 +205,7 @@ std::optional<ToolOutput> apply_tools(const ToolsRequest& tools, ServerContext& 
   std::string gbnf;
   try {
     // A prompt that leaves a reasoning block open (enable_thinking): the call follows an empty one.
-    std::string tail;
-    const std::vector<int32_t>& prompt = request.params.prompt;
-    for (size_t i = prompt.size() > 16 ? prompt.size() - 16 : 0; i < prompt.size(); ++i) {
-      tail += ctx.tokenizer.token_to_bytes(prompt[i]);
-    }
-    const bool close_think = request.think_tags && prompt_opens_think(tail);
+    const bool close_think = request.think_tags && prompt_opens_think(ctx.tokenizer, request.params.prompt);
     gbnf = grammar::tool_call_gbnf(*format, allowed, tools.parallel, &loosened, close_think ? "</think>\n\n" : "");
   } catch (const grammar::GrammarError& e) {
     if (e.where.rfind("[", 0) != 0) throw ApiError(400, std::string("tools: ") + e.what(), "tools");
