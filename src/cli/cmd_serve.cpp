@@ -192,6 +192,7 @@ void serve(ServeOptions& opts) {
   config.block_size = opts.model.block_size;
   config.kv_cache_bytes = opts.kv_cache_mem.empty() ? 0 : parse_bytes(opts.kv_cache_mem);
   config.state_snapshot_bytes = opts.state_cache_mem.empty() ? 0 : parse_bytes(opts.state_cache_mem);
+  config.state_snapshot_interval = opts.state_snapshot_interval;
   config.max_batch_tokens = opts.max_batch_tokens;
   config.max_running = opts.max_running;
   config.n_threads = resolve_threads(opts.model.threads);
@@ -269,10 +270,14 @@ void serve(ServeOptions& opts) {
                  config.tiers.enabled() ? ", or the cache tiers are on" : "");
   }
   if (memory.has_state()) {
-    std::fprintf(stderr, "preface: recurrent-state snapshots: %llu bytes each, %s for them; hits resume only where "
-                 "one exists (the last full block before each prompt's last token)%s\n",
-                 static_cast<unsigned long long>(memory.state_bytes_per_sequence()),
-                 format_bytes(kv.snapshot_budget_bytes).c_str(),
+    const uint64_t each = memory.state_bytes_per_sequence();
+    std::fprintf(stderr, "preface: recurrent-state snapshots: %llu bytes each, %s for them (%llu snapshots); hits "
+                 "resume only where one exists: breakpoints, prompt and reply ends, junctions%s%s\n",
+                 static_cast<unsigned long long>(each), format_bytes(kv.snapshot_budget_bytes).c_str(),
+                 static_cast<unsigned long long>(each > 0 ? kv.snapshot_budget_bytes / each : 0),
+                 config.state_snapshot_interval > 0
+                     ? (", every " + std::to_string(config.state_snapshot_interval) + " prompt tokens").c_str()
+                     : "",
                  config.tiers.enabled() ? "; the cache tiers are off for this model (snapshots stay in RAM)" : "");
   }
   if (!config.tiers.disk_dir.empty() && !memory.has_state()) {

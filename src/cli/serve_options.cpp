@@ -15,6 +15,12 @@ void add_serve_options(CLI::App& cmd, ServeOptions& opts) {
   cmd.add_option("--state-cache-mem", opts.state_cache_mem,
                  "Models with recurrent layers (qwen35): memory for recurrent-state snapshots, where prefix hits "
                  "resume, e.g. 512MiB (default: 256 MiB)");
+  cmd.add_option("--state-snapshot-interval", opts.state_snapshot_interval,
+                 "Models with recurrent layers (qwen35): also snapshot the state every this many prompt tokens, so a "
+                 "prompt edited past one recomputes at most this many (0: only at breakpoints, prompt and reply ends "
+                 "and junctions)")
+      ->check(CLI::Range(0, 1 << 24))
+      ->capture_default_str();
   cmd.add_option("--kv-cache-mem", opts.kv_cache_mem,
                  "KV cache budget, e.g. 2GiB or 512MB (default: --max-running sequences of the full context, at most "
                  "25% of available memory and 8 GiB)");

@@ -17,6 +17,7 @@ struct ServeOptions {
   server::ServerOptions server;
   std::string kv_cache_mem;        // parse_bytes syntax; empty: sized from the model (engine::default_kv_cache_bytes)
   std::string state_cache_mem;     // parse_bytes syntax; empty: engine::EngineConfig::state_snapshot_bytes's default
+  int32_t state_snapshot_interval = 2048;  // tokens; 0: no interval snapshots
   std::string max_body = "16MiB";  // parse_bytes syntax
   int32_t max_batch_tokens = 512;
   int32_t max_running = 64;

@@ -360,6 +360,8 @@ void Engine::publish_counters() {
   c.n_state_snapshots = static_cast<int64_t>(cache_.snapshots().n_snapshots());
   c.state_snapshot_bytes = static_cast<int64_t>(cache_.snapshots().bytes());
   c.n_state_snapshots_evicted = cache_.snapshots().n_evicted();
+  c.n_state_snapshots_taken = cache_.snapshots().n_taken();
+  c.n_state_snapshot_hits = cache_.snapshots().n_hits();
   c.n_params = n_params_;
   c.n_verify_match = verifier_.n_match();
   c.n_verify_mismatch = verifier_.n_mismatch();

@@ -12,6 +12,7 @@
 // hits copy K/V bytes verbatim, so outputs are bit-identical whether a prefix was cached, how prompts were
 // chunked, which requests shared a batch, and how many threads ran.
 #pragma once
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -74,6 +75,9 @@ struct EngineConfig {
   TierConfig tiers;
   // Models with recurrent layers: bytes of state snapshots kept in RAM (kv/state_snapshots.h); 0: 256 MiB.
   uint64_t state_snapshot_bytes = 0;
+  // Models with recurrent layers: a snapshot every this many prompt tokens (rounded down to a block; 0: none), so
+  // a prompt edited or cut after one recomputes at most this many tokens (engine/scheduler.h).
+  int32_t state_snapshot_interval = 2048;
 };
 
 // A sensible KV budget: 25% of MemAvailable, at most 8 GiB, at least 64 MiB.
@@ -99,6 +103,8 @@ struct EngineCounters {
   int32_t n_pinned_blocks = 0;
   // Recurrent-state snapshots (models with recurrent layers): held, their bytes, evicted for the budget.
   int64_t n_state_snapshots = 0, state_snapshot_bytes = 0, n_state_snapshots_evicted = 0;
+  // Per kv::SnapshotKind: snapshots filed, and restored for a prefix hit.
+  std::array<int64_t, kv::kSnapshotKinds> n_state_snapshots_taken{}, n_state_snapshot_hits{};
   int64_t n_steps = 0;
   int64_t n_failed_steps = 0;  // steps that threw; their requests finished with FinishReason::Error
   int64_t n_verify_match = 0, n_verify_mismatch = 0;  // shadow verifications done (EngineConfig::verify_fraction)
@@ -163,6 +169,9 @@ struct CacheExplanation {
   // longest of prefix.n_full_hit_tokens' block boundaries whose window blocks are still cached (no partial
   // block); -1 without such a pool.
   int32_t window_cached_tokens = -1;
+  // Models with recurrent layers: the tokens a request would resume from, the longest of prefix.n_full_hit_tokens'
+  // block boundaries where a state snapshot exists (no partial block); -1 for other models.
+  int32_t state_cached_tokens = -1;
 };
 
 class Engine {

@@ -73,6 +73,12 @@ CacheExplanation Engine::explain_cache(std::span<const int32_t> prompt, const st
         kv::block_hashes(ns, prompt.first(static_cast<size_t>(n_full) * e.block_size), e.block_size);
     e.window_cached_tokens = window->longest_hit(ns, prompt, hashes, n_full) * e.block_size;
   }
+  if (cache_.state_slots().n_slots() > 0) {
+    auto k = static_cast<size_t>(e.prefix.n_full_hit_tokens / e.block_size);
+    const auto hashes = kv::block_hashes(ns, prompt.first(k * static_cast<size_t>(e.block_size)), e.block_size);
+    while (k > 0 && !cache_.has_snapshot(hashes[k - 1])) --k;
+    e.state_cached_tokens = static_cast<int32_t>(k) * e.block_size;
+  }
   if (e.prefix.removal) {
     e.removed_seconds_ago = std::chrono::duration<double>(now() - e.prefix.removal->when).count();
   }

@@ -95,7 +95,7 @@ Engine::Engine(std::unique_ptr<Backend> backend, const EngineConfig& config)
       fingerprint_(backend_->fingerprint()),
       cache_(backend_->n_kv_blocks(), backend_->block_size(), *backend_, nullptr, backend_->n_state_slots(),
              snapshot_budget(config_, *backend_), backend_->n_window_blocks(), backend_->memory().max_window()),
-      scheduler_(cache_, config_.prefix_cache, config.max_running),
+      scheduler_(cache_, config_.prefix_cache, config.max_running, config.state_snapshot_interval),
       runner_(*backend_, std::max(config.max_running, 1)),
       pins_(std::max(1, backend_->n_kv_blocks() / 2), config.max_pinned_blocks_per_group),
       verifier_(config.verify_fraction, config.max_pending_verifications) {

@@ -15,21 +15,63 @@ int32_t blocks_for(int32_t n_positions, int32_t block_size) {
 
 }  // namespace
 
-Scheduler::Scheduler(kv::KvCache& cache, bool prefix_cache, int32_t max_running)
+Scheduler::Scheduler(kv::KvCache& cache, bool prefix_cache, int32_t max_running, int32_t snapshot_interval)
     : cache_(cache),
       window_(cache.window_pool()),
       prefix_cache_(prefix_cache),
       recurrent_(cache.state_slots().n_slots() > 0),
+      snapshot_interval_(snapshot_interval <= 0 ? 0
+                                                : std::max(snapshot_interval / cache.block_size(), 1) *
+                                                      cache.block_size()),
       max_running_(max_running) {}
 
-int32_t Scheduler::snapshot_point(const Sequence& seq) const {
-  if (!recurrent_ || !prefix_cache_) return 0;
-  return (seq.n_prompt - 1) / cache_.block_size() * cache_.block_size();
+void Scheduler::plan_snapshots(Sequence& seq, int32_t n_junction) const {
+  if (!recurrent_ || !prefix_cache_) return;
+  const int32_t block_size = cache_.block_size();
+  std::vector<SnapshotPoint>& points = seq.snapshot_points;
+  if (!seq.snapshot_points_set) {
+    seq.snapshot_points_set = true;
+    for (const CachePin& pin : seq.params.cache_pins) {
+      points.push_back({std::min(pin.n_tokens, seq.n_prompt) / block_size * block_size, kv::SnapshotKind::Breakpoint});
+    }
+    points.push_back({(seq.n_prompt - 1) / block_size * block_size, kv::SnapshotKind::Prompt});
+    for (int32_t p = snapshot_interval_; p > 0 && p < seq.n_prompt; p += snapshot_interval_) {
+      points.push_back({p, kv::SnapshotKind::Interval});
+    }
+  }
+  if (n_junction > 0) points.push_back({n_junction, kv::SnapshotKind::Junction});
+  // Ascending positions; of points at one position the first kind in SnapshotKind's order names it.
+  std::sort(points.begin(), points.end(), [](const SnapshotPoint& a, const SnapshotPoint& b) {
+    return a.pos != b.pos ? a.pos < b.pos : a.kind < b.kind;
+  });
+  points.erase(std::unique(points.begin(), points.end(),
+                           [](const SnapshotPoint& a, const SnapshotPoint& b) { return a.pos == b.pos; }),
+               points.end());
+  if (!points.empty() && points.front().pos == 0) points.erase(points.begin());
 }
 
 int32_t Scheduler::chunk_size(const Sequence& seq, int32_t from, int32_t n) const {
-  const int32_t cut = snapshot_point(seq);
-  return from < cut && from + n > cut ? cut - from : n;
+  for (const SnapshotPoint& p : seq.snapshot_points) {
+    if (p.pos > from) return from + n > p.pos ? p.pos - from : n;
+  }
+  return n;
+}
+
+void Scheduler::take_snapshot(Sequence& seq) {
+  const int32_t block_size = cache_.block_size();
+  const int32_t at = seq.n_computed;
+  if (at == 0 || at % block_size != 0 || seq.n_hashed_blocks < at / block_size) return;
+  const kv::Digest& hash = seq.hashes[static_cast<size_t>(at / block_size - 1)];
+  const auto point = std::find_if(seq.snapshot_points.begin(), seq.snapshot_points.end(),
+                                  [&](const SnapshotPoint& p) { return p.pos == at; });
+  if (point != seq.snapshot_points.end()) {
+    if (!cache_.has_snapshot(hash)) cache_.snapshot_state(seq.ns, hash, point->kind, seq.state_slot);
+  } else if (at >= seq.n_prompt && !cache_.has_snapshot(hash)) {
+    // The previous reply snapshot goes first, so that making room for this one never evicts another's.
+    if (seq.has_reply_snapshot) cache_.drop_snapshot(seq.reply_snapshot);
+    seq.has_reply_snapshot = cache_.snapshot_state(seq.ns, hash, kv::SnapshotKind::Reply, seq.state_slot);
+    seq.reply_snapshot = hash;
+  }
 }
 
 void Scheduler::trim_to_snapshot(const Sequence& seq, std::span<const kv::Digest> hashes, kv::PrefixMatch& match) {
@@ -115,6 +157,7 @@ Scheduler::Admit Scheduler::try_admit(Sequence& seq, int32_t budget, std::vector
   const int32_t max_cached = seq.n_tokens() - 1;  // the last token is always computed, to produce logits
   kv::PrefixMatch match;
   match.last_hash = seq.ns;
+  int32_t n_junction = 0;  // recurrent models: where the cached blocks end when no snapshot does
   // A prompt_logits or cache_bypass request computes every position.
   if (prefix_cache_ && !seq.params.prompt_logits && !seq.params.cache_bypass) {
     const std::span<const kv::Digest> hashes = seq.block_hashes(block_size);  // computed once per block
@@ -134,11 +177,16 @@ Scheduler::Admit Scheduler::try_admit(Sequence& seq, int32_t budget, std::vector
       if (!seq.admitted_once) seq.stats.n_tier_tokens = n_loaded * block_size;
     }
     match = cache_.acquire_prefix(seq.ns, seq.tokens, hashes, max_cached);
-    if (recurrent_) trim_to_snapshot(seq, hashes, match);
+    if (recurrent_) {
+      const auto n_blocks = static_cast<int32_t>(match.block_ids.size());
+      trim_to_snapshot(seq, hashes, match);
+      if (static_cast<int32_t>(match.block_ids.size()) < n_blocks) n_junction = n_blocks * block_size;
+    }
     if (window_ != nullptr) trim_to_window(seq, hashes, match);
   }
   // A recurrent state to compute into (models with State layers): the snapshot where the hit ends, else zeros.
   if (recurrent_) {
+    plan_snapshots(seq, n_junction);
     const std::optional<int32_t> slot = cache_.acquire_state_slot();
     if (!slot) {
       cache_.abandon(match);
@@ -295,12 +343,8 @@ void Scheduler::on_computed(const ScheduledChunk& chunk) {
   }
   // Registered first: what the window no longer reaches stays cached in the window pool.
   if (window_ != nullptr) window_->reclaim(seq.window_table, seq.n_computed);
-  // Models with recurrent layers: the state at the snapshot point is filed under the block that ends there.
-  const int32_t cut = snapshot_point(seq);
-  if (cut > 0 && seq.n_computed == cut && seq.state_slot >= 0 && seq.n_hashed_blocks >= cut / block_size) {
-    const kv::Digest& hash = seq.hashes[static_cast<size_t>(cut / block_size - 1)];
-    if (!cache_.has_snapshot(hash)) cache_.snapshot_state(seq.ns, hash, seq.state_slot);
-  }
+  // Models with recurrent layers: the state where the computed tokens end, filed under the block that ends there.
+  if (recurrent_ && seq.state_slot >= 0) take_snapshot(seq);
 }
 
 std::unique_ptr<Sequence> Scheduler::remove(Sequence* seq) {

@@ -20,9 +20,19 @@
 // Models with recurrent layers (the cache has state slots): each running sequence holds a state slot. A hit can only
 // resume where a state snapshot exists (kv/state_snapshots.h), so the match is cut back to the longest prefix of
 // full blocks whose last one has a snapshot (no partial block) and the snapshot is restored into the slot; without
-// one the state starts from zeros at position 0. Snapshots are taken at one point per prompt, the last full-block
-// boundary before its last token (so the same prompt again, or a longer one that extends it, resumes there): the
-// prefill chunk that reaches it ends there, and the state is filed under that block's hash.
+// one the state starts from zeros at position 0. Snapshots are placed where a later request will resume, each a
+// block boundary whose block is registered, filed under that block's hash (kv::SnapshotKind):
+//   - breakpoint: each cache pin's prefix (Anthropic cache_control, OpenAI prompt_cache_breakpoint/retention),
+//     rounded down to a block;
+//   - prompt: the last boundary before the prompt's last token (the same prompt again, or one extending it);
+//   - interval: every snapshot_interval tokens of the prompt (a prompt edited past one recomputes less than that);
+//   - junction: where a prompt's cached full blocks end with no snapshot (admission had to resume earlier), so the
+//     next prompt that shares those blocks and diverges there resumes at the divergence;
+//   - reply: each boundary at or past the prompt's end (decode passes one every block), replacing the one this
+//     sequence filed before, so a finished request leaves the last boundary of prompt + reply: the next turn of a
+//     chat, which re-sends the reply, resumes there.
+// A prefill chunk that would cross a prompt point is cut to end there. Each snapshot costs a copy of the state
+// (model::MemoryLayout::state_bytes_per_sequence) within the snapshot budget.
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -44,7 +54,9 @@ struct ScheduledChunk {
 class Scheduler {
  public:
   // `cache` must outlive the scheduler.
-  Scheduler(kv::KvCache& cache, bool prefix_cache, int32_t max_running);
+  // snapshot_interval: tokens between interval snapshots on recurrent models (rounded down to a block, at least
+  // one); 0: none.
+  Scheduler(kv::KvCache& cache, bool prefix_cache, int32_t max_running, int32_t snapshot_interval = 0);
 
   // Cache tiers below RAM (nullptr: none): a prompt's first admission loads the blocks past its RAM hits from them.
   void set_tiers(KvTiers* tiers) { tiers_ = tiers; }
@@ -76,11 +88,13 @@ class Scheduler {
   Sequence* pick_victim(const Sequence* except) const;
   void preempt(Sequence& seq);
   void release_blocks(Sequence& seq);  // and the state slot
-  // Recurrent models: where the snapshot of seq's prompt is taken (0: none), a chunk of n tokens from `from` cut
-  // to end there, and a lookup's match cut back to the longest prefix ending at a snapshot.
-  int32_t snapshot_point(const Sequence& seq) const;
+  // Recurrent models: seq's snapshot points (its first admission) plus a junction at n_junction (0: none); a chunk
+  // of n tokens from `from` cut to end at the next point; a lookup's match cut back to the longest prefix ending
+  // at a snapshot; the snapshot filed when seq's computed tokens end at a point or, past the prompt, a boundary.
+  void plan_snapshots(Sequence& seq, int32_t n_junction) const;
   int32_t chunk_size(const Sequence& seq, int32_t from, int32_t n) const;
   void trim_to_snapshot(const Sequence& seq, std::span<const kv::Digest> hashes, kv::PrefixMatch& match);
+  void take_snapshot(Sequence& seq);
   // Window pool: the match cut back to what the window pool serves, its blocks taken into seq's window table; and
   // the window table grown to n_positions, preempting running sequences other than `except` (false: none left).
   void trim_to_window(Sequence& seq, std::span<const kv::Digest> hashes, kv::PrefixMatch& match);
@@ -97,6 +111,7 @@ class Scheduler {
   KvTiers* tiers_ = nullptr;
   bool prefix_cache_;
   bool recurrent_;  // the model has State layers: state slots and snapshots
+  int32_t snapshot_interval_;  // a multiple of the block size; 0: no interval snapshots
   int32_t max_running_;
   std::vector<std::unique_ptr<Sequence>> owned_;  // every live sequence
   std::vector<Sequence*> running_;                // admission order (oldest first)

@@ -13,10 +13,18 @@
 #include "engine/request.h"
 #include "engine/sampler.h"
 #include "kv/hash.h"
+#include "kv/state_snapshots.h"
 
 namespace preface::engine {
 
 using Clock = std::chrono::steady_clock;
+
+// Models with recurrent layers: a prompt position (a multiple of the block size) where the scheduler files a state
+// snapshot, and why (engine/scheduler.h).
+struct SnapshotPoint {
+  int32_t pos = 0;
+  kv::SnapshotKind kind = kv::SnapshotKind::Prompt;
+};
 
 struct Sequence {
   Sequence(uint64_t id_, RequestParams params_, std::shared_ptr<RequestStream> stream_)
@@ -60,6 +68,13 @@ struct Sequence {
   // With a window pool (kv/window_pool.h): that pool's blocks of the same positions, -1 where given back.
   std::vector<int32_t> window_table;
   int32_t state_slot = -1;              // the recurrent-state slot held while running (models with State layers)
+  // Recurrent models with a prefix cache: the prompt's snapshot points, ascending positions (set at the first
+  // admission; a junction may be added at a later one), and the hash of the reply snapshot this sequence filed last
+  // (replaced as decode passes each block boundary; none while has_reply_snapshot is false).
+  std::vector<SnapshotPoint> snapshot_points;
+  bool snapshot_points_set = false;
+  bool has_reply_snapshot = false;
+  kv::Digest reply_snapshot;
   int32_t n_hashed_blocks = 0;          // leading full blocks offered to the prefix index
   kv::Digest last_hash;                 // chain hash of block n_hashed_blocks - 1 (ns when none)
   int32_t n_hit_blocks = 0;             // leading blocks that came from the cache at the latest admission

@@ -19,10 +19,10 @@ KvCache::KvCache(int32_t n_blocks, int32_t block_size, BlockStorage& storage, st
   if (n_window_blocks > 0) window_.emplace(n_window_blocks, block_size, window);
 }
 
-bool KvCache::snapshot_state(const Digest& ns, const Digest& hash, int32_t slot) {
+bool KvCache::snapshot_state(const Digest& ns, const Digest& hash, SnapshotKind kind, int32_t slot) {
   std::vector<uint8_t> bytes(storage_.state_bytes());
   storage_.read_state(slot, bytes);
-  return snapshots_.put(ns, hash, std::move(bytes));
+  return snapshots_.put(ns, hash, kind, std::move(bytes));
 }
 
 bool KvCache::restore_state(const Digest& hash, int32_t slot) {

@@ -13,7 +13,7 @@
 //   release(block table)                  at the end or on preemption: full blocks stay cached
 // and, for a model with recurrent-state layers (model::MemoryKind::State), a state slot per running sequence:
 //   acquire_state_slot() ... release_state_slot(slot)   with the sequence's first blocks and their release
-//   snapshot_state(ns, hash, slot) / restore_state(hash, slot)  the state at a block boundary, filed under that
+//   snapshot_state(ns, hash, kind, slot) / restore_state(hash, slot)  the state at a block boundary, filed under that
 //                                         block's hash; a hit on such a model resumes only where one exists
 // and, for storage whose sliding-window layers have their own block ids (kv/window_pool.h), a window table per
 // sequence from window_pool(): its blocks leave the sequence once no query can read them, and a hit is the longest
@@ -90,11 +90,12 @@ class KvCache {
   const StateSlots& state_slots() const { return state_slots_; }
 
   // State snapshots (kv/state_snapshots.h): the slot's state (storage().read_state) filed under the hash of the
-  // full block it ends; false when it does not fit the budget. restore_state writes the snapshot under hash into
-  // slot; false when there is none.
-  bool snapshot_state(const Digest& ns, const Digest& hash, int32_t slot);
+  // full block it ends, as a snapshot of `kind`; false when it does not fit the budget. restore_state writes the
+  // snapshot under hash into slot; false when there is none. drop_snapshot forgets the one under hash, if any.
+  bool snapshot_state(const Digest& ns, const Digest& hash, SnapshotKind kind, int32_t slot);
   bool restore_state(const Digest& hash, int32_t slot);
   bool has_snapshot(const Digest& hash) const { return snapshots_.contains(hash); }
+  void drop_snapshot(const Digest& hash) { snapshots_.erase(hash); }
   const StateSnapshots& snapshots() const { return snapshots_; }
 
   // Registers the in-use, just-filled block_id under hash (= chain_hash(parent_hash, tokens), trusted; parent_hash

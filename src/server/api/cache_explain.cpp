@@ -20,12 +20,20 @@ bool window_limited(const engine::CacheExplanation& e) {
   return e.window_cached_tokens >= 0 && e.window_cached_tokens < e.prefix.n_cached_tokens;
 }
 
+// Recurrent layers: the blocks reach further than the last state snapshot, where a request resumes.
+bool state_limited(const engine::CacheExplanation& e) {
+  return e.state_cached_tokens >= 0 && e.state_cached_tokens < e.prefix.n_full_hit_tokens;
+}
+
 int32_t cached_tokens(const engine::CacheExplanation& e) {
+  // A model with recurrent layers resumes only at a snapshot: never inside a partial block.
+  if (e.state_cached_tokens >= 0) return e.state_cached_tokens;
   return window_limited(e) ? e.window_cached_tokens : e.prefix.n_cached_tokens;
 }
 
 std::string reason_of(const engine::CacheExplanation& e) {
   if (!e.prefix_cache) return "cache_disabled";
+  if (state_limited(e)) return "no_state_snapshot";
   return window_limited(e) ? "window_evicted" : kv::miss_reason_name(e.prefix.reason);
 }
 
@@ -45,6 +53,17 @@ std::string detail(const engine::CacheExplanation& e, const Tokenizer& tok) {
     return q;
   };
   if (!e.prefix_cache) return "the server runs without a prefix cache (--no-prefix-cache)";
+  if (state_limited(e)) {
+    const std::string at = std::to_string(e.state_cached_tokens);
+    return "the blocks are cached up to token " + std::to_string(p.n_full_hit_tokens) +
+           ", but the recurrent layers' state has " +
+           (e.state_cached_tokens > 0 ? "its nearest snapshot at token " + at + ", where"
+                                      : std::string("no snapshot before it, so")) +
+           " a request resumes, recomputing " + std::to_string(p.n_full_hit_tokens - e.state_cached_tokens) +
+           " cached tokens; snapshots are taken at breakpoints (cache_control, prompt_cache_breakpoint), at the end "
+           "of each prompt and reply, every --state-snapshot-interval tokens and where prompts diverge (this "
+           "request would leave one at token " + std::to_string(p.n_full_hit_tokens) + ")";
+  }
   if (window_limited(e)) {
     return "the global layers' blocks reach token " + std::to_string(p.n_cached_tokens) +
            ", but the sliding-window layers' blocks before it were evicted after they left a sequence's window; " +
@@ -94,6 +113,10 @@ json cache_explain_json(const engine::CacheExplanation& e, const Tokenizer& tok)
   if (p.removal) out["removed_seconds_ago"] = e.removed_seconds_ago;
   if (!e.tier.empty()) out["tier"] = e.tier;  // the missing block is held below RAM: the request would load it
   if (window_limited(e)) out["global_cached_tokens"] = p.n_cached_tokens;
+  if (state_limited(e)) {
+    out["state_snapshot_at"] = e.state_cached_tokens;
+    out["blocks_cached_tokens"] = p.n_full_hit_tokens;
+  }
   return out;
 }
 

@@ -304,6 +304,18 @@ std::string Metrics::render(const engine::EngineCounters* c, int32_t n_in_flight
   single(out, "preface_state_snapshots_evicted_total", "counter",
          "Recurrent-state snapshots dropped to stay within --state-cache-mem.",
          static_cast<double>(c->n_state_snapshots_evicted));
+  header(out, "preface_state_snapshots_taken_total", "counter",
+         "Recurrent-state snapshots filed, by where they were placed (breakpoint, prompt, reply, interval, junction).");
+  for (size_t k = 0; k < kv::kSnapshotKinds; ++k) {
+    sample(out, "preface_state_snapshots_taken_total", static_cast<double>(c->n_state_snapshots_taken[k]),
+           std::string("kind=\"") + kv::snapshot_kind_name(static_cast<kv::SnapshotKind>(k)) + "\"");
+  }
+  header(out, "preface_state_snapshot_hits_total", "counter",
+         "Prefix hits on models with recurrent layers, by the kind of snapshot they resumed from.");
+  for (size_t k = 0; k < kv::kSnapshotKinds; ++k) {
+    sample(out, "preface_state_snapshot_hits_total", static_cast<double>(c->n_state_snapshot_hits[k]),
+           std::string("kind=\"") + kv::snapshot_kind_name(static_cast<kv::SnapshotKind>(k)) + "\"");
+  }
   if (kv_invariants_ok) {
     single(out, "preface_kv_invariants_ok", "gauge",
            "1 when the KV block pool's and scheduler's invariants held at this scrape, else 0.",
