@@ -278,17 +278,17 @@ void serve(ServeOptions& opts) {
                  config.state_snapshot_interval > 0
                      ? (", every " + std::to_string(config.state_snapshot_interval) + " prompt tokens").c_str()
                      : "",
-                 config.tiers.enabled() ? "; the cache tiers are off for this model (snapshots stay in RAM)" : "");
+                 config.tiers.enabled() ? "; snapshots also go to the cache tiers" : "");
   }
-  if (!config.tiers.disk_dir.empty() && !memory.has_state()) {
+  if (!config.tiers.disk_dir.empty()) {
     std::fprintf(stderr, "preface: disk KV cache tier in %s (%s%s)\n", config.tiers.disk_dir.c_str(),
                  format_bytes(config.tiers.disk_bytes).c_str(), config.tiers.write_through ? ", write-through" : "");
   }
-  if (!config.tiers.redis_url.empty() && !memory.has_state()) {
+  if (!config.tiers.redis_url.empty()) {
     std::fprintf(stderr, "preface: Redis KV cache tier at %s (TTL %d s)\n", config.tiers.redis_url.c_str(),
                  config.tiers.redis_ttl_s);
   }
-  if (config.tiers.enabled() && !memory.has_state()) {
+  if (config.tiers.enabled()) {
     std::fprintf(stderr, "preface: tier records %s\n",
                  config.tiers.key_file.empty()
                      ? "unsealed: whoever can write to the tiers' storage can plant KV (--cache-tier-key-file)"

@@ -369,6 +369,7 @@ void Engine::publish_counters() {
   c.n_verify_dropped = verifier_.n_dropped();
   c.prefill_tokens_per_s = prefill_tokens_per_s_;
   if (tiers_) c.n_tier_loaded_blocks = tiers_->n_loaded_blocks();
+  if (tiers_) c.n_tier_loaded_snapshots = tiers_->n_loaded_snapshots();
   std::lock_guard lock(inbox_.mu);
   c.n_requests = inbox_.n_requests;
   c.n_waiting += static_cast<int32_t>(inbox_.seqs.size());

@@ -70,8 +70,8 @@ struct EngineConfig {
   // logits); more are dropped and counted.
   double verify_fraction = 0;
   int32_t max_pending_verifications = 8;
-  // Cache tiers below RAM (--cache-dir, --cache-redis); used only with prefix_cache, and not for models with
-  // recurrent layers (their state snapshots stay in RAM).
+  // Cache tiers below RAM (--cache-dir, --cache-redis); used only with prefix_cache. Models with recurrent layers
+  // store their state snapshots there too (engine/kv_tiers.h).
   TierConfig tiers;
   // Models with recurrent layers: bytes of state snapshots kept in RAM (kv/state_snapshots.h); 0: 256 MiB.
   uint64_t state_snapshot_bytes = 0;
@@ -116,6 +116,7 @@ struct EngineCounters {
   double prefill_tokens_per_s = 0;
   std::vector<kv::TierStats> tiers;  // one per configured tier below RAM (engine/kv_tiers.h), disk first
   int64_t n_tier_loaded_blocks = 0;  // blocks loaded from those tiers into the pool
+  int64_t n_tier_loaded_snapshots = 0;  // recurrent-state snapshots loaded from them (models with recurrent layers)
 };
 
 inline constexpr double kPrefillRateAlpha = 0.2;

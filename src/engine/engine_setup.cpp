@@ -30,13 +30,6 @@ std::unique_ptr<Backend> cpu_backend(model::Model& model, const EngineConfig& c)
                                       pools.n_window_blocks);
 }
 
-// Models with recurrent layers resume hits from state snapshots, which the tiers below RAM do not store yet: the
-// tiers are off for them.
-EngineConfig effective_config(EngineConfig c, const Backend& backend) {
-  if (backend.memory().has_state()) c.tiers = TierConfig{};
-  return c;
-}
-
 // The snapshot budget: as configured, else 256 MiB; at least one snapshot for a model with recurrent layers.
 uint64_t snapshot_budget(const EngineConfig& c, const Backend& backend) {
   if (!backend.memory().has_state()) return 0;
@@ -91,7 +84,7 @@ Engine::Engine(model::Model& model, const EngineConfig& config) : Engine(cpu_bac
 
 Engine::Engine(std::unique_ptr<Backend> backend, const EngineConfig& config)
     : backend_(std::move(backend)),
-      config_(effective_config(config, *backend_)),
+      config_(config),
       fingerprint_(backend_->fingerprint()),
       cache_(backend_->n_kv_blocks(), backend_->block_size(), *backend_, nullptr, backend_->n_state_slots(),
              snapshot_budget(config_, *backend_), backend_->n_window_blocks(), backend_->memory().max_window()),

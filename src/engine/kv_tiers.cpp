@@ -1,6 +1,7 @@
 #include "engine/kv_tiers.h"
 
 #include <chrono>
+#include <optional>
 
 #include "kv/disk_tier.h"
 #include "kv/redis_tier.h"
@@ -51,6 +52,49 @@ kv::RecordMeta KvTiers::meta_of(const kv::Digest& ns, const kv::Digest& hash, co
   m.tokens.assign(tokens.begin(), tokens.end());
   m.payload_bytes = cache_.storage().block_bytes();
   return m;
+}
+
+kv::Digest state_parent(const kv::Digest& parent) {
+  const int32_t marker = -1;
+  return kv::chain_hash(parent, std::span<const int32_t>(&marker, 1));
+}
+
+kv::RecordMeta KvTiers::snapshot_meta_of(const kv::Digest& ns, const kv::Digest& parent,
+                                         std::span<const int32_t> tokens) const {
+  const kv::Digest p = state_parent(parent);
+  kv::RecordMeta m = meta_of(ns, kv::chain_hash(p, tokens), p, tokens);
+  m.kv_type = "state";
+  m.payload_bytes = 1 + cache_.storage().state_bytes();
+  return m;
+}
+
+void KvTiers::offer_snapshot(const kv::Digest& ns, const kv::Digest& hash, const kv::Digest& parent,
+                             std::span<const int32_t> tokens) {
+  const std::vector<uint8_t>* state = cache_.snapshots().peek(hash);
+  const std::optional<kv::SnapshotKind> kind = cache_.snapshots().kind_of(hash);
+  if (state == nullptr || !kind) return;
+  const kv::RecordMeta meta = snapshot_meta_of(ns, parent, tokens);
+  auto payload = std::make_shared<std::vector<uint8_t>>();
+  payload->reserve(1 + state->size());
+  payload->push_back(static_cast<uint8_t>(*kind));
+  payload->insert(payload->end(), state->begin(), state->end());
+  if (disk_ && !disk_->contains(meta.hash)) disk_->offer(meta, payload);
+  if (redis_) redis_->offer(meta, payload);
+}
+
+bool KvTiers::load_snapshot(const kv::Digest& ns, const kv::Digest& hash, const kv::Digest& parent,
+                            std::span<const int32_t> tokens, bool ask_redis) {
+  const kv::RecordMeta meta = snapshot_meta_of(ns, parent, tokens);
+  std::vector<std::vector<uint8_t>> got;
+  if (disk_ && disk_->contains(meta.hash)) got = disk_->fetch(std::span<const kv::RecordMeta>(&meta, 1));
+  if (got.empty() && redis_ && ask_redis) got = redis_->fetch(std::span<const kv::RecordMeta>(&meta, 1));
+  // A record that passed its checks has the right length; its kind byte is checked here.
+  if (got.empty() || got[0].empty() || got[0][0] >= kv::kSnapshotKinds) return false;
+  const auto kind = static_cast<kv::SnapshotKind>(got[0][0]);
+  std::vector<uint8_t> state(got[0].begin() + 1, got[0].end());
+  if (!cache_.store_snapshot(ns, hash, kind, std::move(state))) return false;
+  ++n_loaded_snapshots_;
+  return true;
 }
 
 std::shared_ptr<const std::vector<uint8_t>> KvTiers::read(int32_t block_id) const {

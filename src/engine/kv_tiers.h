@@ -15,6 +15,15 @@
 // a record is the block's K/V bytes (Backend::read_block), checked against the prompt's namespace, chain hash,
 // parent and tokens before it is written, so the logits equal those of a recomputed prefix bit for bit.
 //
+// Recurrent-state snapshots (kv/state_snapshots.h; models with recurrent layers) are records of their own: the
+// snapshot at the end of block (parent, tokens) is stored under chain_hash(state_parent(parent), tokens) (a hash no
+// block has), with kv type "state" and the payload = its SnapshotKind (1 byte) then the state bytes; the header's
+// namespace is the block's, so purges and the model check cover it as for blocks. Every tier gets a snapshot when
+// the scheduler files it (a reply snapshot when its request ends), not at eviction: a snapshot stands for
+// thousands of tokens of prefill. The scheduler asks for one when a prompt's cached blocks (RAM or loaded) end
+// without one: the disk tier at every block boundary it indexes, longest first; Redis for the longest only (one
+// round trip).
+//
 // Runs on the engine thread (events and loads happen inside a step; flush_pool under the step lock).
 #pragma once
 #include <cstdint>
@@ -61,6 +70,15 @@ class KvTiers final : public kv::BlockEventSink {
   int32_t load(const kv::Digest& ns, std::span<const int32_t> tokens, std::span<const kv::Digest> hashes,
                int32_t first_block, int32_t n_blocks, std::span<const int32_t> held);
 
+  // Snapshots: offers the one filed in RAM under the hash of the block (parent, tokens) of namespace ns to every
+  // tier; loads the one at the end of that block from the tiers into RAM (Redis asked only with ask_redis); true
+  // when RAM then holds it.
+  void offer_snapshot(const kv::Digest& ns, const kv::Digest& hash, const kv::Digest& parent,
+                      std::span<const int32_t> tokens);
+  bool load_snapshot(const kv::Digest& ns, const kv::Digest& hash, const kv::Digest& parent,
+                     std::span<const int32_t> tokens, bool ask_redis);
+  int64_t n_loaded_snapshots() const { return n_loaded_snapshots_; }
+
   // Shutdown: offers every cached block absent from the disk tier to it, then waits (bounded) for every tier's
   // queue to drain.
   void flush_pool();
@@ -73,6 +91,7 @@ class KvTiers final : public kv::BlockEventSink {
  private:
   kv::RecordMeta meta_of(const kv::Digest& ns, const kv::Digest& hash, const kv::Digest& parent,
                          std::span<const int32_t> tokens) const;
+  kv::RecordMeta snapshot_meta_of(const kv::Digest& ns, const kv::Digest& parent, std::span<const int32_t> tokens) const;
   std::shared_ptr<const std::vector<uint8_t>> read(int32_t block_id) const;
 
   TierConfig config_;
@@ -83,6 +102,11 @@ class KvTiers final : public kv::BlockEventSink {
   std::unique_ptr<kv::KvTier> redis_;
   bool loading_ = false;  // registrations of loaded blocks are not offered again
   int64_t n_loaded_blocks_ = 0;
+  int64_t n_loaded_snapshots_ = 0;
 };
+
+// The parent under which a snapshot's record is filed: chain_hash(parent, {-1}), a one-token "block" of an id no
+// tokenizer gives, so no block record shares its hash.
+kv::Digest state_parent(const kv::Digest& parent);
 
 }  // namespace preface::engine

@@ -62,15 +62,37 @@ void Scheduler::take_snapshot(Sequence& seq) {
   const int32_t at = seq.n_computed;
   if (at == 0 || at % block_size != 0 || seq.n_hashed_blocks < at / block_size) return;
   const kv::Digest& hash = seq.hashes[static_cast<size_t>(at / block_size - 1)];
+  if (cache_.has_snapshot(hash)) return;
   const auto point = std::find_if(seq.snapshot_points.begin(), seq.snapshot_points.end(),
                                   [&](const SnapshotPoint& p) { return p.pos == at; });
   if (point != seq.snapshot_points.end()) {
-    if (!cache_.has_snapshot(hash)) cache_.snapshot_state(seq.ns, hash, point->kind, seq.state_slot);
-  } else if (at >= seq.n_prompt && !cache_.has_snapshot(hash)) {
-    // The previous reply snapshot goes first, so that making room for this one never evicts another's.
-    if (seq.has_reply_snapshot) cache_.drop_snapshot(seq.reply_snapshot);
-    seq.has_reply_snapshot = cache_.snapshot_state(seq.ns, hash, kv::SnapshotKind::Reply, seq.state_slot);
-    seq.reply_snapshot = hash;
+    if (cache_.snapshot_state(seq.ns, hash, point->kind, seq.state_slot)) offer_snapshot(seq, at);
+  } else if (at >= seq.n_prompt) {
+    // The previous reply snapshot goes first, so that making room for this one never evicts another's. The last
+    // one goes to the tiers when the sequence ends.
+    if (seq.reply_snapshot_at > 0) {
+      cache_.drop_snapshot(seq.hashes[static_cast<size_t>(seq.reply_snapshot_at / block_size - 1)]);
+    }
+    const bool kept = cache_.snapshot_state(seq.ns, hash, kv::SnapshotKind::Reply, seq.state_slot);
+    seq.reply_snapshot_at = kept ? at : 0;
+  }
+}
+
+void Scheduler::offer_snapshot(const Sequence& seq, int32_t at) {
+  if (tiers_ == nullptr) return;
+  const int32_t block_size = cache_.block_size();
+  const auto b = static_cast<size_t>(at / block_size - 1);
+  tiers_->offer_snapshot(seq.ns, seq.hashes[b], b == 0 ? seq.ns : seq.hashes[b - 1],
+                         std::span<const int32_t>(seq.tokens).subspan(b * block_size, block_size));
+}
+
+void Scheduler::load_snapshot(Sequence& seq, std::span<const kv::Digest> hashes, size_t n_blocks) {
+  seq.state_tiers_checked = true;
+  const int32_t block_size = cache_.block_size();
+  for (size_t k = n_blocks; k > 0; --k) {
+    if (cache_.has_snapshot(hashes[k - 1])) return;
+    const auto tokens = std::span<const int32_t>(seq.tokens).subspan((k - 1) * block_size, block_size);
+    if (tiers_->load_snapshot(seq.ns, hashes[k - 1], k == 1 ? seq.ns : hashes[k - 2], tokens, k == n_blocks)) return;
   }
 }
 
@@ -179,6 +201,7 @@ Scheduler::Admit Scheduler::try_admit(Sequence& seq, int32_t budget, std::vector
     match = cache_.acquire_prefix(seq.ns, seq.tokens, hashes, max_cached);
     if (recurrent_) {
       const auto n_blocks = static_cast<int32_t>(match.block_ids.size());
+      if (tiers_ != nullptr && !seq.state_tiers_checked && n_blocks > 0) load_snapshot(seq, hashes, match.block_ids.size());
       trim_to_snapshot(seq, hashes, match);
       if (static_cast<int32_t>(match.block_ids.size()) < n_blocks) n_junction = n_blocks * block_size;
     }
@@ -348,6 +371,8 @@ void Scheduler::on_computed(const ScheduledChunk& chunk) {
 }
 
 std::unique_ptr<Sequence> Scheduler::remove(Sequence* seq) {
+  // The sequence's last reply snapshot (the end of prompt + reply, where its next turn resumes) to the tiers.
+  if (seq->reply_snapshot_at > 0) offer_snapshot(*seq, seq->reply_snapshot_at);
   release_blocks(*seq);
   if (seq->running) {
     running_.erase(std::find(running_.begin(), running_.end(), seq));

@@ -32,7 +32,9 @@
 //     sequence filed before, so a finished request leaves the last boundary of prompt + reply: the next turn of a
 //     chat, which re-sends the reply, resumes there.
 // A prefill chunk that would cross a prompt point is cut to end there. Each snapshot costs a copy of the state
-// (model::MemoryLayout::state_bytes_per_sequence) within the snapshot budget.
+// (model::MemoryLayout::state_bytes_per_sequence) within the snapshot budget. With tiers below RAM, a snapshot is
+// offered to them when filed (a reply snapshot when its sequence ends), and an admission whose cached blocks end
+// without one in RAM asks them for the longest they hold (engine/kv_tiers.h).
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -95,6 +97,10 @@ class Scheduler {
   int32_t chunk_size(const Sequence& seq, int32_t from, int32_t n) const;
   void trim_to_snapshot(const Sequence& seq, std::span<const kv::Digest> hashes, kv::PrefixMatch& match);
   void take_snapshot(Sequence& seq);
+  // Tiers below RAM: the snapshot filed at `at` offered to them; the longest of the first n_blocks block
+  // boundaries with a snapshot in a tier loaded into RAM (once per sequence; stops at one RAM already has).
+  void offer_snapshot(const Sequence& seq, int32_t at);
+  void load_snapshot(Sequence& seq, std::span<const kv::Digest> hashes, size_t n_blocks);
   // Window pool: the match cut back to what the window pool serves, its blocks taken into seq's window table; and
   // the window table grown to n_positions, preempting running sequences other than `except` (false: none left).
   void trim_to_window(Sequence& seq, std::span<const kv::Digest> hashes, kv::PrefixMatch& match);

@@ -69,12 +69,12 @@ struct Sequence {
   std::vector<int32_t> window_table;
   int32_t state_slot = -1;              // the recurrent-state slot held while running (models with State layers)
   // Recurrent models with a prefix cache: the prompt's snapshot points, ascending positions (set at the first
-  // admission; a junction may be added at a later one), and the hash of the reply snapshot this sequence filed last
-  // (replaced as decode passes each block boundary; none while has_reply_snapshot is false).
+  // admission; a junction may be added at a later one), and where the reply snapshot this sequence filed last lies
+  // (replaced as decode passes each block boundary; 0: none).
   std::vector<SnapshotPoint> snapshot_points;
   bool snapshot_points_set = false;
-  bool has_reply_snapshot = false;
-  kv::Digest reply_snapshot;
+  int32_t reply_snapshot_at = 0;
+  bool state_tiers_checked = false;     // the cache tiers were asked for a snapshot where the cached blocks end
   int32_t n_hashed_blocks = 0;          // leading full blocks offered to the prefix index
   kv::Digest last_hash;                 // chain hash of block n_hashed_blocks - 1 (ns when none)
   int32_t n_hit_blocks = 0;             // leading blocks that came from the cache at the latest admission

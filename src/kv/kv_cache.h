@@ -96,6 +96,10 @@ class KvCache {
   bool restore_state(const Digest& hash, int32_t slot);
   bool has_snapshot(const Digest& hash) const { return snapshots_.contains(hash); }
   void drop_snapshot(const Digest& hash) { snapshots_.erase(hash); }
+  // A snapshot read back from a tier below RAM (engine/kv_tiers.h): bytes must be storage().state_bytes() long.
+  bool store_snapshot(const Digest& ns, const Digest& hash, SnapshotKind kind, std::vector<uint8_t> bytes) {
+    return bytes.size() == storage_.state_bytes() && snapshots_.put(ns, hash, kind, std::move(bytes));
+  }
   const StateSnapshots& snapshots() const { return snapshots_; }
 
   // Registers the in-use, just-filled block_id under hash (= chain_hash(parent_hash, tokens), trusted; parent_hash

@@ -51,6 +51,17 @@ const std::vector<uint8_t>* StateSnapshots::get(const Digest& hash) {
   return &it->second->bytes;
 }
 
+const std::vector<uint8_t>* StateSnapshots::peek(const Digest& hash) const {
+  const auto it = map_.find(hash);
+  return it == map_.end() ? nullptr : &it->second->bytes;
+}
+
+std::optional<SnapshotKind> StateSnapshots::kind_of(const Digest& hash) const {
+  const auto it = map_.find(hash);
+  if (it == map_.end()) return std::nullopt;
+  return it->second->kind;
+}
+
 int32_t StateSnapshots::purge_namespace(const Digest& ns) {
   int32_t n = 0;
   for (List& list : lru_) {

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <list>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -45,6 +46,9 @@ class StateSnapshots {
   // The snapshot under hash, now the most recently used, counted as a hit of its kind; nullptr when none.
   const std::vector<uint8_t>* get(const Digest& hash);
   bool contains(const Digest& hash) const { return map_.count(hash) != 0; }
+  // The snapshot under hash without touching the LRU order or the counters; nullptr when none.
+  const std::vector<uint8_t>* peek(const Digest& hash) const;
+  std::optional<SnapshotKind> kind_of(const Digest& hash) const;
   // Drops the snapshot under hash (none: nothing); not counted as evicted.
   void erase(const Digest& hash);
   // Drops every snapshot of namespace ns; returns how many.

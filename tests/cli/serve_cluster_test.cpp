@@ -13,6 +13,7 @@
 #include <set>
 
 #include "cli_harness.h"
+#include "loopback_services.h"
 
 namespace preface::test {
 namespace {
@@ -20,20 +21,6 @@ namespace {
 using nlohmann::json;
 constexpr int kBlock = 16;
 constexpr int kPromptTokens = 12 * kBlock + 5;
-
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
-bool have(const char* program) { return std::system(("command -v " + std::string(program) + " >/dev/null 2>&1").c_str()) == 0; }
 
 // `scripts/cluster start` in a temp dir; `scripts/cluster stop` on destruction.
 class Cluster {
@@ -111,8 +98,8 @@ double metric(const std::string& replica, const std::string& sample) {
 TEST(ServeCluster, SessionsStayOnOneReplicaAndPrefixesTravelThroughRedis) {
   const std::string model = shared_file("models/stories260K.gguf").string();
   if (model.empty()) GTEST_SKIP() << "stories260K.gguf not available";
-  if (!have("nginx")) GTEST_SKIP() << "nginx is not installed (Debian nginx-light; scripts/setup installs it)";
-  if (!have("redis-server")) GTEST_SKIP() << "redis-server is not installed (scripts/setup installs it)";
+  if (!have_program("nginx")) GTEST_SKIP() << "nginx is not installed (Debian nginx-light; scripts/setup installs it)";
+  if (!have_program("redis-server")) GTEST_SKIP() << "redis-server is not installed (scripts/setup installs it)";
   Cluster cluster(3, {"-m", model, "--threads", "1", "--kv-cache-mem", "8MiB", "--quiet",
                       "--cache-redis-timeout-ms", "5000"});
   ASSERT_TRUE(cluster.ok()) << cluster.diagnose();

@@ -3,12 +3,14 @@
 //     resumes after the first turn's reply, from the reply snapshot, not at the end of the first prompt;
 //   - the explainer says no_state_snapshot where the blocks reach further than any snapshot, and where a request
 //     would resume; the request then leaves a junction snapshot there, and the next prompt diverging there hits;
-//   - /metrics counts snapshots taken and hit by kind.
+//   - /metrics counts snapshots taken and hit by kind;
+//   - two servers on one Redis share blocks and snapshots.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
 #include "cli_harness.h"
+#include "loopback_services.h"
 
 namespace preface::test {
 namespace {
@@ -20,11 +22,6 @@ json post(httplib::Client& c, const std::string& path, const json& body) {
   const auto res = c.Post(path.c_str(), body.dump(), "application/json");
   EXPECT_TRUE(res && res->status == 200) << (res ? res->body : "no response");
   return res && res->status == 200 ? json::parse(res->body) : json::object();
-}
-
-double metric(const std::string& text, const std::string& series) {
-  const size_t at = text.find("\n" + series + " ");
-  return at == std::string::npos ? -1 : std::stod(text.substr(at + series.size() + 2));
 }
 
 TEST(ServeHybrid, NextTurnResumesAfterTheReplyAndJunctionsAreExplained) {
@@ -80,12 +77,43 @@ TEST(ServeHybrid, NextTurnResumesAfterTheReplyAndJunctionsAreExplained) {
   const json ry = post(c, "/v1/completions", complete(y));
   EXPECT_EQ(ry["usage"]["prompt_tokens_details"]["cached_tokens"], 64) << ry.dump();
 
-  const auto res = c.Get("/metrics");
-  ASSERT_TRUE(res && res->status == 200);
-  EXPECT_EQ(metric(res->body, "preface_state_snapshots_taken_total{kind=\"junction\"}"), 1) << res->body;
-  EXPECT_EQ(metric(res->body, "preface_state_snapshot_hits_total{kind=\"junction\"}"), 1);
-  EXPECT_EQ(metric(res->body, "preface_state_snapshot_hits_total{kind=\"reply\"}"), 1);
-  EXPECT_GE(metric(res->body, "preface_state_snapshots_taken_total{kind=\"reply\"}"), 2);
+  EXPECT_EQ(metric(srv.url(), "preface_state_snapshots_taken_total{kind=\"junction\"}"), 1);
+  EXPECT_EQ(metric(srv.url(), "preface_state_snapshot_hits_total{kind=\"junction\"}"), 1);
+  EXPECT_EQ(metric(srv.url(), "preface_state_snapshot_hits_total{kind=\"reply\"}"), 1);
+  EXPECT_GE(metric(srv.url(), "preface_state_snapshots_taken_total{kind=\"reply\"}"), 2);
+}
+
+// Two servers on one Redis: a prompt computed by one resumes on the other from the blocks and the state snapshot
+// it published, with the same reply (greedy, logprobs included); another tenant's salt finds nothing.
+TEST(ServeHybrid, RedisSharesSnapshotsBetweenServers) {
+  const auto model = shared_file("models/synth-qwen35-d128-f16.gguf");
+  ASSERT_FALSE(model.empty()) << "needs ../shared/models/synth-qwen35-d128-f16.gguf";
+  if (!have_program("redis-server")) GTEST_SKIP() << "redis-server is not installed (scripts/setup installs it)";
+  RedisProcess redis(free_port());
+  ASSERT_TRUE(redis.ready());
+  const std::vector<std::string> args = {"-m", model.string(), "--quiet", "--threads", "1", "--cache-redis",
+                                         redis.url(), "--cache-redis-timeout-ms", "5000"};
+  ServeProcess a(args, "hybrid-redis-a");
+  ServeProcess b(args, "hybrid-redis-b");
+  ASSERT_FALSE(a.url().empty()) << a.log();
+  ASSERT_FALSE(b.url().empty()) << b.log();
+  std::vector<int32_t> prompt(100);
+  for (int32_t i = 0; i < 100; ++i) prompt[static_cast<size_t>(i)] = 5 + (11 * i + i * i) % 450;
+  const json body = {{"prompt", prompt}, {"max_tokens", 4}, {"temperature", 0}, {"logprobs", 2}};
+  httplib::Client ca(a.url()), cb(b.url());
+  const json ra = post(ca, "/v1/completions", body);
+  const std::string written = "preface_kv_tier_written_records_total{tier=\"redis\"}";
+  // Six blocks and the snapshot at the end of the prompt's sixth block (token 96).
+  ASSERT_TRUE(wait_until([&] { return metric(a.url(), written) >= 7; })) << metric(a.url(), written);
+  const json rb = post(cb, "/v1/completions", body);
+  EXPECT_EQ(rb["choices"][0]["text"], ra["choices"][0]["text"]);
+  EXPECT_EQ(rb["choices"][0]["logprobs"], ra["choices"][0]["logprobs"]);
+  EXPECT_EQ(rb["usage"]["prompt_tokens_details"]["cached_tokens"], 96) << rb.dump();
+  EXPECT_EQ(metric(b.url(), "preface_kv_tier_loaded_snapshots_total"), 1);
+  json salted = body;
+  salted["cache_salt"] = "another tenant";
+  const json rs = post(cb, "/v1/completions", salted);
+  EXPECT_EQ(rs["usage"]["prompt_tokens_details"]["cached_tokens"], 0) << rs.dump();
 }
 
 }  // namespace

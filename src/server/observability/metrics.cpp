@@ -110,6 +110,9 @@ void render_tier_metrics(std::string& out, const engine::EngineCounters& c) {
   }
   single(out, "preface_kv_tier_loaded_blocks_total", "counter", "Blocks loaded from the cache tiers into the pool.",
          static_cast<double>(c.n_tier_loaded_blocks));
+  single(out, "preface_kv_tier_loaded_snapshots_total", "counter",
+         "Recurrent-state snapshots loaded from the cache tiers (models with recurrent layers).",
+         static_cast<double>(c.n_tier_loaded_snapshots));
 }
 
 }  // namespace
