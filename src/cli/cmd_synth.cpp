@@ -24,7 +24,7 @@ void register_synth(CLI::App& app) {
   model::SynthSpec& s = opts->spec;
   CLI::App* cmd = app.add_subcommand(
       "synth",
-      "Write a random-weight llama/qwen2/qwen3moe/gpt-oss GGUF model (loadable by llama.cpp) with the tokenizer of "
+      "Write a random-weight llama/qwen2/qwen3moe/gpt-oss/qwen35 GGUF model (loadable by llama.cpp) with the tokenizer of "
       "another GGUF. The same options and seed always give the same bytes.");
   cmd->add_option("--out", opts->out_path, "Output GGUF path")->required();
   cmd->add_option("--vocab-from", s.vocab_from, "GGUF whose tokenizer.* metadata is copied (sets the vocab size)")
@@ -32,14 +32,25 @@ void register_synth(CLI::App& app) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--arch", s.arch,
                   "Architecture: llama, qwen2 (adds Q/K/V biases), qwen3moe (Q/K norms, mixture-of-experts FFN) or "
-                  "gpt-oss (biases, attention sinks, a window on even layers, MXFP4 experts with biases)")
-      ->check(CLI::IsMember({"llama", "qwen2", "qwen3moe", "gpt-oss"}))
+                  "gpt-oss (biases, attention sinks, a window on even layers, MXFP4 experts with biases) or qwen35 "
+                  "(Gated DeltaNet layers with gated full attention every --full-attention-interval blocks)")
+      ->check(CLI::IsMember({"llama", "qwen2", "qwen3moe", "gpt-oss", "qwen35"}))
       ->capture_default_str();
   cmd->add_option("--experts", s.n_experts, "qwen3moe, gpt-oss: experts per layer")->capture_default_str();
   cmd->add_option("--experts-used", s.n_experts_used, "qwen3moe, gpt-oss: experts per token")->capture_default_str();
   cmd->add_option("--expert-ffn", s.expert_ffn, "qwen3moe, gpt-oss: each expert's feed-forward length (0: ffn / 4)")
       ->capture_default_str();
   cmd->add_option("--sliding-window", s.sliding_window, "gpt-oss: the even layers' window")->capture_default_str();
+  cmd->add_option("--head-dim", s.head_dim, "Attention head size (0: dim / heads)")->capture_default_str();
+  cmd->add_option("--rope-dims", s.rope_dims, "qwen35: rotated dims per head (0: head size / 4)")->capture_default_str();
+  cmd->add_option("--full-attention-interval", s.full_attention_interval, "qwen35: every N-th block is full attention")
+      ->capture_default_str();
+  cmd->add_option("--ssm-k-heads", s.ssm_k_heads, "qwen35: DeltaNet K heads")->capture_default_str();
+  cmd->add_option("--ssm-v-heads", s.ssm_v_heads, "qwen35: DeltaNet V heads (a multiple of the K heads)")
+      ->capture_default_str();
+  cmd->add_option("--ssm-head-dim", s.ssm_head_dim, "qwen35: DeltaNet head size (the state is this squared per V head)")
+      ->capture_default_str();
+  cmd->add_option("--ssm-conv", s.ssm_conv, "qwen35: DeltaNet causal conv taps")->capture_default_str();
   cmd->add_option("--dim", s.dim, "Embedding length")->capture_default_str();
   cmd->add_option("--layers", s.n_layers, "Number of transformer blocks")->capture_default_str();
   cmd->add_option("--heads", s.n_heads, "Attention heads")->capture_default_str();

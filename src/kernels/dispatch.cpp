@@ -1,6 +1,8 @@
 // Runtime selection between the scalar and AVX2 kernels, and the dispatching entry points of dot.h.
 #include "kernels/dispatch.h"
 
+#include "kernels/delta_rule.h"
+
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -72,8 +74,13 @@ constexpr KernelTable kAvx2 = {
 KernelTable choose_table() {
   const char* forced = std::getenv("PREFACE_KERNELS");
   const auto is = [forced](const char* name) { return forced != nullptr && std::strcmp(forced, name) == 0; };
-  if (is("scalar") || !avx2::available()) return kScalar;
+  if (is("scalar") || !avx2::available()) {
+    KernelTable t = kScalar;
+    t.delta_rule = scalar::delta_rule;
+    return t;
+  }
   KernelTable t = kAvx2;
+  t.delta_rule = avx2::delta_rule;
   if (is("avx2")) return t;
   if (avx2::vnni_available()) t.gemm_quant = avx2::gemm_vnni;
   if (is("vnni")) return t;
@@ -82,6 +89,7 @@ KernelTable choose_table() {
     t.attention_tile = avx512::attention_tile;
     t.attention_tiles = avx512::attention_tiles_shared;
     t.gemm_float = avx512::gemm_float;
+    t.delta_rule = avx512::delta_rule;
     if (avx512::quant_available()) {
       t.gemm_quant = avx512::gemm_quant;
       t.gemm_traits = avx512::gemm_traits;

@@ -42,6 +42,8 @@ struct KernelTable {
   bool row_group_layouts = false;
   // Runs qualifying tiles together (avx512::attention_tiles_shared), or returns false; null: one at a time.
   bool (*attention_tiles)(const AttnTile*, size_t, float*, size_t) = nullptr;
+  // kernels/delta_rule.h: every path the same bits.
+  void (*delta_rule)(float*, const float*, const float*, const float*, float, float, float*, float*, size_t) = nullptr;
 };
 
 // Constant after its first (thread-safe) initialisation.

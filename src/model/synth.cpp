@@ -3,6 +3,8 @@
 // through Box-Muller, not std::normal_distribution (implementation-defined), so files match across toolchains.
 #include "model/synth.h"
 
+#include "model/synth_tensors.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numbers>
@@ -27,6 +29,8 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+}  // namespace
+
 uint64_t tensor_seed(uint64_t seed, const std::string& name) {
   uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the name
   for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ull;
@@ -48,6 +52,8 @@ std::vector<float> normals(uint64_t seed, size_t n, float mean, float stddev) {
   }
   return out;
 }
+
+namespace {
 
 uint32_t file_type_of(TensorType t) {  // llama.cpp's llama_ftype
   switch (t) {
@@ -85,9 +91,10 @@ std::vector<uint8_t> random_mxfp4(uint64_t seed, uint64_t n_cols, uint64_t n_row
 
 void check_spec(const SynthSpec& s, int32_t ffn) {
   auto fail = [](const std::string& what) { throw Error("synth: " + what); };
-  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3moe" && s.arch != "gpt-oss") {
-    fail("unsupported arch '" + s.arch + "' (llama, qwen2, qwen3moe or gpt-oss)");
+  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3moe" && s.arch != "gpt-oss" && s.arch != "qwen35") {
+    fail("unsupported arch '" + s.arch + "' (llama, qwen2, qwen3moe, gpt-oss or qwen35)");
   }
+  if (s.arch == "qwen35") check_qwen35_spec(s);
   if (s.arch == "gpt-oss" && (s.sliding_window < 1 || synth_expert_ffn(s) % 32 != 0)) {
     fail("gpt-oss: the sliding window must be positive and the expert ffn a multiple of 32 (MXFP4)");
   }
@@ -100,8 +107,12 @@ void check_spec(const SynthSpec& s, int32_t ffn) {
   }
   // Bounds keep a typo from asking for terabytes (the whole model is built in memory).
   if (s.dim > 65536 || ffn > 262144 || s.n_layers > 1024) fail("dim, ffn or layers is implausibly large");
-  if (s.dim % s.n_heads != 0) fail("dim " + std::to_string(s.dim) + " is not a multiple of heads");
-  if ((s.dim / s.n_heads) % 2 != 0) fail("head dim " + std::to_string(s.dim / s.n_heads) + " must be even (rope)");
+  if (s.head_dim == 0 && s.dim % s.n_heads != 0) fail("dim " + std::to_string(s.dim) + " is not a multiple of heads");
+  if (synth_head_dim(s) % 2 != 0) fail("head dim " + std::to_string(synth_head_dim(s)) + " must be even (rope)");
+  if (s.head_dim < 0 || s.head_dim > 4096) fail("head dim must be in [0, 4096]");
+  if (s.head_dim != 0 && s.arch != "qwen35" && s.head_dim * s.n_heads != s.dim) {
+    fail("a head dim other than dim / heads is written only for qwen35");
+  }
   if (s.n_heads % s.n_kv_heads != 0) fail("heads must be a multiple of kv-heads");
   const kernels::QuantTraits* traits = kernels::quant_traits(s.type);
   if (!gguf::type_has_codec(s.type) && (traits == nullptr || traits->quantize == nullptr)) {
@@ -113,6 +124,9 @@ void check_spec(const SynthSpec& s, int32_t ffn) {
   if (s.dim % block != 0 || ffn % block != 0 || (is_moe(s) && synth_expert_ffn(s) % block != 0)) {
     fail("dim and ffn must be multiples of " + std::to_string(block) + " for " +
          std::string(gguf::tensor_type_name(s.type)));
+  }
+  if (s.arch == "qwen35" && ((synth_head_dim(s) * s.n_heads) % block != 0 || (s.ssm_v_heads * s.ssm_head_dim) % block != 0)) {
+    fail("qwen35: heads x head dim and DeltaNet V heads x head size must be multiples of " + std::to_string(block));
   }
   if (!(s.rope_base > 0.0f) || !(s.rms_eps > 0.0f)) fail("rope base and rms eps must be positive");
   if (s.vocab_from.empty()) fail("a vocabulary GGUF (vocab_from) is required");
@@ -144,6 +158,10 @@ int32_t synth_expert_ffn(const SynthSpec& spec) {
   return (synth_ffn_dim(spec) / 4 + 31) / 32 * 32;
 }
 
+int32_t synth_head_dim(const SynthSpec& spec) {
+  return spec.head_dim > 0 ? spec.head_dim : spec.dim / std::max(spec.n_heads, 1);
+}
+
 int32_t synth_ffn_dim(const SynthSpec& spec) {
   if (spec.ffn_dim != 0) return spec.ffn_dim;
   const int64_t raw = (int64_t{8} * spec.dim + 2) / 3;
@@ -161,7 +179,7 @@ void write_synth_model(const SynthSpec& spec, const std::string& out_path) {
   }
   const uint64_t n_vocab = tokens->strs.size();
   const uint64_t dim = static_cast<uint64_t>(spec.dim);
-  const uint64_t head_dim = dim / static_cast<uint64_t>(spec.n_heads);
+  const auto head_dim = static_cast<uint64_t>(synth_head_dim(spec));
   const uint64_t kv_dim = head_dim * static_cast<uint64_t>(spec.n_kv_heads);
   const std::string a = spec.arch + ".";
 
@@ -182,11 +200,12 @@ void write_synth_model(const SynthSpec& spec, const std::string& out_path) {
   w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(spec.n_kv_heads));
   w.set_f32(a + "attention.layer_norm_rms_epsilon", spec.rms_eps);
   w.set_f32(a + "rope.freq_base", spec.rope_base);
-  w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(head_dim));
+  if (spec.arch != "qwen35") w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(head_dim));
   w.set_u32(a + "vocab_size", static_cast<uint32_t>(n_vocab));
   const bool moe = is_moe(spec), gpt_oss = spec.arch == "gpt-oss";
   const uint64_t n_experts = static_cast<uint64_t>(spec.n_experts), expert_ffn = moe ? synth_expert_ffn(spec) : 0;
   if (gpt_oss) w.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(spec.sliding_window));
+  if (spec.arch == "qwen35") set_qwen35_metadata(w, spec);
   if (moe) {
     w.set_u32(a + "attention.key_length", static_cast<uint32_t>(head_dim));
     w.set_u32(a + "attention.value_length", static_cast<uint32_t>(head_dim));
@@ -198,30 +217,20 @@ void write_synth_model(const SynthSpec& spec, const std::string& out_path) {
     if (key.starts_with("tokenizer.")) w.set_value(key, value);
   }
 
-  // Matrices {n_cols, n_rows} ~ N(0, 1/n_cols): each output is a sum of n_cols unit-variance terms, so
-  // activations keep unit scale and logits are O(1) after the final RMS norm.
-  // n_mats > 1: a 3-D expert tensor of n_mats such matrices.
+  const SynthTensors t{w, spec};
   auto matrix = [&](const std::string& name, uint64_t n_cols, uint64_t n_rows, uint64_t n_mats = 1) {
-    const float stddev = 1.0f / std::sqrt(static_cast<float>(n_cols));
-    const TensorType type = synth_tensor_type(spec, name);
-    const std::vector<float> values = normals(tensor_seed(spec.seed, name), n_cols * n_rows * n_mats, 0.0f, stddev);
-    std::vector<uint64_t> dims = {n_cols, n_rows};
-    if (n_mats > 1) dims.push_back(n_mats);
-    if (gguf::type_has_codec(type)) {
-      w.add_tensor_f32(name, type, dims, values);
-      return;
-    }
-    std::vector<uint8_t> bytes(gguf::row_bytes(type, n_cols) * n_rows * n_mats);
-    kernels::quant_traits(type)->quantize(values.data(), bytes.data(), values.size());
-    w.add_tensor(name, type, dims, std::move(bytes));
+    t.matrix(name, n_cols, n_rows, n_mats);
   };
-  auto norm_or_bias = [&](const std::string& name, uint64_t n, float mean, float stddev) {
-    w.add_tensor_f32(name, TensorType::F32, {n}, normals(tensor_seed(spec.seed, name), n, mean, stddev));
-  };
+  auto norm_or_bias = [&](const std::string& name, uint64_t n, float mean, float stddev) { t.vec(name, n, mean, stddev); };
 
   matrix("token_embd.weight", dim, n_vocab);
   norm_or_bias("output_norm.weight", dim, 1.0f, 0.05f);
   if (!spec.tied) matrix("output.weight", dim, n_vocab);
+  if (spec.arch == "qwen35") {
+    write_qwen35_layers(t, ffn);
+    w.write(out_path);
+    return;
+  }
   for (int32_t layer = 0; layer < spec.n_layers; ++layer) {
     const std::string p = "blk." + std::to_string(layer) + ".";
     norm_or_bias(p + "attn_norm.weight", dim, 1.0f, 0.05f);
@@ -238,10 +247,7 @@ void write_synth_model(const SynthSpec& spec, const std::string& out_path) {
       norm_or_bias(p + "attn_output.bias", dim, 0.0f, 0.1f);
       norm_or_bias(p + "attn_sinks.weight", static_cast<uint64_t>(spec.n_heads), 0.0f, 1.0f);
       norm_or_bias(p + "post_attention_norm.weight", dim, 1.0f, 0.05f);
-      const std::string router = p + "ffn_gate_inp.weight";
-      const float stddev = 1.0f / std::sqrt(static_cast<float>(dim));
-      w.add_tensor_f32(router, TensorType::F32, {dim, n_experts},
-                       normals(tensor_seed(spec.seed, router), dim * n_experts, 0.0f, stddev));
+      t.f32_matrix(p + "ffn_gate_inp.weight", dim, n_experts);
       norm_or_bias(p + "ffn_gate_inp.bias", n_experts, 0.0f, 0.1f);
       const auto experts = [&](const std::string& name, uint64_t n_cols, uint64_t n_rows) {
         w.add_tensor(name, TensorType::MXFP4, {n_cols, n_rows, n_experts},
@@ -260,10 +266,7 @@ void write_synth_model(const SynthSpec& spec, const std::string& out_path) {
     }
     norm_or_bias(p + "ffn_norm.weight", dim, 1.0f, 0.05f);
     if (moe) {
-      const std::string router = p + "ffn_gate_inp.weight";
-      const float stddev = 1.0f / std::sqrt(static_cast<float>(dim));
-      w.add_tensor_f32(router, TensorType::F32, {dim, n_experts},
-                       normals(tensor_seed(spec.seed, router), dim * n_experts, 0.0f, stddev));
+      t.f32_matrix(p + "ffn_gate_inp.weight", dim, n_experts);
       matrix(p + "ffn_gate_exps.weight", dim, expert_ffn, n_experts);
       matrix(p + "ffn_up_exps.weight", dim, expert_ffn, n_experts);
       matrix(p + "ffn_down_exps.weight", expert_ffn, dim, n_experts);
@@ -274,6 +277,31 @@ void write_synth_model(const SynthSpec& spec, const std::string& out_path) {
     matrix(p + "ffn_down.weight", static_cast<uint64_t>(ffn), dim);
   }
   w.write(out_path);
+}
+
+void SynthTensors::matrix(const std::string& name, uint64_t n_cols, uint64_t n_rows, uint64_t n_mats) const {
+  const float stddev = 1.0f / std::sqrt(static_cast<float>(n_cols));
+  const TensorType type = synth_tensor_type(spec, name);
+  const std::vector<float> values = normals(tensor_seed(spec.seed, name), n_cols * n_rows * n_mats, 0.0f, stddev);
+  std::vector<uint64_t> dims = {n_cols, n_rows};
+  if (n_mats > 1) dims.push_back(n_mats);
+  if (gguf::type_has_codec(type)) {
+    w.add_tensor_f32(name, type, dims, values);
+    return;
+  }
+  std::vector<uint8_t> bytes(gguf::row_bytes(type, n_cols) * n_rows * n_mats);
+  kernels::quant_traits(type)->quantize(values.data(), bytes.data(), values.size());
+  w.add_tensor(name, type, dims, std::move(bytes));
+}
+
+void SynthTensors::f32_matrix(const std::string& name, uint64_t n_cols, uint64_t n_rows) const {
+  const float stddev = 1.0f / std::sqrt(static_cast<float>(n_cols));
+  w.add_tensor_f32(name, TensorType::F32, {n_cols, n_rows},
+                   normals(tensor_seed(spec.seed, name), n_cols * n_rows, 0.0f, stddev));
+}
+
+void SynthTensors::vec(const std::string& name, uint64_t n, float mean, float stddev) const {
+  w.add_tensor_f32(name, TensorType::F32, {n}, normals(tensor_seed(spec.seed, name), n, mean, stddev));
 }
 
 }  // namespace preface::model

@@ -275,6 +275,48 @@ TEST(Synth, Qwen3MoeExpertsLoadAndRun) {
   for (const float v : logits) ASSERT_TRUE(std::isfinite(v));
 }
 
+// qwen35's hybrid layout as llama.cpp reads it: DeltaNet blocks with a full-attention block every interval, a head
+// size of its own, partial RoPE; preface loads it with the state and KV groups it declares and runs it, and a
+// prompt fed in chunks of 1 and 5 gives the bits of one chunk.
+TEST(Synth, Qwen35HybridLoadsAndRuns) {
+  SynthSpec spec = small_spec();
+  if (spec.vocab_from.empty()) return;
+  spec.arch = "qwen35";
+  spec.n_layers = 4;
+  spec.head_dim = 32;  // 4 heads of 32 = 128 wide, twice dim
+  spec.ssm_k_heads = 2;
+  spec.ssm_v_heads = 4;
+  spec.ssm_head_dim = 16;
+  const std::string path = (test::temp_dir("synth-qwen35") / "q35.gguf").string();
+  write_synth_model(spec, path);
+  const gguf::File f = gguf::File::open(path);
+  EXPECT_EQ(f.get_int("qwen35.full_attention_interval"), 4);
+  EXPECT_EQ(f.get_int("qwen35.rope.dimension_count"), 8);
+  EXPECT_EQ(f.get_int("qwen35.ssm.inner_size"), 64);
+  EXPECT_EQ(f.tensor("blk.0.attn_qkv.weight").dims, (Dims{64, 128}));  // q 32, k 32, v 64
+  EXPECT_EQ(f.tensor("blk.0.ssm_conv1d.weight").dims, (Dims{4, 128}));
+  EXPECT_EQ(f.tensor("blk.0.ssm_conv1d.weight").type, TensorType::F32);
+  EXPECT_EQ(f.tensor("blk.3.attn_q.weight").dims, (Dims{64, 256}));  // query and gate rows per head
+  EXPECT_EQ(f.tensor("blk.3.attn_output.weight").dims, (Dims{128, 64}));
+  EXPECT_EQ(f.find_tensor("blk.3.attn_qkv.weight"), nullptr);
+  auto m = model::Model::load(path, 8);
+  EXPECT_TRUE(m->memory().has_state());
+  // 3 DeltaNet layers: a 16-byte header, the conv window (3 x 128) and 4 states of 16 x 16, in f32.
+  EXPECT_EQ(m->memory().state_bytes_per_sequence(), 3u * (16 + (3 * 128 + 4 * 16 * 16) * sizeof(float)));
+  const auto n_vocab = static_cast<size_t>(m->config().n_vocab);
+  ThreadPool pool(1);
+  const std::vector<int32_t> tokens = {1, 5, 9, 14, 3, 7, 11};
+  std::vector<std::vector<float>> runs;
+  for (const size_t chunk : {size_t{1}, size_t{5}, size_t{7}}) {
+    test::TestKv kv(m->config(), kernels::KvType::F16, 16, 1);
+    runs.push_back(test::run_chunked(*m, pool, kv.view, {0}, tokens, chunk));
+  }
+  ASSERT_EQ(runs[0].size(), tokens.size() * n_vocab);
+  for (const float v : runs[0]) ASSERT_TRUE(std::isfinite(v));
+  EXPECT_EQ(0, std::memcmp(runs[0].data(), runs[1].data(), runs[0].size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(runs[0].data(), runs[2].data(), runs[0].size() * sizeof(float)));
+}
+
 // gpt-oss's layout: biases, sinks, post_attention_norm, a router with a bias, MXFP4 experts with biases; preface
 // loads and runs it (and llama.cpp does: the gpt-oss benchmark of docs/performance.md).
 TEST(Synth, GptOssMxfp4ExpertsLoadAndRun) {

@@ -12,9 +12,10 @@
 // and x_t += y. V heads are in ggml's tiled order (the converter's), which is why head j reads K head j mod n_k_heads.
 //
 // Exactness: the state is updated token by token in this recurrent form, in a fixed order, for prompts and decode
-// alike (no chunked form), and each sequence's tokens are processed by one thread in position order; so the state
-// after token t, and every output, is the same bits however the tokens arrived (one prompt, chunks of any size,
-// one at a time, batched with other sequences, any thread count).
+// alike (no chunked form): a sequence's conv window by one thread in position order, each V head's S by one thread
+// in position order (kernels/delta_rule.h, the same bits on every path); so the state after token t, and every
+// output, is the same bits however the tokens arrived (one prompt, chunks of any size, one at a time, batched with
+// other sequences, any thread count).
 //
 // The state of one sequence (kernels::KvView::state, state_bytes bytes):
 //   int64 next position (the position its next token must have: model/base/memory.h's State contract), int64 0,
@@ -45,8 +46,10 @@ class DeltaNetLayer final : public Layer {
   void collect_matrices(std::vector<kernels::Matrix*>& out) override;
 
  private:
-  // Tokens [t0, t1) of one sequence, consecutive positions, through its state.
-  void run_sequence(const Step& s, uint8_t* state, size_t t0, size_t t1) const;
+  // Tokens [t0, t1) of one sequence, consecutive positions: through its conv window (ssm_qkv's rows replaced by the
+  // conv's output, q and k normalized); then through V head j's S (ssm_out's rows of head j, gated).
+  void conv_sequence(const Step& s, uint8_t* state, size_t t0, size_t t1) const;
+  void delta_head(const Step& s, uint8_t* state, size_t t0, size_t t1, size_t j, float* scratch) const;
 
   std::vector<float> norm_;          // [dim]
   kernels::Matrix w_qkv_, w_z_;      // [conv_dim x dim], [v_dim x dim]
