@@ -31,8 +31,9 @@ def text(n_words, seed):
     return " ".join(out).capitalize() + "."
 
 
-def turn(conn, path, body):
+def turn(url, path, body):
     t0 = time.perf_counter()
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=600)  # one per turn: some servers close it
     conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
     resp = conn.getresponse()
     if resp.status != 200:
@@ -62,6 +63,7 @@ def turn(conn, path, body):
                 n_chunks += 1
     t_end = time.perf_counter()
     resp.read()
+    conn.close()
     return "".join(pieces), t0, t_first or t_end, t_end, usage, timings, n_chunks
 
 
@@ -76,14 +78,13 @@ def main():
     ap.add_argument("--json", default="")
     a = ap.parse_args()
     u = urllib.parse.urlparse(a.url)
-    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
     messages = [{"role": "system", "content": "You answer questions about the valley. " + text(a.system_words, 1)}]
     records = []
     for i in range(a.turns):
         messages.append({"role": "user", "content": text(a.user_words, 100 + i)})
         body = {"model": "m", "messages": messages, "max_tokens": a.max_tokens, "temperature": 0, "stream": True,
                 "ignore_eos": True, "stream_options": {"include_usage": True}, "cache_prompt": True}
-        reply, t0, t1, t2, usage, timings, n_chunks = turn(conn, "/v1/chat/completions", body)
+        reply, t0, t1, t2, usage, timings, n_chunks = turn(u, "/v1/chat/completions", body)
         messages.append({"role": "assistant", "content": reply})
         prompt_tokens = cached = None
         if usage:
