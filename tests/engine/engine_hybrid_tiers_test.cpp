@@ -130,5 +130,33 @@ TEST_F(HybridTiers, ADamagedSnapshotIsRejectedNeverServed) {
   EXPECT_EQ(again.stats.n_cached_tokens, prompt_point);
 }
 
+// A purge of the namespace (DELETE /v1/cache) drops its snapshots with its blocks, in RAM and on disk: the next
+// request, and the next engine on the directory, compute cold.
+TEST_F(HybridTiers, APurgeDropsTheSnapshotsInRamAndOnDisk) {
+  engine::EngineConfig cfg = config_for(lm_, dir_);
+  cfg.tiers.write_through = true;  // blocks on disk as they are computed, as snapshots are
+  {
+    engine::Engine eng(*lm_.model, cfg);
+    run(eng, prompt_, 4);
+    const int32_t prompt_point = (static_cast<int32_t>(prompt_.size()) - 1) / kBlock * kBlock;
+    EXPECT_EQ(run(eng, prompt_, 4).stats.n_cached_tokens, prompt_point);
+    eng.step();
+    ASSERT_GT(eng.counters().n_state_snapshots, 0);
+    EXPECT_GT(eng.purge_namespace(""), 0);
+    eng.step();
+    EXPECT_EQ(eng.counters().n_state_snapshots, 0);
+    eng.stop();
+    const engine::EngineCounters c = eng.counters();
+    ASSERT_EQ(c.tiers.size(), 1u);
+    EXPECT_EQ(c.tiers[0].n_records, 0) << "the disk tier keeps no record of the purged namespace";
+  }
+  engine::Engine next(*lm_.model, cfg);
+  const Outcome o = run(next, prompt_, 4);
+  expect_identical(o, cold(prompt_, 4), "after the purge and a restart");
+  EXPECT_EQ(o.stats.n_cached_tokens, 0) << "nothing of the purged namespace is left on disk";
+  next.step();
+  EXPECT_EQ(next.counters().n_tier_loaded_snapshots, 0);
+}
+
 }  // namespace
 }  // namespace preface::test
