@@ -38,7 +38,7 @@ double cpu_ms() {
 // F16 KV storage for n_seqs sequences of up to n_pos positions each; sequence s owns blocks s * per_seq...
 struct Kv {
   Kv(const preface::model::Config& c, int32_t n_seqs, int32_t n_pos) {
-    view.type = KvType::F16;
+    view.format = KvType::F16;
     view.block_size = 16;
     const int32_t per_seq = (n_pos + 15) / 16;
     view.n_blocks = per_seq * n_seqs;

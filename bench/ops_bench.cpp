@@ -44,13 +44,15 @@ struct F16Pages {
   // KV head `head` of these rows, block b at table[b].
   KvPages pages(const std::vector<int32_t>& table, size_t head) const {
     KvPages p;
-    p.type = KvType::F16;
+    p.k_type = KvType::F16;
+    p.v_type = KvType::F16;
     p.k_base = reinterpret_cast<const uint8_t*>(k.data());
     p.v_base = reinterpret_cast<const uint8_t*>(v.data());
     p.block_table = table.data();
     p.block_size = kBlock;
-    p.row_bytes = kRowBytes;
-    p.head_offset_bytes = head * kHeadDim * 2;
+    p.k_row_bytes = kRowBytes;
+    p.v_row_bytes = kRowBytes;
+    p.head_value = head * kHeadDim;
     return p;
   }
   int32_t n_blocks;

@@ -85,18 +85,18 @@ void bench_engine(const BenchOptions& opts) {
   auto model = model::Model::load(path, opts.max_batch_tokens);
   const auto tokenizer = Tokenizer::from_gguf(model->file());
   engine::EngineConfig cfg;
-  cfg.kv_type = kernels::parse_kv_type(opts.model.kv_type);
+  cfg.kv_format = kv_format(opts.model, model->memory());
   cfg.block_size = opts.model.block_size;
   cfg.kv_cache_bytes = parse_bytes(opts.kv_cache_mem);
   cfg.max_batch_tokens = opts.max_batch_tokens;
   cfg.n_threads = resolve_threads(opts.model.threads);
   Bench b{*model, *tokenizer, cfg};
-  nlohmann::json out = {{"model", path}, {"threads", cfg.n_threads}, {"kv_type", opts.model.kv_type}};
+  nlohmann::json out = {{"model", path}, {"threads", cfg.n_threads}, {"kv_type", cfg.kv_format.name()}};
   auto say = [&](const char* fmt, auto... args) {
     if (!opts.json) std::fprintf(stderr, fmt, args...);
   };
   const int32_t ctx = model->config().ctx_len;
-  say("model %s | %d threads | kv %s\n", path.c_str(), cfg.n_threads, opts.model.kv_type.c_str());
+  say("model %s | %d threads | kv %s\n", path.c_str(), cfg.n_threads, cfg.kv_format.describe().c_str());
 
   // Prefill: one cold prompt per length, prefix cache off; tok/s over the time to the first token.
   for (int32_t n : opts.prefill_lengths) {

@@ -29,7 +29,6 @@ namespace {
 struct KvOptions {
   ModelOptions model;
   std::string shape;
-  std::string kv_type = "f16";
   int32_t block_size = 16;
   std::string mem;          // --mem, parse_bytes syntax; empty: a table of common budgets
   std::string prefix;       // --prefix, tokens (decimal digits); empty: no prefix
@@ -73,7 +72,7 @@ std::string short_sci(double v, int n_decimals) {
 struct Report {
   model::KvShape shape;
   model::MemoryLayout memory;     // model::memory_layout(shape), computed once: bytes per token and the groups
-  kernels::KvType dtype = kernels::KvType::F16;
+  kernels::KvFormat dtype;
   std::vector<model::KvBudget> budgets;  // [1] with --mem, else one per kDefaultBudgets
   std::optional<model::PrefixCost> prefix;
   double prefill_rate = 0;        // tokens/s; 0: unknown
@@ -91,7 +90,6 @@ double measure_prefill_rate(const KvOptions& o, int32_t n_tokens, int32_t* n_mea
                                                model->max_batch_tokens()}));
   *n_measured = n_tokens;
   ModelOptions mo = o.model;
-  mo.kv_type = o.kv_type;
   mo.block_size = o.block_size;
   auto eng = local_engine(*model, *tokenizer, mo, n_tokens + 1);
   double prefill_ms = 0;
@@ -165,7 +163,12 @@ void print_json(const KvOptions& o, const Report& r) {
     }
     j["memory_groups"].push_back(group);
   }
-  j["kv_type"] = kernels::kv_type_name(r.dtype);
+  j["kv_type"] = r.dtype.name();
+  j["kv_type_k"] = kernels::kv_type_name(r.dtype.k);
+  j["kv_type_v"] = kernels::kv_type_name(r.dtype.v);
+  j["kv_rotate_k"] = r.dtype.rotate_k;
+  j["kv_rotate_v"] = r.dtype.rotate_v;
+  j["kv_bytes_per_token"] = r.memory.paged_bytes_per_token(r.dtype);
   j["block_size"] = o.block_size;
   j["budgets"] = nlohmann::json::array();
   for (const model::KvBudget& b : r.budgets) j["budgets"].push_back(budget_json(b));
@@ -237,8 +240,8 @@ void print_context(const Report& r) {
 
 void print_text(const KvOptions& o, const Report& r) {
   const model::KvShape& s = r.shape;
-  const kernels::KvType t = r.dtype;
-  const char* dtype = kernels::kv_type_name(t);
+  const kernels::KvFormat& t = r.dtype;
+  const std::string dtype = t.describe();
   // ffn_dim 0: the width differs per layer (gemma4) or the file does not say.
   const std::string ffn = s.ffn_dim > 0 ? std::to_string(s.ffn_dim) : std::string("per layer or unknown");
   std::printf("shape       %s (%s): %d layers, %d heads, %d KV heads, head dim %d, dim %d, ffn %s, vocab %d%s%s\n",
@@ -255,19 +258,24 @@ void print_text(const KvOptions& o, const Report& r) {
   }
   for (kernels::KvType d : kernels::kAllKvTypes) {
     const uint64_t n = r.memory.paged_bytes_per_token(d);
-    std::printf("  %-5s %-11s %14s bytes%s\n", kernels::kv_type_name(d),
-                format_bytes(n).c_str(), group_digits(n).c_str(), d == t ? "   <- --kv-type" : "");
+    std::printf("  %-6s %-11s %14s bytes%s\n", kernels::kv_type_name(d),
+                format_bytes(n).c_str(), group_digits(n).c_str(), t.k == d && t.v == d ? "   <- --kv-type" : "");
+  }
+  if (t.k != t.v) {
+    const uint64_t n = r.memory.paged_bytes_per_token(t);
+    std::printf("  %-6s %-11s %14s bytes   <- --kv-type-k / --kv-type-v\n", t.name().c_str(),
+                format_bytes(n).c_str(), group_digits(n).c_str());
   }
   const std::vector<model::MemoryGroup>& groups = r.memory.groups();
   for (size_t i = 0; i < groups.size(); ++i) {
     std::printf("memory      group %zu of %zu: %s\n", i + 1, groups.size(), groups[i].summary(t).c_str());
   }
-  if (s.head_dim % 32 != 0) {
-    std::printf("  (q8_0 row shown padded to whole 32-value blocks; the engine refuses q8_0 for head dim %d)\n",
-                s.head_dim);
+  if (static_cast<int64_t>(s.n_kv_heads) * s.head_dim % 32 != 0) {
+    std::printf("  (block-type rows shown padded to whole 32-value blocks; the engine refuses block types for rows "
+                "of %d values)\n", s.n_kv_heads * s.head_dim);
   }
   std::printf("block       %d tokens = %s in %s\n", o.block_size, format_bytes(r.budgets.at(0).block_bytes).c_str(),
-              dtype);
+              dtype.c_str());
   if (o.mem.empty()) std::printf("budgets     (common sizes; --mem sets one)\n");
   for (const model::KvBudget& b : r.budgets) {
     std::printf("budget      %s (%s bytes) holds %s blocks = %s tokens\n", format_bytes(b.budget_bytes).c_str(),
@@ -301,9 +309,9 @@ void run_kv(const KvOptions& o) {
     return;
   }
   Report r;
-  r.dtype = kernels::parse_kv_type(o.kv_type);
   r.shape = load_shape(o);
   r.memory = model::memory_layout(r.shape);
+  r.dtype = kv_format(o.model, r.memory, false);
   if (!o.mem.empty()) {
     const uint64_t budget_bytes = parse_bytes(o.mem);
     if (budget_bytes == 0) throw Error("--mem must be more than 0 bytes");
@@ -346,9 +354,7 @@ void register_kv(CLI::App& app) {
   cmd->add_option("--shape", opts->shape, "A built-in model shape instead of -m (see --list-shapes)")
       ->excludes(cmd->get_option("--model"));
   cmd->add_flag("--list-shapes", opts->list_shapes, "List the built-in shapes and exit");
-  cmd->add_option("--kv-type", opts->kv_type, "KV value type: f32, f16, bf16 or q8_0")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0"}, CLI::ignore_case))
-      ->capture_default_str();
+  add_kv_format_options(*cmd, opts->model);
   cmd->add_option("--block-size", opts->block_size, "Tokens per KV block")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();

@@ -188,7 +188,6 @@ void serve(ServeOptions& opts) {
   identity.aliases = opts.aliases;
   resolve_chat_template(opts, identity);
   engine::EngineConfig config;
-  config.kv_type = kernels::parse_kv_type(opts.model.kv_type);
   config.block_size = opts.model.block_size;
   config.kv_cache_bytes = opts.kv_cache_mem.empty() ? 0 : parse_bytes(opts.kv_cache_mem);
   config.state_snapshot_bytes = opts.state_cache_mem.empty() ? 0 : parse_bytes(opts.state_cache_mem);
@@ -235,6 +234,7 @@ void serve(ServeOptions& opts) {
   model = model::Model::load(identity.path, opts.max_batch_tokens,
                              opts.no_mmap ? MappedFile::Mode::Copy : MappedFile::Mode::Map);
   std::fprintf(stderr, "preface: model %s\n", model::model_summary(*model).c_str());
+  config.kv_format = kv_format(opts.model, model->memory());
   tokenizer = Tokenizer::from_gguf(model->file());
   for (const std::string& w : tokenizer->load_warnings()) std::fprintf(stderr, "preface: warning: %s\n", w.c_str());
   engine = std::make_unique<engine::Engine>(*model, engine::with_eog(config, *tokenizer));
@@ -243,12 +243,12 @@ void serve(ServeOptions& opts) {
   const engine::EngineDescription kv = engine->describe();
   const auto n_tokens = static_cast<uint64_t>(kv.n_kv_blocks) * static_cast<uint64_t>(kv.block_size);
   const auto bytes_per_token = static_cast<unsigned long long>(
-      model->memory().paged_bytes_per_token(kv.kv_type) -
-      (kv.n_window_blocks > 0 ? model->memory().windowed_bytes_per_token(kv.kv_type) : 0));
+      model->memory().paged_bytes_per_token(kv.kv_format) -
+      (kv.n_window_blocks > 0 ? model->memory().windowed_bytes_per_token(kv.kv_format) : 0));
   std::fprintf(stderr,
                "preface: KV cache (%s): %llu bytes per token, %d blocks of %d tokens = %llu tokens (%s allocated%s); "
                "prefix cache %s; %d threads\n",
-               opts.model.kv_type.c_str(), bytes_per_token, kv.n_kv_blocks, kv.block_size,
+               kv.kv_format.describe().c_str(), bytes_per_token, kv.n_kv_blocks, kv.block_size,
                static_cast<unsigned long long>(n_tokens), format_bytes(kv.kv_bytes).c_str(),
                config.kv_cache_bytes ? "" : ", sized from the context and --max-running",
                kv.prefix_cache ? "on" : "off",
@@ -256,7 +256,7 @@ void serve(ServeOptions& opts) {
   const model::MemoryLayout& memory = model->memory();
   for (size_t i = 0; i < memory.groups().size(); ++i) {
     std::fprintf(stderr, "preface: memory group %zu of %zu: %s\n", i + 1, memory.groups().size(),
-                 memory.groups()[i].summary(kv.kv_type).c_str());
+                 memory.groups()[i].summary(kv.kv_format).c_str());
   }
   if (kv.n_window_blocks > 0) {
     const auto window_tokens = static_cast<unsigned long long>(kv.n_window_blocks) * kv.block_size;
@@ -264,7 +264,7 @@ void serve(ServeOptions& opts) {
                  "preface: sliding-window layers: a pool of their own, %d blocks (%llu tokens), %llu bytes per token; "
                  "a sequence holds the last %d positions of them (--kv-window-reclaim)\n",
                  kv.n_window_blocks, window_tokens,
-                 static_cast<unsigned long long>(memory.windowed_bytes_per_token(kv.kv_type)), kv.window);
+                 static_cast<unsigned long long>(memory.windowed_bytes_per_token(kv.kv_format)), kv.window);
   } else if (memory.can_split_windows()) {
     std::fprintf(stderr, "preface: sliding-window layers keep every position (--kv-window-reclaim off%s)\n",
                  config.tiers.enabled() ? ", or the cache tiers are on" : "");

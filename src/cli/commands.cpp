@@ -11,6 +11,7 @@ void register_commands(CLI::App& app) {
   register_kv(app);
   register_bench(app);
   register_verify(app);
+  register_perplexity(app);
 }
 
 }  // namespace preface::cli

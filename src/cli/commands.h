@@ -15,5 +15,6 @@ void register_synth(CLI::App& app);     // cmd_synth.cpp
 void register_kv(CLI::App& app);        // cmd_kv.cpp
 void register_bench(CLI::App& app);     // cmd_bench.cpp
 void register_verify(CLI::App& app);    // cmd_verify.cpp
+void register_perplexity(CLI::App& app);  // cmd_perplexity.cpp
 
 }  // namespace preface::cli

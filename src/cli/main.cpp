@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "util/error.h"
 
 int main(int argc, char** argv) {
@@ -14,6 +15,7 @@ int main(int argc, char** argv) {
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
   app.set_version_flag("--version", "preface " PREFACE_VERSION);
   preface::cli::register_commands(app);
+  preface::cli::rewrite_llama_cpp_flags(argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

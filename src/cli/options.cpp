@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 #include <vector>
@@ -47,13 +48,60 @@ void add_model_options(CLI::App& cmd, ModelOptions& opts) {
   add_model_path_option(cmd, opts);
   cmd.add_option("--threads", opts.threads, "Worker threads (default: number of cores)")
       ->check(CLI::Range(0, 1024));
-  cmd.add_option("--kv-type", opts.kv_type,
-                 "KV cache value type: f32, f16, bf16 or q8_0 (blocks of 32 values; needs head_dim % 32 == 0)")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0"}))
-      ->capture_default_str();
+  add_kv_format_options(cmd, opts);
   cmd.add_option("--block-size", opts.block_size, "Tokens per KV cache block")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
+}
+
+void add_kv_format_options(CLI::App& cmd, ModelOptions& opts) {
+  const auto types = CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"},
+                                   CLI::ignore_case);
+  cmd.add_option("--kv-type", opts.kv_type,
+                 "KV cache value type of K and V: f32, f16 (default), bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0 or q5_1 "
+                 "(the block types store rows of whole 32-value blocks)")
+      ->check(types);
+  cmd.add_option("--kv-type-k,--cache-type-k", opts.kv_type_k, "The K rows' type (overrides --kv-type; also -ctk)")
+      ->check(types);
+  cmd.add_option("--kv-type-v,--cache-type-v", opts.kv_type_v, "The V rows' type (overrides --kv-type; also -ctv)")
+      ->check(types);
+  cmd.add_option("--kv-rotate", opts.kv_rotate,
+                 "Hadamard rotation of K/V rows: auto (a side of a block type, where heads are multiples of 64), on, "
+                 "off")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
+}
+
+namespace {
+
+std::string side_type(const ModelOptions& opts, const std::string& side) {
+  if (!side.empty()) return side;
+  return opts.kv_type.empty() ? "f16" : opts.kv_type;
+}
+
+}  // namespace
+
+kernels::KvFormat kv_format(const ModelOptions& opts, const model::MemoryLayout& memory, bool check) {
+  const kernels::KvType k = kernels::parse_kv_type(side_type(opts, opts.kv_type_k));
+  const kernels::KvType v = kernels::parse_kv_type(side_type(opts, opts.kv_type_v));
+  const kernels::KvFormat f = kernels::resolve_kv_format(k, v, kernels::parse_kv_rotate(opts.kv_rotate),
+                                                         memory.k_rotation_fits(), memory.v_rotation_fits());
+  if (check) memory.check_type_fits(f);
+  return f;
+}
+
+std::string kv_types_text(const ModelOptions& opts) {
+  const std::string k = side_type(opts, opts.kv_type_k), v = side_type(opts, opts.kv_type_v);
+  return k == v ? k : k + "/" + v;
+}
+
+void rewrite_llama_cpp_flags(int argc, char** argv) {
+  static char cache_type_k[] = "--cache-type-k";
+  static char cache_type_v[] = "--cache-type-v";
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "-ctk") == 0) argv[i] = cache_type_k;
+    if (std::strcmp(argv[i], "-ctv") == 0) argv[i] = cache_type_v;
+  }
 }
 
 std::string resolve_model_path(const std::string& flag) {

@@ -27,7 +27,7 @@ class Backend : public kv::BlockStorage {
   // SHA-256 of the weights file (roots every cache namespace).
   virtual const std::string& fingerprint() const = 0;
   virtual int32_t max_batch_tokens() const = 0;
-  virtual kernels::KvType kv_type() const = 0;
+  virtual kernels::KvFormat kv_format() const = 0;
   virtual int32_t block_size() const = 0;
   virtual int32_t n_kv_blocks() const = 0;
   virtual size_t kv_bytes() const = 0;  // the whole KV storage

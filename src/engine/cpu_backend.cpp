@@ -8,12 +8,12 @@
 
 namespace preface::engine {
 
-uint64_t kv_bytes_per_token(const model::MemoryLayout& memory, kernels::KvType type) {
+uint64_t kv_bytes_per_token(const model::MemoryLayout& memory, const kernels::KvFormat& type) {
   memory.check_type_fits(type);  // before sizing: a refused type's row size means nothing
   return memory.paged_bytes_per_token(type);
 }
 
-int32_t kv_blocks_for_budget(const model::MemoryLayout& memory, kernels::KvType type, int32_t block_size,
+int32_t kv_blocks_for_budget(const model::MemoryLayout& memory, const kernels::KvFormat& type, int32_t block_size,
                              uint64_t budget) {
   const uint64_t per_block = kv_bytes_per_token(memory, type) * static_cast<uint64_t>(block_size);
   const uint64_t n = budget / per_block;
@@ -32,7 +32,7 @@ uint64_t window_pool_blocks(const model::MemoryLayout& memory, int32_t block_siz
   return 2 * needed;
 }
 
-KvPools kv_pools_for_budget(const model::MemoryLayout& memory, kernels::KvType type, int32_t block_size,
+KvPools kv_pools_for_budget(const model::MemoryLayout& memory, const kernels::KvFormat& type, int32_t block_size,
                             uint64_t budget, int32_t max_running, int32_t max_batch_tokens) {
   const int32_t n_equal = kv_blocks_for_budget(memory, type, block_size, budget);
   if (!memory.can_split_windows()) return {n_equal, 0};
@@ -44,7 +44,7 @@ KvPools kv_pools_for_budget(const model::MemoryLayout& memory, kernels::KvType t
   return {static_cast<int32_t>(std::min<uint64_t>(n_main, 1u << 24)), static_cast<int32_t>(n_window)};
 }
 
-CpuBackend::CpuBackend(model::Model& model, kernels::KvType kv_type, int32_t block_size, int32_t n_blocks,
+CpuBackend::CpuBackend(model::Model& model, const kernels::KvFormat& kv_type, int32_t block_size, int32_t n_blocks,
                        int32_t n_threads, int32_t n_state_slots, int32_t n_window_blocks)
     : model_(model),
       threads_(n_threads > 0 ? n_threads : ThreadPool::hardware_threads()),

@@ -17,14 +17,14 @@ class CpuBackend final : public Backend {
   // cannot store the model's heads or the allocation fails. n_threads <= 0: hardware.
   // n_window_blocks > 0: the sliding-window layers get a pool of their own of that many blocks (the layout must
   // can_split_windows; kv::KvStorage).
-  CpuBackend(model::Model& model, kernels::KvType kv_type, int32_t block_size, int32_t n_blocks, int32_t n_threads,
+  CpuBackend(model::Model& model, const kernels::KvFormat& kv_type, int32_t block_size, int32_t n_blocks, int32_t n_threads,
              int32_t n_state_slots = 0, int32_t n_window_blocks = 0);
 
   const model::Config& config() const override { return model_.config(); }
   const model::MemoryLayout& memory() const override { return model_.memory(); }
   const std::string& fingerprint() const override { return model_.fingerprint(); }
   int32_t max_batch_tokens() const override { return model_.max_batch_tokens(); }
-  kernels::KvType kv_type() const override { return storage_.type(); }
+  kernels::KvFormat kv_format() const override { return storage_.format(); }
   int32_t block_size() const override { return storage_.block_size(); }
   int32_t n_kv_blocks() const override { return storage_.n_blocks(); }
   size_t kv_bytes() const override { return storage_.size_bytes(); }
@@ -48,11 +48,11 @@ class CpuBackend final : public Backend {
 
 // K and V bytes of one token over all paged layers (model::MemoryLayout::paged_bytes_per_token). Throws
 // preface::Error when the type cannot store the model's heads.
-uint64_t kv_bytes_per_token(const model::MemoryLayout& memory, kernels::KvType type);
+uint64_t kv_bytes_per_token(const model::MemoryLayout& memory, const kernels::KvFormat& type);
 
 // KV blocks of block_size tokens that fit in budget_bytes for this layout and type. Throws preface::Error when the
 // type cannot store the model's heads or not even one block fits.
-int32_t kv_blocks_for_budget(const model::MemoryLayout& memory, kernels::KvType type, int32_t block_size,
+int32_t kv_blocks_for_budget(const model::MemoryLayout& memory, const kernels::KvFormat& type, int32_t block_size,
                              uint64_t budget_bytes);
 
 // The split of a budget between the main pool and the sliding-window layers' own pool (kv/window_pool.h). Each
@@ -67,7 +67,7 @@ struct KvPools {
 // hold at once.
 uint64_t window_pool_blocks(const model::MemoryLayout& memory, int32_t block_size, int32_t max_running,
                             int32_t max_batch_tokens);
-KvPools kv_pools_for_budget(const model::MemoryLayout& memory, kernels::KvType type, int32_t block_size,
+KvPools kv_pools_for_budget(const model::MemoryLayout& memory, const kernels::KvFormat& type, int32_t block_size,
                             uint64_t budget_bytes, int32_t max_running, int32_t max_batch_tokens);
 
 }  // namespace preface::engine

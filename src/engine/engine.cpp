@@ -16,7 +16,7 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 Engine::~Engine() { stop(); }
 
 kv::Digest Engine::cache_namespace(const std::string& salt) const {
-  return kv::namespace_digest(fingerprint_, kernels::kv_type_name(config_.kv_type), config_.block_size, rope_desc_,
+  return kv::namespace_digest(fingerprint_, config_.kv_format.name(), config_.block_size, rope_desc_,
                               salt);
 }
 

@@ -39,7 +39,9 @@
 namespace preface::engine {
 
 struct EngineConfig {
-  kernels::KvType kv_type = kernels::KvType::F16;
+  // What the pool stores: K and V types and rotation (kernels/kv_type.h; the CLI resolves --kv-rotate auto with
+  // the model's head sizes, kernels::resolve_kv_format). Part of the cache namespace.
+  kernels::KvFormat kv_format;
   int32_t block_size = 16;              // tokens per KV block
   uint64_t kv_cache_bytes = 0;          // KV pool budget; 0 = default_kv_cache_bytes()
   int32_t max_batch_tokens = 512;       // tokens per step (<= the model's max_batch_tokens)
@@ -148,7 +150,7 @@ struct EngineDescription {
   int32_t block_size = 0;
   int32_t n_kv_blocks = 0;
   size_t kv_bytes = 0;                  // the KV storage allocated (recurrent state slots included)
-  kernels::KvType kv_type = kernels::KvType::F16;
+  kernels::KvFormat kv_format;
   bool prefix_cache = true;
   uint64_t snapshot_budget_bytes = 0;   // recurrent-state snapshots (models with recurrent layers), else 0
   int32_t n_window_blocks = 0;          // the sliding-window layers' own pool (kv/window_pool.h); 0: none
@@ -181,7 +183,7 @@ class Engine {
   // config.kv_cache_bytes, allocated now. Throws preface::Error on a bad config (e.g. a budget too small for one
   // block, max_batch_tokens above the model's).
   Engine(model::Model& model, const EngineConfig& config);
-  // Runs on `backend`, whose KV storage sets the pool (config.kv_type, block_size and kv_cache_bytes are
+  // Runs on `backend`, whose KV storage sets the pool (config.kv_format, block_size and kv_cache_bytes are
   // ignored; the backend's count).
   Engine(std::unique_ptr<Backend> backend, const EngineConfig& config);
   ~Engine();

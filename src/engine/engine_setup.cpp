@@ -24,9 +24,9 @@ std::unique_ptr<Backend> cpu_backend(model::Model& model, const EngineConfig& c)
   const int32_t n_state_slots = model.memory().has_state() ? std::max(c.max_running, 1) : 0;
   const KvPools pools =
       split_windows(model, c)
-          ? kv_pools_for_budget(model.memory(), c.kv_type, c.block_size, budget, c.max_running, c.max_batch_tokens)
-          : KvPools{kv_blocks_for_budget(model.memory(), c.kv_type, c.block_size, budget), 0};
-  return std::make_unique<CpuBackend>(model, c.kv_type, c.block_size, pools.n_blocks, c.n_threads, n_state_slots,
+          ? kv_pools_for_budget(model.memory(), c.kv_format, c.block_size, budget, c.max_running, c.max_batch_tokens)
+          : KvPools{kv_blocks_for_budget(model.memory(), c.kv_format, c.block_size, budget), 0};
+  return std::make_unique<CpuBackend>(model, c.kv_format, c.block_size, pools.n_blocks, c.n_threads, n_state_slots,
                                       pools.n_window_blocks);
 }
 
@@ -68,11 +68,11 @@ uint64_t default_kv_cache_bytes(const model::Model& model, const EngineConfig& c
   const model::MemoryLayout& memory = model.memory();
   const auto n_running = static_cast<uint64_t>(std::max(c.max_running, 1));
   const auto ctx = static_cast<uint64_t>(std::max(model.config().ctx_len, 1));
-  const uint64_t per_token = kv_bytes_per_token(memory, c.kv_type);
+  const uint64_t per_token = kv_bytes_per_token(memory, c.kv_format);
   uint64_t wanted = per_token * ctx * n_running;
   if (split_windows(model, c)) {
     // The global layers' every position, and the window pool kv_pools_for_budget would make.
-    const uint64_t windowed = memory.windowed_bytes_per_token(c.kv_type);
+    const uint64_t windowed = memory.windowed_bytes_per_token(c.kv_format);
     const auto bs = static_cast<uint64_t>(std::max(c.block_size, 1));
     const uint64_t window_blocks = window_pool_blocks(memory, c.block_size, c.max_running, c.max_batch_tokens);
     wanted = std::min(wanted, (per_token - windowed) * ctx * n_running + windowed * bs * window_blocks);
@@ -92,7 +92,7 @@ Engine::Engine(std::unique_ptr<Backend> backend, const EngineConfig& config)
       runner_(*backend_, std::max(config.max_running, 1)),
       pins_(std::max(1, backend_->n_kv_blocks() / 2), config.max_pinned_blocks_per_group),
       verifier_(config.verify_fraction, config.max_pending_verifications) {
-  config_.kv_type = backend_->kv_type();
+  config_.kv_format = backend_->kv_format();
   config_.block_size = backend_->block_size();
   std::sort(config_.end_of_generation.begin(), config_.end_of_generation.end());
   if (config_.max_batch_tokens < 1 || config_.max_batch_tokens > backend_->max_batch_tokens()) {
@@ -113,7 +113,7 @@ Engine::Engine(std::unique_ptr<Backend> backend, const EngineConfig& config)
 EngineDescription Engine::describe() const {
   const auto& cfg = backend_->config();
   EngineDescription d{cfg.ctx_len,          cfg.n_vocab,          backend_->block_size(), backend_->n_kv_blocks(),
-                      backend_->kv_bytes(), backend_->kv_type(), config_.prefix_cache, cache_.snapshots().budget_bytes()};
+                      backend_->kv_bytes(), backend_->kv_format(), config_.prefix_cache, cache_.snapshots().budget_bytes()};
   d.n_window_blocks = backend_->n_window_blocks();
   d.window = d.n_window_blocks > 0 ? backend_->memory().max_window() : 0;
   return d;

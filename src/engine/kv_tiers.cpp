@@ -12,7 +12,7 @@ KvTiers::KvTiers(const TierConfig& config, const Backend& backend, kv::KvCache& 
     : config_(config),
       cache_(cache),
       model_(kv::model_digest(backend.fingerprint())),
-      kv_type_(kernels::kv_type_name(backend.kv_type())) {
+      kv_type_(backend.kv_format().name()) {
   const auto compression = config.compress ? kv::Compression::Zstd : kv::Compression::None;
   std::shared_ptr<const kv::RecordKey> key;
   if (!config.key_file.empty()) key = std::make_shared<const kv::RecordKey>(kv::RecordKey::from_file(config.key_file));
@@ -22,6 +22,7 @@ KvTiers::KvTiers(const TierConfig& config, const Backend& backend, kv::KvCache& 
     o.max_bytes = config.disk_bytes;
     o.compression = compression;
     o.model = model_;
+    o.kv_type = kv_type_;
     o.key = key;
     disk_ = std::make_unique<kv::DiskTier>(o);
   }

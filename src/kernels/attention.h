@@ -6,8 +6,8 @@
 // computed for one query depends only on that query, its position count and the stored rows — never on the
 // other queries of the tile, their number or their positions:
 //   for each chunk c of positions [c * kAttnChunk, (c + 1) * kAttnChunk) ∩ [first_pos, n_pos), in order:
-//     s_i   = dot(q', K_i) * scale             q' = q rounded to the storage type (as ggml does; F32 and Q8_0:
-//                                              q' = q)
+//     s_i   = dot(q', K_i) * scale             q' = q rounded to the K type (as ggml does; F32 and the block
+//                                              types: q' = q)
 //     s_i   = softcap * softcap_tanh(s_i * (1 / softcap)) (ops.h), only when softcap > 0 (gemma2; before the window)
 //     m'    = max(m, max_i s_i);   a = exp(m - m')   (a = 0 for the first chunk)
 //     p_i   = exp(s_i - m')
@@ -20,8 +20,9 @@
 // first_pos (a sliding window) may be loaded with its chunk's other rows, but never reach its output (a NaN there
 // changes nothing). Chunks are fixed multiples of kAttnChunk in absolute positions, so a window changes which
 // positions count, never how the counted ones are summed: the result depends on (q, first_pos, n_pos, rows) only.
-// K_i, V_i are the stored rows widened to f32, exactly: F16/BF16 widen exactly, and a Q8_0 value is
-// f32(d) * f32(q) (an 11-bit by 8-bit significand product, exact in f32), so every path sees the same K_i, V_i.
+// K_i, V_i are the stored rows widened to f32 as kernels::kv_value gives them (kv_rows.h): F16/BF16 widen exactly,
+// and a block type's value is f32(d) * f32(q) (exact) plus f32(m) for q4_1/q5_1 (one rounding), so every path sees
+// the same K_i, V_i.
 #pragma once
 #include <cmath>
 #include <cstddef>
@@ -43,16 +44,19 @@ inline int32_t attention_first_read(int32_t n_pos, int32_t window) {
 }
 
 // Where the K and V rows of one KV head live: position p is at block block_table[p / block_size], slot
-// p % block_size, i.e. bytes base + (block * block_size + slot) * row_bytes + head_offset_bytes, holding
-// head_dim values of `type` (Q8_0: head_dim / 32 blocks).
+// p % block_size, i.e. row (block * block_size + slot) of k_base (k_row_bytes apart) and of v_base (v_row_bytes
+// apart); the head is the row's values [head_value, head_value + head_dim), of k_type and v_type
+// (kernels/kv_type.h; a block type's row is blocks of 32 values, and a head may start inside a block).
 struct KvPages {
-  KvType type = KvType::F16;
-  const uint8_t* k_base = nullptr;  // [n_blocks][block_size][row_bytes]
-  const uint8_t* v_base = nullptr;  // same layout as k_base
+  KvType k_type = KvType::F16;
+  KvType v_type = KvType::F16;
+  const uint8_t* k_base = nullptr;  // [n_blocks][block_size][k_row_bytes]
+  const uint8_t* v_base = nullptr;  // [n_blocks][block_size][v_row_bytes]
   const int32_t* block_table = nullptr;  // covers positions 0..max n_pos - 1
   int32_t block_size = 16;
-  size_t row_bytes = 0;          // one token's K (or V) row, all KV heads
-  size_t head_offset_bytes = 0;  // this KV head within a row
+  size_t k_row_bytes = 0;  // one token's K row, all KV heads
+  size_t v_row_bytes = 0;  // one token's V row
+  size_t head_value = 0;   // this KV head's first value within a row (kv_head * head_dim)
 };
 
 struct AttnQuery {
@@ -110,7 +114,8 @@ namespace avx512 {
 bool available();  // CPU supports AVX-512 F, BW, VL and DQ (and AVX2, FMA, F16C)
 void attention_tile(const AttnTile& tile, float* scratch);
 // Several tiles (each as attention_tile computes it) whose queries each share one n_pos and have first_pos 0, without
-// soft-capping (decode: one token's query heads per KV head) over F32, F16 or BF16 rows with head_dim % 16 == 0 or Q8_0 rows (head_dim % 32 == 0), reading
+// soft-capping (decode: one token's query heads per KV head) whose K and V share one type: F32, F16 or BF16 with
+// head_dim % 16 == 0, or Q8_0 with heads of whole blocks (head_dim % 32 == 0), reading
 // K/V straight from the pages, up to 8 tiles chunk by chunk together (the KV heads of one token share their rows'
 // cache lines); returns false, computing nothing, unless every tile qualifies. Tile i's scratch starts at
 // scratch + i * scratch_stride.

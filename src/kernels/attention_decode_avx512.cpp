@@ -36,6 +36,7 @@
 namespace preface::kernels::avx512 {
 namespace {
 
+using avx2::HeadBytes;
 using avx2::for_rows;
 using avx2::hsum_8x8;
 using avx2::kGroups;
@@ -196,7 +197,7 @@ class SharedTile {
     zero_row_ = reinterpret_cast<uint8_t*>(scratch + lay_.k);  // the widened copy's space, unused here
     std::memset(zero_row_, 0, kv_row_bytes(kElem, hd));  // Q8_0: d = 0 and q = 0, values 0
     for (size_t j = 0; j < tile.n_queries; ++j) {
-      round_query(tile.kv.type, tile.queries[j].q, hd, hp, scratch + lay_.q + j * hp);
+      round_query(tile.kv.k_type, tile.queries[j].q, hd, hp, scratch + lay_.q + j * hp);
       std::memset(scratch + lay_.acc + j * hp, 0, hp * sizeof(float));
       scratch[lay_.m + j] = -__builtin_inff();
       scratch[lay_.l + j] = 0.0f;
@@ -210,20 +211,20 @@ class SharedTile {
     const AttnTile& tile = *tile_;
     const KvPages& kv = tile.kv;
     const size_t hp = lay_.hd_pad, nq = tile.n_queries;
-    const size_t head_bytes = kv_row_bytes(kElem, tile.head_dim);
+    const HeadBytes head(kElem, kv.head_value, tile.head_dim);  // K and V alike (one type, whole blocks)
     float* q = scratch_ + lay_.q;      // [nq][hp]
     float* acc = scratch_ + lay_.acc;  // [nq][hp]
     float* p = scratch_ + lay_.p;      // [nq][kAttnChunk]
     const int32_t n_valid = min32(kAttnChunk, n_pos_ - c0);
     const int n_groups = (n_valid + 7) / 8;
-    for_rows(kv, n_valid, table_index_, slot_, [&](int32_t i, size_t offset) {
-      k_rows_[i] = kv.k_base + offset;
-      v_rows_[i] = kv.v_base + offset;
+    for_rows(kv, n_valid, table_index_, slot_, [&](int32_t i, size_t row) {
+      k_rows_[i] = kv.k_base + row * kv.k_row_bytes + head.offset;
+      v_rows_[i] = kv.v_base + row * kv.v_row_bytes + head.offset;
     });
     for (int32_t i = n_valid; i < 8 * n_groups; ++i) k_rows_[i] = zero_row_;
     // The next chunk's rows stream in from memory while this one is computed.
     int32_t ahead_index = table_index_, ahead_slot = slot_;
-    prefetch_rows(kv, head_bytes, min32(kAttnChunk, n_pos_ - c0 - kAttnChunk), ahead_index, ahead_slot);
+    prefetch_rows(kv, head, head, min32(kAttnChunk, n_pos_ - c0 - kAttnChunk), ahead_index, ahead_slot);
 
     for (size_t j0 = 0; j0 < nq; j0 += kScoreQueries) {
       const float* qj = q + j0 * hp;
@@ -307,12 +308,12 @@ void shared_tiles(const AttnTile* tiles, size_t n_tiles, float* scratch, size_t 
 
 bool attention_tiles_shared(const AttnTile* tiles, size_t n_tiles, float* scratch, size_t scratch_stride) {
   if (n_tiles == 0) return true;
-  const KvType type = tiles[0].kv.type;
+  const KvType type = tiles[0].kv.k_type;
   const size_t head_multiple = type == KvType::Q8_0 ? 32 : 16;  // Q8_0: whole blocks
   for (size_t i = 0; i < n_tiles; ++i) {
     const AttnTile& tile = tiles[i];
-    if (tile.kv.type != type || tile.n_queries == 0 || tile.head_dim == 0 || tile.head_dim % head_multiple != 0 ||
-        tile.softcap > 0.0f) {
+    if (tile.kv.k_type != type || tile.kv.v_type != type || tile.n_queries == 0 || tile.head_dim == 0 ||
+        tile.head_dim % head_multiple != 0 || tile.kv.head_value % head_multiple != 0 || tile.softcap > 0.0f) {
       return false;
     }
     for (size_t j = 0; j < tile.n_queries; ++j) {
@@ -324,8 +325,8 @@ bool attention_tiles_shared(const AttnTile* tiles, size_t n_tiles, float* scratc
     case KvType::BF16: shared_tiles<KvType::BF16>(tiles, n_tiles, scratch, scratch_stride); return true;
     case KvType::F32: shared_tiles<KvType::F32>(tiles, n_tiles, scratch, scratch_stride); return true;
     case KvType::Q8_0: shared_tiles<KvType::Q8_0>(tiles, n_tiles, scratch, scratch_stride); return true;
+    default: return false;  // the other block types go through attention_tile
   }
-  return false;
 }
 
 }  // namespace preface::kernels::avx512

@@ -7,6 +7,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/attention_layout.h"
+#include "kernels/kv_rows.h"
 #include "kernels/ops.h"
 #include "util/fp16.h"
 
@@ -14,10 +15,15 @@ namespace preface::kernels {
 
 namespace {
 
-const uint8_t* row_at(const KvPages& kv, const uint8_t* base, int32_t pos) {
+// The start of the row (all KV heads) of position pos in a region of rows row_bytes apart.
+const uint8_t* row_at(const KvPages& kv, const uint8_t* base, size_t row_bytes, int32_t pos) {
   const size_t block = static_cast<size_t>(kv.block_table[pos / kv.block_size]);
-  return base + (block * static_cast<size_t>(kv.block_size) + static_cast<size_t>(pos % kv.block_size)) *
-                    kv.row_bytes + kv.head_offset_bytes;
+  return base + (block * static_cast<size_t>(kv.block_size) + static_cast<size_t>(pos % kv.block_size)) * row_bytes;
+}
+
+// The byte offset of the storage block (or value) holding value `value` of a row of type t.
+size_t head_bytes_offset(KvType t, size_t value) {
+  return value / kv_type_block_values(t) * kv_type_block_bytes(t);
 }
 
 // Asks for the cache line at p, into L1 (kToL1) or L2 only. An asm statement, which the compiler must keep: GCC 12
@@ -68,10 +74,14 @@ void attention_prefetch(const AttnTile* tiles, size_t n_tiles) {
     }
     first = first / kAttnChunk * kAttnChunk;  // the first chunk read
     for (size_t j = 0; j < tile.n_queries; ++j) prefetch_bytes(tile.queries[j].q, tile.head_dim * sizeof(float), to_l1);
-    const size_t bytes = kv_row_bytes(tile.kv.type, tile.head_dim);
+    const KvPages& kv = tile.kv;
+    const size_t k_off = head_bytes_offset(kv.k_type, kv.head_value), v_off = head_bytes_offset(kv.v_type, kv.head_value);
+    // The head's bytes, plus one block where it starts inside one.
+    const size_t k_bytes = kv_row_bytes(kv.k_type, tile.head_dim + kv_type_block_values(kv.k_type) - 1);
+    const size_t v_bytes = kv_row_bytes(kv.v_type, tile.head_dim + kv_type_block_values(kv.v_type) - 1);
     for (int32_t p = first; p < std::min(n_pos, first + kAttnChunk); ++p) {
-      prefetch_bytes(row_at(tile.kv, tile.kv.k_base, p), bytes, to_l1);
-      prefetch_bytes(row_at(tile.kv, tile.kv.v_base, p), bytes, to_l1);
+      prefetch_bytes(row_at(kv, kv.k_base, kv.k_row_bytes, p) + k_off, k_bytes, to_l1);
+      prefetch_bytes(row_at(kv, kv.v_base, kv.v_row_bytes, p) + v_off, v_bytes, to_l1);
     }
   }
 }
@@ -79,38 +89,13 @@ void attention_prefetch(const AttnTile* tiles, size_t n_tiles) {
 namespace scalar {
 namespace {
 
-float widen(KvType type, const uint8_t* row, size_t i) {
-  switch (type) {
-    case KvType::F32: {
-      float f;
-      std::memcpy(&f, row + 4 * i, sizeof(f));
-      return f;
-    }
-    case KvType::F16:
-    case KvType::BF16: {
-      uint16_t h;
-      std::memcpy(&h, row + 2 * i, sizeof(h));
-      return type == KvType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
-    }
-    case KvType::Q8_0: {  // block i / 32: {f16 d; int8 q[32]}; f32(d) * f32(q) is exact
-      const uint8_t* block = row + (i / 32) * 34;
-      uint16_t d;
-      std::memcpy(&d, block, sizeof(d));
-      const auto q = static_cast<int8_t>(block[2 + i % 32]);
-      return f16_to_f32(d) * static_cast<float>(q);
-    }
-  }
-  return 0.0f;
-}
-
 float round_to(KvType type, float x) {
   switch (type) {
     case KvType::F32: return x;
     case KvType::F16: return f16_to_f32(f32_to_f16(x));
     case KvType::BF16: return bf16_to_f32(f32_to_bf16(x));
-    case KvType::Q8_0: return x;  // the query stays f32; rows are dequantized
+    default: return x;  // block types: the query stays f32; rows are dequantized
   }
-  return x;
 }
 
 }  // namespace
@@ -128,7 +113,7 @@ void attention_tile(const AttnTile& tile, float* scratch) {
     n_pos_max = std::max(n_pos_max, qj.n_pos);
     first_pos_min = std::min(first_pos_min, qj.first_pos);
     float* q = scratch + lay.q + j * hp;
-    for (size_t d = 0; d < hd; ++d) q[d] = round_to(kv.type, qj.q[d]);
+    for (size_t d = 0; d < hd; ++d) q[d] = round_to(kv.k_type, qj.q[d]);
     std::memset(scratch + lay.acc + j * hp, 0, hp * sizeof(float));
     scratch[lay.m + j] = -INFINITY;
     scratch[lay.l + j] = 0.0f;
@@ -138,11 +123,11 @@ void attention_tile(const AttnTile& tile, float* scratch) {
   for (int32_t c0 = first_pos_min / kAttnChunk * kAttnChunk; c0 < n_pos_max; c0 += kAttnChunk) {
     const int32_t n_rows = std::min(kAttnChunk, n_pos_max - c0);
     for (int32_t i = 0; i < n_rows; ++i) {
-      const uint8_t* k_row = row_at(kv, kv.k_base, c0 + i);
-      const uint8_t* v_row = row_at(kv, kv.v_base, c0 + i);
+      const uint8_t* k_row = row_at(kv, kv.k_base, kv.k_row_bytes, c0 + i);
+      const uint8_t* v_row = row_at(kv, kv.v_base, kv.v_row_bytes, c0 + i);
       for (size_t d = 0; d < hd; ++d) {
-        kbuf[static_cast<size_t>(i) * hp + d] = widen(kv.type, k_row, d);
-        vbuf[static_cast<size_t>(i) * hp + d] = widen(kv.type, v_row, d);
+        kbuf[static_cast<size_t>(i) * hp + d] = kv_value(kv.k_type, k_row, kv.head_value + d);
+        vbuf[static_cast<size_t>(i) * hp + d] = kv_value(kv.v_type, v_row, kv.head_value + d);
       }
     }
     for (size_t j = 0; j < tile.n_queries; ++j) {

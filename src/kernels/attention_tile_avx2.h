@@ -16,6 +16,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/attention_layout.h"
+#include "kernels/kv_block_decode.h"
 #include "kernels/simd_avx2.h"
 
 namespace preface::kernels::avx2 {
@@ -26,21 +27,21 @@ static_assert(kGroups == 4, "the chunk sum adds four 8-position groups");
 
 inline int32_t min32(int32_t a, int32_t b) { return a < b ? a : b; }
 
-// Byte offset of a position's row (of this KV head) from a layer base, given its block's table index and slot.
-inline size_t row_offset(const KvPages& kv, int32_t table_index, int32_t slot) {
-  const size_t block = static_cast<size_t>(kv.block_table[table_index]);
-  return (block * static_cast<size_t>(kv.block_size) + static_cast<size_t>(slot)) * kv.row_bytes +
-         kv.head_offset_bytes;
+// The row number (block * block_size + slot) of a position given its block's table index and slot; its K row is
+// at k_base + row * k_row_bytes, its V row at v_base + row * v_row_bytes.
+inline size_t row_number(const KvPages& kv, int32_t table_index, int32_t slot) {
+  return static_cast<size_t>(kv.block_table[table_index]) * static_cast<size_t>(kv.block_size) +
+         static_cast<size_t>(slot);
 }
 
-// Calls fn(i, offset) for rows i = 0..n-1 from (table_index, slot) on, offset = that row's row_offset, then leaves
-// (table_index, slot) at the row after them. A block's rows lie row_bytes apart, so a block costs one table lookup.
+// Calls fn(i, row) for rows i = 0..n-1 from (table_index, slot) on, row = that position's row_number, then leaves
+// (table_index, slot) at the row after them. A block's rows are consecutive, so a block costs one table lookup.
 template <typename Fn>
 inline void for_rows(const KvPages& kv, int32_t n, int32_t& table_index, int32_t& slot, Fn&& fn) {
   for (int32_t i = 0; i < n;) {
     const int32_t run = min32(kv.block_size - slot, n - i);
-    size_t offset = row_offset(kv, table_index, slot);
-    for (int32_t r = 0; r < run; ++r, offset += kv.row_bytes) fn(i + r, offset);
+    size_t row = row_number(kv, table_index, slot);
+    for (int32_t r = 0; r < run; ++r, ++row) fn(i + r, row);
     i += run;
     slot += run;
     if (slot == kv.block_size) {
@@ -50,18 +51,31 @@ inline void for_rows(const KvPages& kv, int32_t n, int32_t& table_index, int32_t
   }
 }
 
-// Prefetches into L1 the K and V bytes [0, head_bytes) of n rows from (table_index, slot) on, advancing past them
+// Where a head's values lie in a row of type t: the byte offset of the block (or value) holding its first value,
+// and the bytes from there to past its last.
+struct HeadBytes {
+  size_t offset = 0;
+  size_t bytes = 0;
+  HeadBytes(KvType t, size_t head_value, size_t hd) {
+    const size_t bv = kv_type_block_values(t), bb = kv_type_block_bytes(t);
+    offset = head_value / bv * bb;
+    bytes = ((head_value + hd + bv - 1) / bv - head_value / bv) * bb;
+  }
+};
+
+// Prefetches into L1 the K and V bytes of this head in n rows from (table_index, slot) on, advancing past them
 // (n <= 0: none).
-inline void prefetch_rows(const KvPages& kv, size_t head_bytes, int32_t n, int32_t& table_index, int32_t& slot) {
-  for_rows(kv, n, table_index, slot, [&kv, head_bytes](int32_t, size_t offset) {
-    for (size_t b = 0; b < head_bytes; b += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(kv.k_base + offset + b), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(kv.v_base + offset + b), _MM_HINT_T0);
-    }
+inline void prefetch_rows(const KvPages& kv, const HeadBytes& k, const HeadBytes& v, int32_t n, int32_t& table_index,
+                          int32_t& slot) {
+  for_rows(kv, n, table_index, slot, [&](int32_t, size_t row) {
+    const uint8_t* kp = kv.k_base + row * kv.k_row_bytes + k.offset;
+    const uint8_t* vp = kv.v_base + row * kv.v_row_bytes + v.offset;
+    for (size_t b = 0; b < k.bytes; b += 64) _mm_prefetch(reinterpret_cast<const char*>(kp + b), _MM_HINT_T0);
+    for (size_t b = 0; b < v.bytes; b += 64) _mm_prefetch(reinterpret_cast<const char*>(vp + b), _MM_HINT_T0);
   });
 }
 
-// 8 values of kElem at p as f32.
+// 8 values of kElem (F32, F16 or BF16) at p as f32.
 template <KvType kElem>
 inline __m256 widen8(const uint8_t* p) {
   if constexpr (kElem == KvType::F32) {
@@ -73,32 +87,65 @@ inline __m256 widen8(const uint8_t* p) {
   }
 }
 
-// Dequantizes a Q8_0 row of hd values (hd % 32 == 0) to dst as 8-value segments s at dst + s * seg_stride:
-// f32(d) * f32(q), exact, so the same floats as the scalar path.
-inline float* widen_q8_0(const uint8_t* row, size_t hd, float* dst, size_t seg_stride) {
-  for (size_t b = 0; b < hd / 32; ++b) {
-    const uint8_t* block = row + b * 34;  // {f16 d; int8 q[32]}
-    uint16_t d_bits;
-    std::memcpy(&d_bits, block, sizeof(d_bits));
-    const __m256 d = _mm256_set1_ps(_cvtsh_ss(d_bits));
-    for (size_t k = 0; k < 4; ++k, dst += seg_stride) {
-      const __m128i q8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 2 + 8 * k));
-      _mm256_storeu_ps(dst, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8))));
+// 8 int8 levels as f32 times d (plus m when kHasMin): f32(d) * f32(q) is exact, + m rounds once (kv_rows.h).
+template <bool kHasMin>
+inline __m256 scale_levels8(const int8_t* q, __m256 d, __m256 m) {
+  const __m128i q8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q));
+  const __m256 v = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8)));
+  if constexpr (kHasMin) return _mm256_add_ps(v, m);
+  return v;
+}
+
+// Widens whole blocks [b0, b0 + n_blocks) of a row of block type kElem to dst as 8-value segments s at
+// dst + s * seg_stride; returns the next segment's place.
+template <KvType kElem>
+inline float* widen_blocks(const uint8_t* row, size_t b0, size_t n_blocks, float* dst, size_t seg_stride) {
+  constexpr size_t kBlockBytes = kv_type_block_bytes(kElem);
+  constexpr bool kHasMin = kElem == KvType::Q4_1 || kElem == KvType::Q5_1;
+  for (size_t b = b0; b < b0 + n_blocks; ++b) {
+    const uint8_t* block = row + b * kBlockBytes;
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(kv_load_u16(block)));
+    const __m256 m = kHasMin ? _mm256_set1_ps(_cvtsh_ss(kv_load_u16(block + 2))) : _mm256_setzero_ps();
+    if constexpr (kElem == KvType::Q8_0) {  // the levels are the stored bytes
+      for (size_t k = 0; k < 4; ++k, dst += seg_stride) {
+        _mm256_storeu_ps(dst, scale_levels8<false>(reinterpret_cast<const int8_t*>(block + 2 + 8 * k), d, m));
+      }
+    } else {
+      KvBlockLevels lv;
+      kv_decode_block(kElem, block, lv);
+      for (size_t k = 0; k < 4; ++k, dst += seg_stride) _mm256_storeu_ps(dst, scale_levels8<kHasMin>(lv.q + 8 * k, d, m));
     }
   }
   return dst;
 }
 
-// Widens a row's hd values of kElem to f32, padded with zeros to hp (a multiple of 8), writing its 8-value
-// segment s at dst + s * seg_stride.
+// Widens a head of hd values starting at value head_value of a row of kElem to f32, padded with zeros to hp (a
+// multiple of 8), writing its 8-value segment s at dst + s * seg_stride.
 template <KvType kElem>
-inline void widen_row(const uint8_t* row, size_t hd, size_t hp, float* dst, size_t seg_stride) {
+void widen_row(const uint8_t* row, size_t head_value, size_t hd, size_t hp, float* dst, size_t seg_stride) {
   size_t d = 0;
-  if constexpr (kElem == KvType::Q8_0) {
-    dst = widen_q8_0(row, hd, dst, seg_stride);
-    d = hd;
+  if constexpr (kv_type_is_quantized(kElem)) {
+    if (head_value % 32 == 0 && hd % 32 == 0) {
+      dst = widen_blocks<kElem>(row, head_value / 32, hd / 32, dst, seg_stride);
+      d = hd;
+    } else {  // a head inside blocks: value by value, the same floats
+      constexpr bool kHasMin = kElem == KvType::Q4_1 || kElem == KvType::Q5_1;
+      for (; d < hd; d += 8, dst += seg_stride) {
+        alignas(32) float seg[8] = {};
+        for (size_t j = 0; j < 8 && d + j < hd; ++j) {
+          const size_t i = head_value + d + j;
+          const uint8_t* block = row + i / 32 * kv_type_block_bytes(kElem);
+          const float v = _cvtsh_ss(kv_load_u16(block)) *
+                          static_cast<float>(kv_block_level(kElem, block, static_cast<int>(i % 32)));
+          seg[j] = kHasMin ? v + _cvtsh_ss(kv_load_u16(block + 2)) : v;
+        }
+        _mm256_storeu_ps(dst, _mm256_load_ps(seg));
+      }
+      d = (hd + 7) / 8 * 8;
+    }
   } else {
     constexpr size_t kElemBytes = kElem == KvType::F32 ? 4 : 2;
+    row += head_value * kElemBytes;
     for (; d + 8 <= hd; d += 8, dst += seg_stride) _mm256_storeu_ps(dst, widen8<kElem>(row + d * kElemBytes));
     if (d < hd) {  // the last values through a zero-padded segment
       alignas(32) uint8_t tail[8 * kElemBytes] = {};
@@ -111,34 +158,54 @@ inline void widen_row(const uint8_t* row, size_t hd, size_t hp, float* dst, size
   for (; d < hp; d += 8, dst += seg_stride) _mm256_storeu_ps(dst, _mm256_setzero_ps());
 }
 
+using WidenRowFn = void (*)(const uint8_t* row, size_t head_value, size_t hd, size_t hp, float* dst, size_t seg_stride);
+
+inline WidenRowFn widen_row_fn(KvType t) {
+  switch (t) {
+    case KvType::F32: return widen_row<KvType::F32>;
+    case KvType::F16: return widen_row<KvType::F16>;
+    case KvType::BF16: return widen_row<KvType::BF16>;
+    case KvType::Q8_0: return widen_row<KvType::Q8_0>;
+    case KvType::Q4_0: return widen_row<KvType::Q4_0>;
+    case KvType::Q4_1: return widen_row<KvType::Q4_1>;
+    case KvType::IQ4_NL: return widen_row<KvType::IQ4_NL>;
+    case KvType::Q5_0: return widen_row<KvType::Q5_0>;
+    case KvType::Q5_1: return widen_row<KvType::Q5_1>;
+  }
+  return widen_row<KvType::F32>;
+}
+
 // Widens the K and V rows of positions c0..c0+n_rows-1 (K in Ops' layout, V as [n_rows][hp]), and prefetches the
 // rows of the next chunk (positions below n_pos_max) so that they stream in from memory meanwhile. Where Ops has
-// a two-row F16 widening (Ops::kPairsF16: 16-lane converts and stores, for heads of whole 16-value segments),
-// rows are widened in pairs: the same floats in the same places.
-template <typename Ops, KvType kElem>
+// a two-row F16 widening (Ops::kPairsF16: 16-lane converts and stores, for heads of whole 16-value segments) and
+// K and V are F16, rows are widened in pairs: the same floats in the same places.
+template <typename Ops>
 void widen_chunk(const KvPages& kv, int32_t c0, int32_t n_rows, int32_t n_pos_max, size_t hd, size_t hp,
                  float* kbuf, float* vbuf) {
-  const size_t head_bytes = kv_row_bytes(kElem, hd);
+  const HeadBytes k_head(kv.k_type, kv.head_value, hd), v_head(kv.v_type, kv.head_value, hd);
   // (table index, slot) of the first row widened and of the first one prefetched.
   int32_t table_index = c0 / kv.block_size, slot = c0 % kv.block_size;
   const int32_t next = c0 + kAttnChunk;
   int32_t ahead_index = next / kv.block_size, ahead_slot = next % kv.block_size;
-  prefetch_rows(kv, head_bytes, min32(n_rows, n_pos_max - next), ahead_index, ahead_slot);
-  size_t offset[kAttnChunk];  // [n_rows] byte offset of each row from the layer bases
-  for_rows(kv, n_rows, table_index, slot, [&offset](int32_t i, size_t row) { offset[i] = row; });
+  prefetch_rows(kv, k_head, v_head, min32(n_rows, n_pos_max - next), ahead_index, ahead_slot);
+  size_t row[kAttnChunk];  // [n_rows] row number of each position
+  for_rows(kv, n_rows, table_index, slot, [&row](int32_t i, size_t r) { row[i] = r; });
   int32_t i = 0;
-  if constexpr (kElem == KvType::F16 && Ops::kPairsF16) {
-    if (hd % 16 == 0) {
+  if constexpr (Ops::kPairsF16) {
+    if (kv.k_type == KvType::F16 && kv.v_type == KvType::F16 && hd % 16 == 0) {
+      const size_t off = 2 * kv.head_value;
       for (; i + 2 <= n_rows; i += 2) {
-        Ops::widen_pair_f16(kv.k_base + offset[i], kv.k_base + offset[i + 1], hd, Ops::k_row(kbuf, hp, i));
-        Ops::widen_f16(kv.v_base + offset[i], hd, vbuf + static_cast<size_t>(i) * hp);
-        Ops::widen_f16(kv.v_base + offset[i + 1], hd, vbuf + static_cast<size_t>(i + 1) * hp);
+        Ops::widen_pair_f16(kv.k_base + row[i] * kv.k_row_bytes + off, kv.k_base + row[i + 1] * kv.k_row_bytes + off,
+                            hd, Ops::k_row(kbuf, hp, i));
+        Ops::widen_f16(kv.v_base + row[i] * kv.v_row_bytes + off, hd, vbuf + static_cast<size_t>(i) * hp);
+        Ops::widen_f16(kv.v_base + row[i + 1] * kv.v_row_bytes + off, hd, vbuf + static_cast<size_t>(i + 1) * hp);
       }
     }
   }
+  const WidenRowFn widen_k = widen_row_fn(kv.k_type), widen_v = widen_row_fn(kv.v_type);
   for (; i < n_rows; ++i) {
-    widen_row<kElem>(kv.k_base + offset[i], hd, hp, Ops::k_row(kbuf, hp, i), Ops::kKSegStride);
-    widen_row<kElem>(kv.v_base + offset[i], hd, hp, vbuf + static_cast<size_t>(i) * hp, 8);
+    widen_k(kv.k_base + row[i] * kv.k_row_bytes, kv.head_value, hd, hp, Ops::k_row(kbuf, hp, i), Ops::kKSegStride);
+    widen_v(kv.v_base + row[i] * kv.v_row_bytes, kv.head_value, hd, hp, vbuf + static_cast<size_t>(i) * hp, 8);
   }
   // Rows up to the end of the last 8-row group are scored (then masked): keep them finite.
   for (int32_t i = n_rows; i < (n_rows + 7) / 8 * 8; ++i) {
@@ -161,9 +228,8 @@ inline __m256 round_x8(KvType type, __m256 v) {
     case KvType::F32: return v;
     case KvType::F16: return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     case KvType::BF16: return round_bf16x8(v);
-    case KvType::Q8_0: return v;  // the query stays f32; rows are dequantized
+    default: return v;  // block types: the query stays f32; rows are dequantized
   }
-  return v;
 }
 
 // dst[0..hp) = q rounded to the storage type, then zeros (tail values go through a zero-padded vector).
@@ -269,7 +335,7 @@ void attention_tile_body(const AttnTile& tile, float* scratch) {
   for (size_t j = 0; j < tile.n_queries; ++j) {
     n_pos_max = tile.queries[j].n_pos > n_pos_max ? tile.queries[j].n_pos : n_pos_max;
     first_pos_min = min32(first_pos_min, tile.queries[j].first_pos);
-    round_query(kv.type, tile.queries[j].q, hd, hp, scratch + lay.q + j * hp);
+    round_query(kv.k_type, tile.queries[j].q, hd, hp, scratch + lay.q + j * hp);
     std::memset(scratch + lay.acc + j * hp, 0, hp * sizeof(float));
     scratch[lay.m + j] = -__builtin_inff();
     scratch[lay.l + j] = 0.0f;
@@ -278,12 +344,7 @@ void attention_tile_body(const AttnTile& tile, float* scratch) {
   const float inv_cap = tile.softcap > 0.0f ? 1.0f / tile.softcap : 0.0f;
   for (int32_t c0 = first_pos_min / kAttnChunk * kAttnChunk; c0 < n_pos_max; c0 += kAttnChunk) {
     const int32_t n_rows = min32(kAttnChunk, n_pos_max - c0);
-    switch (kv.type) {
-      case KvType::F32: widen_chunk<Ops, KvType::F32>(kv, c0, n_rows, n_pos_max, hd, hp, kbuf, vbuf); break;
-      case KvType::F16: widen_chunk<Ops, KvType::F16>(kv, c0, n_rows, n_pos_max, hd, hp, kbuf, vbuf); break;
-      case KvType::BF16: widen_chunk<Ops, KvType::BF16>(kv, c0, n_rows, n_pos_max, hd, hp, kbuf, vbuf); break;
-      case KvType::Q8_0: widen_chunk<Ops, KvType::Q8_0>(kv, c0, n_rows, n_pos_max, hd, hp, kbuf, vbuf); break;
-    }
+    widen_chunk<Ops>(kv, c0, n_rows, n_pos_max, hd, hp, kbuf, vbuf);
     // Weights of every query first, then the V accumulation two queries at a time (independent FMA chains).
     size_t active[kMaxActive];
     size_t n_active = 0;

@@ -6,6 +6,15 @@
 #include "util/error.h"
 
 namespace preface::kernels {
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string n(s);
+  for (char& c : n) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return n;
+}
+
+}  // namespace
 
 const char* kv_type_name(KvType t) {
   switch (t) {
@@ -13,13 +22,17 @@ const char* kv_type_name(KvType t) {
     case KvType::F16: return "f16";
     case KvType::BF16: return "bf16";
     case KvType::Q8_0: return "q8_0";
+    case KvType::Q4_0: return "q4_0";
+    case KvType::Q4_1: return "q4_1";
+    case KvType::IQ4_NL: return "iq4_nl";
+    case KvType::Q5_0: return "q5_0";
+    case KvType::Q5_1: return "q5_1";
   }
   return "?";
 }
 
 std::optional<KvType> kv_type_from_name(std::string_view name) {
-  std::string n(name);
-  for (char& c : n) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string n = lower(name);
   for (KvType t : kAllKvTypes) {
     if (n == kv_type_name(t)) return t;
   }
@@ -28,22 +41,70 @@ std::optional<KvType> kv_type_from_name(std::string_view name) {
 
 KvType parse_kv_type(std::string_view name) {
   if (auto t = kv_type_from_name(name)) return *t;
-  throw Error("unknown KV type '" + std::string(name) + "' (choose f32, f16, bf16 or q8_0)");
+  throw Error("unknown KV type '" + std::string(name) +
+              "' (choose f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0 or q5_1)");
 }
-
-size_t kv_type_block_values(KvType t) { return t == KvType::Q8_0 ? 32 : 1; }
 
 double kv_bytes_per_value(KvType t) {
-  return static_cast<double>(kv_row_bytes(t, kv_type_block_values(t))) / static_cast<double>(kv_type_block_values(t));
+  return static_cast<double>(kv_type_block_bytes(t)) / static_cast<double>(kv_type_block_values(t));
 }
 
-void check_kv_type_fits(KvType t, int32_t head_dim) {
+void check_kv_type_fits(KvType t, int32_t row_values) {
   const auto block = static_cast<int32_t>(kv_type_block_values(t));
-  if (head_dim % block != 0) {
-    throw Error(std::string("KV type ") + kv_type_name(t) + " stores each KV head in blocks of " +
-                std::to_string(block) + " values, but this model's head_dim is " + std::to_string(head_dim) +
-                " (not a multiple of " + std::to_string(block) + "); use --kv-type f16, bf16 or f32");
+  if (row_values % block != 0) {
+    throw Error(std::string("KV type ") + kv_type_name(t) + " stores each token's row in blocks of " +
+                std::to_string(block) + " values, but this model has rows of " + std::to_string(row_values) +
+                " values (KV heads x head size, not a multiple of " + std::to_string(block) +
+                "); use f16, bf16 or f32 for that side");
   }
+}
+
+std::string KvFormat::name() const {
+  std::string n = k == v ? kv_type_name(k) : std::string(kv_type_name(k)) + "/" + kv_type_name(v);
+  if (rotate_k && rotate_v) {
+    n += "+r";
+  } else if (rotate_k) {
+    n += "+rk";
+  } else if (rotate_v) {
+    n += "+rv";
+  }
+  return n;
+}
+
+std::string KvFormat::describe() const {
+  return std::string("K ") + kv_type_name(k) + (rotate_k ? " (rotated)" : "") + ", V " + kv_type_name(v) +
+         (rotate_v ? " (rotated)" : "");
+}
+
+KvRotate parse_kv_rotate(std::string_view name) {
+  const std::string n = lower(name);
+  if (n == "auto") return KvRotate::Auto;
+  if (n == "on") return KvRotate::On;
+  if (n == "off") return KvRotate::Off;
+  throw Error("unknown --kv-rotate '" + std::string(name) + "' (choose auto, on or off)");
+}
+
+const char* kv_rotate_name(KvRotate r) {
+  switch (r) {
+    case KvRotate::Auto: return "auto";
+    case KvRotate::On: return "on";
+    case KvRotate::Off: return "off";
+  }
+  return "?";
+}
+
+KvFormat resolve_kv_format(KvType k, KvType v, KvRotate rotate, bool k_heads_fit, bool v_heads_fit) {
+  switch (rotate) {
+    case KvRotate::Off: return {k, v, false, false};
+    case KvRotate::Auto: return {k, v, kv_type_is_quantized(k) && k_heads_fit, kv_type_is_quantized(v) && v_heads_fit};
+    case KvRotate::On:
+      if (!k_heads_fit || !v_heads_fit) {
+        throw Error("--kv-rotate on needs heads whose size is a multiple of 64 (the Hadamard blocks); this model's "
+                    "are not: use --kv-rotate auto or off");
+      }
+      return {k, v, true, true};
+  }
+  return {k, v};
 }
 
 }  // namespace preface::kernels

@@ -1,43 +1,103 @@
-// The element type of stored K and V rows: the one KV-type enum of the project. kv/ sizes and owns storage of it,
-// kernels/ and model/ read and write rows of it, and its name ("f16", ...) is part of every cache namespace
-// digest, so a name never changes meaning.
+// The element types of stored K and V rows and the format of a KV pool (a type for K, one for V, and whether each
+// is stored rotated): kv/ sizes and owns storage of it, kernels/ and model/ read and write rows of it, and its name
+// is part of every cache namespace digest, so a name never changes meaning.
 //
-// Q8_0 rows are GGUF Q8_0 blocks of 32 values (f16 scale d, then 32 int8 q; value = f32(d) * q, 34 bytes per 32
-// values), quantized per KV head; so Q8_0 needs head_dim % 32 == 0 (a block never spans two heads).
+// The block types use ggml's block layouts (so records could be exchanged with ggml-based engines), 32 values per
+// block, f16 fields as raw bits:
+//   q8_0   { d; int8 q[32] }              34 bytes   value j = d * q[j]
+//   q4_0   { d; qs[16] }                  18 bytes   value j = d * (nibble j - 8)
+//   q4_1   { d, m; qs[16] }               20 bytes   value j = d * nibble j + m
+//   iq4_nl { d; qs[16] }                  18 bytes   value j = d * kIq4nlValues[nibble j]
+//   q5_0   { d; qh[4]; qs[16] }           22 bytes   value j = d * (q5 j - 16)
+//   q5_1   { d, m; qh[4]; qs[16] }        24 bytes   value j = d * q5 j + m
+// (nibble j: low nibble of qs[j] for j < 16, high nibble of qs[j - 16] otherwise; q5 j = nibble j | bit j of qh << 4.)
+// A token's row (all KV heads of a layer, head after head) is quantized as a whole in blocks of 32, as ggml
+// quantizes a cache row; a head need not start on a block (stories260K's heads are 8 values). Widening a stored
+// value to f32 is exact on every path: d * q is an 11-bit by at most 8-bit significand product, and adding m rounds
+// once, the same once whether or not it is fused.
 #pragma once
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace preface::kernels {
 
-enum class KvType : uint8_t { F32, F16, BF16, Q8_0 };
+enum class KvType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, Q4_1, IQ4_NL, Q5_0, Q5_1 };
 
-inline constexpr std::array<KvType, 4> kAllKvTypes = {KvType::F32, KvType::F16, KvType::BF16, KvType::Q8_0};
+inline constexpr std::array<KvType, 9> kAllKvTypes = {KvType::F32,  KvType::F16,    KvType::BF16,
+                                                      KvType::Q8_0, KvType::Q4_0,   KvType::Q4_1,
+                                                      KvType::IQ4_NL, KvType::Q5_0, KvType::Q5_1};
 
-const char* kv_type_name(KvType t);                            // "f32" | "f16" | "bf16" | "q8_0"
+const char* kv_type_name(KvType t);                            // "f32" | "f16" | "bf16" | "q8_0" | "q4_0" | ...
 std::optional<KvType> kv_type_from_name(std::string_view name);  // the names above, case-insensitive
 KvType parse_kv_type(std::string_view name);                   // throws preface::Error naming the choices
 
-// Values per storage block of the type: 1, or 32 for Q8_0. A row of n values needs n % this == 0.
-size_t kv_type_block_values(KvType t);
-// Bytes per value on average: 4, 2, 2, 34 / 32.
-double kv_bytes_per_value(KvType t);
-// Bytes of n_values of the type stored consecutively (n_values a multiple of kv_type_block_values(t)):
-// 4n, 2n, 2n, n / 32 * 34 ({f16 d; int8 q[32]} per 32 values).
-inline size_t kv_row_bytes(KvType t, size_t n_values) {
+// Whether the type stores 32-value blocks (every type but f32, f16 and bf16).
+constexpr bool kv_type_is_quantized(KvType t) { return t != KvType::F32 && t != KvType::F16 && t != KvType::BF16; }
+// Values per storage block of the type: 1, or 32 for the block types. A row of n values needs n % this == 0.
+constexpr size_t kv_type_block_values(KvType t) { return kv_type_is_quantized(t) ? 32 : 1; }
+// Bytes per storage block (per value for f32/f16/bf16).
+constexpr size_t kv_type_block_bytes(KvType t) {
   switch (t) {
-    case KvType::F32: return 4 * n_values;
-    case KvType::F16: return 2 * n_values;
-    case KvType::BF16: return 2 * n_values;
-    case KvType::Q8_0: return n_values / 32 * 34;
+    case KvType::F32: return 4;
+    case KvType::F16: return 2;
+    case KvType::BF16: return 2;
+    case KvType::Q8_0: return 34;
+    case KvType::Q4_0: return 18;
+    case KvType::Q4_1: return 20;
+    case KvType::IQ4_NL: return 18;
+    case KvType::Q5_0: return 22;
+    case KvType::Q5_1: return 24;
   }
   return 0;
 }
-// Throws preface::Error when the type cannot store heads of head_dim values (Q8_0 with head_dim % 32 != 0), with
-// a message naming the type, the head size and the types that work.
-void check_kv_type_fits(KvType t, int32_t head_dim);
+// Bytes per value on average: 4, 2, 2, 34 / 32, 18 / 32, ...
+double kv_bytes_per_value(KvType t);
+// Bytes of n_values of the type stored consecutively (n_values a multiple of kv_type_block_values(t)).
+constexpr size_t kv_row_bytes(KvType t, size_t n_values) {
+  return n_values / kv_type_block_values(t) * kv_type_block_bytes(t);
+}
+// Throws preface::Error when the type cannot store rows of row_values values (a block type with
+// row_values % 32 != 0), with a message naming the type, the row size and the types that work.
+void check_kv_type_fits(KvType t, int32_t row_values);
+
+// Whether a stored row of head_dim-value heads can be rotated (kernels/hadamard.h): head_dim % 64 == 0.
+inline bool kv_rotation_fits(int32_t head_dim) { return head_dim > 0 && head_dim % 64 == 0; }
+
+// What a KV pool stores: K rows of type k, V rows of type v, each optionally rotated by a Walsh-Hadamard transform
+// per head (kernels/hadamard.h; K with blocks of the largest power of two dividing the head, V with blocks of 64, as
+// llama.cpp rotates). Converts implicitly from one type (both sides, unrotated).
+struct KvFormat {
+  KvType k = KvType::F16;
+  KvType v = KvType::F16;
+  bool rotate_k = false;
+  bool rotate_v = false;
+
+  KvFormat() = default;
+  KvFormat(KvType both) : k(both), v(both) {}  // NOLINT(google-explicit-constructor): one type for K and V
+  KvFormat(KvType k_type, KvType v_type, bool rot_k = false, bool rot_v = false)
+      : k(k_type), v(v_type), rotate_k(rot_k), rotate_v(rot_v) {}
+  bool operator==(const KvFormat&) const = default;
+
+  bool rotated() const { return rotate_k || rotate_v; }
+  // The namespace and record name, at most 15 characters: the type ("q8_0") when K and V agree, else "K/V"
+  // ("q8_0/q4_0"); then "+r" when both are rotated, "+rk" or "+rv" when one is. Unrotated single types keep the
+  // names the pool had before K and V types were separate.
+  std::string name() const;
+  // For people: "K q8_0 (rotated), V q4_0".
+  std::string describe() const;
+};
+
+// --kv-rotate: auto rotates a side whose type is a block type, where its heads fit (kv_rotation_fits); on rotates
+// both sides (an error where heads do not fit); off rotates neither.
+enum class KvRotate : uint8_t { Auto, On, Off };
+KvRotate parse_kv_rotate(std::string_view name);  // "auto" | "on" | "off"; throws preface::Error otherwise
+const char* kv_rotate_name(KvRotate r);
+// The format of a pool of these types; k_heads_fit / v_heads_fit: every K (V) head of the model's paged layers
+// passes kv_rotation_fits. Throws preface::Error for `On` where heads do not fit.
+KvFormat resolve_kv_format(KvType k, KvType v, KvRotate rotate, bool k_heads_fit, bool v_heads_fit);
 
 }  // namespace preface::kernels

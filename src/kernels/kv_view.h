@@ -2,8 +2,9 @@
 // model::MemoryLayout) and model/'s layer kinds read and write through.
 //
 // A layer with paged rows has K and V regions, each [n_blocks][block_size][row bytes], one token's row = the
-// layer's KV heads of head-size values of `type` (kernels/kv_type.h), head after head; K and V rows may differ in
-// width, and layers may differ from one another. A token at position p of a sequence lives in block
+// layer's KV heads of head-size values, head after head, of format.k (K) or format.v (V) (kernels/kv_type.h; rotated
+// per head when format says so, kernels/hadamard.h); K and V rows may differ in width and type, and layers may
+// differ from one another. A token at position p of a sequence lives in block
 // block_table[p / block_size], slot p % block_size. A layer with a recurrent state has n_state_slots slots of
 // state_bytes each; a layer without memory of its own has neither.
 //
@@ -30,15 +31,15 @@ struct KvLayerView {
 };
 
 struct KvView {
-  KvType type = KvType::F16;
+  KvFormat format;
   int32_t block_size = 16;  // tokens per block
   int32_t n_blocks = 0;
   int32_t n_state_slots = 0;
   int32_t n_window_blocks = 0;  // > 0: the window_pool layers' block count
   std::vector<KvLayerView> layers;  // [n_layers]
 
-  size_t k_row_bytes(int layer) const { return kv_row_bytes(type, static_cast<size_t>(at(layer).k_values)); }
-  size_t v_row_bytes(int layer) const { return kv_row_bytes(type, static_cast<size_t>(at(layer).v_values)); }
+  size_t k_row_bytes(int layer) const { return kv_row_bytes(format.k, static_cast<size_t>(at(layer).k_values)); }
+  size_t v_row_bytes(int layer) const { return kv_row_bytes(format.v, static_cast<size_t>(at(layer).v_values)); }
   uint8_t* k_row(int layer, int32_t block_id, int32_t slot) const {
     return at(layer).k + (static_cast<size_t>(block_id) * block_size + slot) * k_row_bytes(layer);
   }

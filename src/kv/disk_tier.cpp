@@ -137,7 +137,11 @@ void DiskTier::scan() {
         fs::remove(f.path(), e3);
         continue;
       }
-      if (h.meta.model != opt_.model) ++stats_.n_rejected[static_cast<size_t>(RecordStatus::OtherModel)];
+      if (h.meta.model != opt_.model) {
+        ++stats_.n_rejected[static_cast<size_t>(RecordStatus::OtherModel)];
+      } else if (!opt_.kv_type.empty() && h.meta.kv_type != opt_.kv_type && h.meta.kv_type != "state") {
+        ++stats_.n_rejected[static_cast<size_t>(RecordStatus::KvLayout)];
+      }
       found.push_back({*named, h.meta.ns, size, f.last_write_time(e3)});
     }
   }

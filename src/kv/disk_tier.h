@@ -30,6 +30,9 @@ struct DiskTierOptions {
   uint64_t max_bytes = 0;              // records kept on disk (LRU beyond)
   Compression compression = Compression::None;
   Digest model;                        // model_digest of the serving model: other models' records are foreign
+  // The pool's KV format name (kernels::KvFormat::name): the model's records of other formats are counted at the
+  // scan (RecordStatus::KvLayout) and kept; their namespaces differ, so lookups never reach them. Empty: not counted.
+  std::string kv_type;
   std::shared_ptr<const RecordKey> key;  // records sealed and opened with it (kv/record_seal.h); null: unsealed
   size_t max_queue_bytes = 256u << 20;  // payload bytes waiting to be written
 };

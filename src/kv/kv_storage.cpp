@@ -16,7 +16,7 @@ constexpr size_t kRegionAlign = 64;  // bytes; a cache line
 
 }  // namespace
 
-KvStorage::KvStorage(const model::MemoryLayout& layout, kernels::KvType type, int32_t block_size, int32_t n_blocks,
+KvStorage::KvStorage(const model::MemoryLayout& layout, const kernels::KvFormat& type, int32_t block_size, int32_t n_blocks,
                      int32_t n_state_slots, int32_t n_window_blocks)
     : layout_(layout) {
   if (block_size < 1 || n_blocks < 1) {
@@ -33,7 +33,7 @@ KvStorage::KvStorage(const model::MemoryLayout& layout, kernels::KvType type, in
                 ") need a layout with both windowed and global paged layers");
   }
   layout.check_type_fits(type);
-  view_.type = type;
+  view_.format = type;
   view_.n_window_blocks = n_window_blocks;
   view_.block_size = block_size;
   view_.n_blocks = n_blocks;

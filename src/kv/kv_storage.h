@@ -30,10 +30,10 @@ namespace preface::kv {
 class KvStorage {
  public:
   // Throws preface::Error when a size is not positive or too large, the type cannot store a paged layer's heads
-  // (MemoryLayout::check_type_fits: Q8_0 needs head sizes % 32 == 0) or the allocation fails. n_state_slots:
+  // (MemoryLayout::check_type_fits: a block type needs rows of whole 32-value blocks; rotation heads of 64s) or the allocation fails. n_state_slots:
   // slots per state layer (>= 1 when the layout has one; ignored otherwise).
   // n_window_blocks: 0, or the windowed layers' own block count (throws when the layout cannot split windows).
-  KvStorage(const model::MemoryLayout& layout, kernels::KvType type, int32_t block_size, int32_t n_blocks,
+  KvStorage(const model::MemoryLayout& layout, const kernels::KvFormat& type, int32_t block_size, int32_t n_blocks,
             int32_t n_state_slots = 0, int32_t n_window_blocks = 0);
   KvStorage(const KvStorage&) = delete;
   KvStorage& operator=(const KvStorage&) = delete;
@@ -42,7 +42,7 @@ class KvStorage {
 
   // Pointers into this storage: valid while it lives (and across moves, which keep the allocation).
   const kernels::KvView& view() const { return view_; }
-  kernels::KvType type() const { return view_.type; }
+  const kernels::KvFormat& format() const { return view_.format; }
   int32_t n_blocks() const { return view_.n_blocks; }
   int32_t block_size() const { return view_.block_size; }
   int32_t n_state_slots() const { return view_.n_state_slots; }

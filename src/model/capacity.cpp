@@ -183,7 +183,7 @@ int32_t window_reserve_blocks(int32_t window, int32_t block_size) {
   return (window + kernels::kAttnChunk + block_size - 1) / block_size + 2;
 }
 
-std::vector<GroupHold> sequence_hold(const MemoryLayout& memory, kernels::KvType t, int32_t block_size,
+std::vector<GroupHold> sequence_hold(const MemoryLayout& memory, const kernels::KvFormat& t, int32_t block_size,
                                      uint64_t n_tokens) {
   check_block_size(block_size);
   if (n_tokens > (uint64_t{1} << 31) - 2) throw Error("sequence_hold: " + std::to_string(n_tokens) + " tokens");
@@ -259,9 +259,9 @@ MemoryLayout memory_layout(const KvShape& s) {
   return s.memory.n_layers() > 0 ? s.memory : MemoryLayout::uniform(s.n_layers, s.n_kv_heads, s.head_dim);
 }
 
-uint64_t kv_bytes_per_token(const KvShape& s, kernels::KvType t) { return memory_layout(s).paged_bytes_per_token(t); }
+uint64_t kv_bytes_per_token(const KvShape& s, const kernels::KvFormat& t) { return memory_layout(s).paged_bytes_per_token(t); }
 
-KvBudget fit_budget(const KvShape& s, kernels::KvType t, int32_t block_size, uint64_t budget_bytes) {
+KvBudget fit_budget(const KvShape& s, const kernels::KvFormat& t, int32_t block_size, uint64_t budget_bytes) {
   check_block_size(block_size);
   KvBudget b;
   b.budget_bytes = budget_bytes;
@@ -271,7 +271,7 @@ KvBudget fit_budget(const KvShape& s, kernels::KvType t, int32_t block_size, uin
   return b;
 }
 
-PrefixCost prefix_cost(const KvShape& s, kernels::KvType t, int32_t block_size, uint64_t n_tokens) {
+PrefixCost prefix_cost(const KvShape& s, const kernels::KvFormat& t, int32_t block_size, uint64_t n_tokens) {
   check_block_size(block_size);
   const uint64_t per_token = kv_bytes_per_token(s, t);
   const auto bs = static_cast<uint64_t>(block_size);

@@ -72,7 +72,7 @@ std::vector<std::string> builtin_shape_names();  // in table order
 // Throws preface::Error on missing or inconsistent keys, or K and V head sizes that differ.
 KvShape shape_from_gguf(const gguf::File& file);
 
-uint64_t kv_bytes_per_token(const KvShape& shape, kernels::KvType t);  // memory_layout(shape)'s paged bytes
+uint64_t kv_bytes_per_token(const KvShape& shape, const kernels::KvFormat& t);  // memory_layout(shape)'s paged bytes
 
 // Whole blocks of block_size tokens that fit in budget_bytes (a paged pool holds only whole blocks).
 struct KvBudget {
@@ -81,7 +81,7 @@ struct KvBudget {
   uint64_t n_blocks = 0;     // floor(budget_bytes / block_bytes)
   uint64_t n_tokens = 0;     // n_blocks * block_size
 };
-KvBudget fit_budget(const KvShape& shape, kernels::KvType t, int32_t block_size, uint64_t budget_bytes);
+KvBudget fit_budget(const KvShape& shape, const kernels::KvFormat& t, int32_t block_size, uint64_t budget_bytes);
 
 // What caching the first n_tokens of a prompt costs and saves.
 struct PrefixCost {
@@ -91,7 +91,7 @@ struct PrefixCost {
   uint64_t block_bytes = 0;   // n_blocks * block_size * bytes_per_token: what the pool really holds
   double prefill_flops = 0;   // about 2 x n_params x n_tokens (one multiply-add per weight per token)
 };
-PrefixCost prefix_cost(const KvShape& shape, kernels::KvType t, int32_t block_size, uint64_t n_tokens);
+PrefixCost prefix_cost(const KvShape& shape, const kernels::KvFormat& t, int32_t block_size, uint64_t n_tokens);
 
 // The most blocks of a window-w group's own pool (kv/window_pool.h) one running sequence holds at once: its window,
 // the attention chunk below it (kernels::attention_first_read) and a partly filled block at either end; a step's
@@ -106,7 +106,7 @@ struct GroupHold {
   uint64_t n_blocks_kept = 0, bytes_kept = 0;            // every position
   uint64_t n_blocks_reclaim = 0, bytes_reclaim = 0;      // windowed layers in their own pool
 };
-std::vector<GroupHold> sequence_hold(const MemoryLayout& memory, kernels::KvType t, int32_t block_size,
+std::vector<GroupHold> sequence_hold(const MemoryLayout& memory, const kernels::KvFormat& t, int32_t block_size,
                                      uint64_t n_tokens);
 
 }  // namespace preface::model

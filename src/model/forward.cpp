@@ -20,6 +20,7 @@ void check_kv(const MemoryLayout& memory, const kernels::KvView& kv) {
                 std::to_string(memory.n_layers()));
   }
   if (kv.block_size < 1 || kv.n_blocks < 1) throw Error("KV storage has no blocks");
+  memory.check_type_fits(kv.format);  // first: a format the rows cannot hold is named as such
   for (int32_t il = 0; il < memory.n_layers(); ++il) {
     const MemorySpec& spec = memory.layer(il);
     const kernels::KvLayerView& lv = kv.layers[static_cast<size_t>(il)];
@@ -29,7 +30,6 @@ void check_kv(const MemoryLayout& memory, const kernels::KvView& kv) {
                         : spec.kind != MemoryKind::State || (lv.state != nullptr && lv.state_bytes == spec.state_bytes);
     if (!ok) throw Error("KV storage layer " + std::to_string(il) + " does not hold " + spec.describe());
   }
-  memory.check_type_fits(kv.type);
 }
 
 // Every index forward() follows is checked here, before anything is written. A token reads blocks

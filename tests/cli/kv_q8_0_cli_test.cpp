@@ -1,6 +1,6 @@
-// --kv-type q8_0 through the binary: `run` works on a model whose head_dim is a multiple of 32 and is a clear
-// error (non-zero exit, the head size named) on stories260K (head_dim 8); `preface kv` reports
-// 2 x layers x kv_heads x head_dim x 34/32 bytes per token for such models.
+// KV types through the binary: `run` with block types (on stories260K too, whose heads share blocks), rotation
+// refused clearly where heads are too small, llama.cpp's -ctk/-ctv, and `preface kv` reporting
+// 2 x layers x kv_heads x head_dim x 34/32 bytes per token for q8_0 and each side's bytes for a K/V pair.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -16,14 +16,39 @@
 namespace preface::test {
 namespace {
 
-TEST(CliKvQ8_0, RunRefusesAHeadDimThatIsNotAMultipleOf32) {
+// stories260K's heads are 8 values: its rows (4 KV heads) are one 32-value block, which the block types store;
+// rotation needs heads of multiples of 64 and is a clear error when asked for (auto leaves it off).
+TEST(CliKvQ8_0, HeadsInsideBlocksRunAndRotationIsRefusedClearly) {
   const auto model = shared_file("models/stories260K.gguf");
   if (model.empty()) return;
-  const CliResult r = run_preface({"run", "-m", model.string(), "-n", "4", "--kv-type", "q8_0", "--threads", "1"});
+  const CliResult ok = run_preface({"run", "-m", model.string(), "-n", "4", "--kv-type", "q4_0", "--threads", "1"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_NE(ok.err.find("kv q4_0"), std::string::npos) << ok.err;
+  const CliResult r = run_preface(
+      {"run", "-m", model.string(), "-n", "4", "--kv-type", "q8_0", "--kv-rotate", "on", "--threads", "1"});
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.err.find("head_dim is 8"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("q8_0"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("multiple of 64"), std::string::npos) << r.err;
   EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+// llama.cpp's spellings: -ctk / -ctv (and --cache-type-k / -v) set the two sides; the calculator sizes each.
+TEST(CliKvQ8_0, SeparateKAndVTypesInTheCalculator) {
+  const std::string model = q8_0_kv_model_path("llama-h64-gqa-q8_0");
+  if (model.empty()) return;
+  const model::Config c = model::read_config(gguf::File::open(model));
+  const uint64_t row = static_cast<uint64_t>(c.n_kv_heads) * static_cast<uint64_t>(c.head_dim);
+  for (const std::vector<std::string>& flags : {std::vector<std::string>{"-ctk", "q8_0", "-ctv", "q4_0"},
+                                                std::vector<std::string>{"--cache-type-k", "q8_0", "--kv-type-v", "q4_0"}}) {
+    std::vector<std::string> args = {"kv", "-m", model, "--json"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const CliResult r = run_preface(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["kv_type"], "q8_0/q4_0+r");  // head 64: auto rotates both block-type sides
+    EXPECT_EQ(j["kv_type_k"], "q8_0");
+    EXPECT_EQ(j["kv_type_v"], "q4_0");
+    EXPECT_EQ(j["kv_bytes_per_token"].get<uint64_t>(), c.n_layers * (row / 32 * 34 + row / 32 * 18));
+  }
 }
 
 TEST(CliKvQ8_0, RunGeneratesWithQ8_0Kv) {
@@ -72,7 +97,7 @@ TEST(CliKvQ8_0, KvCalculatorBytesPerToken) {
     if (model.empty()) return;
     const model::Config c = model::read_config(gguf::File::open(model));
     ASSERT_EQ(c.head_dim % 32, 0) << name;
-    const CliResult r = run_preface({"kv", "-m", model, "--kv-type", "q8_0", "--json"});
+    const CliResult r = run_preface({"kv", "-m", model, "--kv-type", "q8_0", "--kv-rotate", "off", "--json"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j["kv_type"], "q8_0");

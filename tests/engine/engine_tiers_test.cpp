@@ -184,6 +184,36 @@ TEST_F(EngineTiers, AnotherModelIgnoresTheRecordsAndCountsThem) {
   EXPECT_EQ(s.n_hit_blocks, 0);
 }
 
+// The cache namespace and every record carry the KV format: an engine of the same model with other K/V types
+// finds none of the f16 records (it computes cold, bit-identical to a tier-less run of its format), counts them
+// at the scan, and serves its own records back after a restart.
+TEST_F(EngineTiers, AnotherKvFormatIgnoresTheRecordsAndCountsThem) {
+  populate();
+  const kernels::KvFormat q(kernels::KvType::Q8_0, kernels::KvType::Q4_0);  // stories260K's rows: one block each
+  engine::EngineConfig cold = config_for(lm_, "");
+  cold.tiers = {};
+  cold.kv_format = q;
+  Outcome expected;
+  {
+    engine::Engine eng(*lm_.model, cold);
+    expected = run(eng, prompt_);
+  }
+  engine::EngineConfig on_disk = config_for(lm_, dir_);
+  on_disk.kv_format = q;
+  {
+    engine::Engine eng(*lm_.model, on_disk);
+    const Outcome o = run(eng, prompt_);
+    expect_identical(expected, o, "q8_0/q4_0 on an f16 directory");
+    EXPECT_EQ(o.stats.n_tier_tokens, 0);
+    EXPECT_GE(rejected(disk_stats(eng), kv::RecordStatus::KvLayout), 12);
+    eng.stop();
+  }
+  engine::Engine eng(*lm_.model, on_disk);
+  const Outcome o = run(eng, prompt_);
+  expect_identical(expected, o, "q8_0/q4_0 records served back");
+  EXPECT_EQ(o.stats.n_tier_tokens, 12 * kBlock);
+}
+
 TEST_F(EngineTiers, APurgeRemovesTheNamespaceFromDisk) {
   populate();
   {

@@ -62,7 +62,7 @@ TEST_P(EngineWindow, HoldsOnlyTheWindowAndHitsWhileItsBlocksAreCached) {
   cfg.max_running = 1;
   cfg.max_batch_tokens = 16;
   cfg.n_threads = 2;
-  cfg.kv_cache_bytes = memory.paged_bytes_per_token(cfg.kv_type) * 16 * 40;
+  cfg.kv_cache_bytes = memory.paged_bytes_per_token(cfg.kv_format) * 16 * 40;
   engine::Engine eng(*lm.model, cfg);
   const int32_t reserve = model::window_reserve_blocks(16, 16);
   ASSERT_EQ(eng.counters().n_window_blocks_total, 2 * (reserve + 1));
@@ -117,8 +117,8 @@ TEST(EngineWindowBudget, TheDefaultBudgetCountsOnlyTheWindowOfTheWindowedLayers)
   cfg.max_running = 1;
   const model::MemoryLayout& memory = lm.model->memory();
   const auto ctx = static_cast<uint64_t>(lm.model->config().ctx_len);
-  const uint64_t all = memory.paged_bytes_per_token(cfg.kv_type) * ctx;
-  const uint64_t global = all - memory.windowed_bytes_per_token(cfg.kv_type) * ctx;
+  const uint64_t all = memory.paged_bytes_per_token(cfg.kv_format) * ctx;
+  const uint64_t global = all - memory.windowed_bytes_per_token(cfg.kv_format) * ctx;
   const uint64_t split = engine::default_kv_cache_bytes(*lm.model, cfg);
   EXPECT_GE(split, global);
   EXPECT_LT(split, global + (all - global) / 100);  // the window pool is a sliver of the windowed layers' context

@@ -16,8 +16,8 @@ namespace preface::test {
 class FaultBackend final : public engine::Backend {
  public:
   FaultBackend(model::Model& model, const engine::EngineConfig& c, int32_t fault_pos)
-      : inner_(model, c.kv_type, c.block_size,
-               engine::kv_blocks_for_budget(model.memory(), c.kv_type, c.block_size, c.kv_cache_bytes), c.n_threads,
+      : inner_(model, c.kv_format, c.block_size,
+               engine::kv_blocks_for_budget(model.memory(), c.kv_format, c.block_size, c.kv_cache_bytes), c.n_threads,
                model.memory().has_state() ? std::max(c.max_running, 1) : 0),
         fault_pos_(fault_pos) {}
 
@@ -25,7 +25,7 @@ class FaultBackend final : public engine::Backend {
   const model::MemoryLayout& memory() const override { return inner_.memory(); }
   const std::string& fingerprint() const override { return inner_.fingerprint(); }
   int32_t max_batch_tokens() const override { return inner_.max_batch_tokens(); }
-  kernels::KvType kv_type() const override { return inner_.kv_type(); }
+  kernels::KvFormat kv_format() const override { return inner_.kv_format(); }
   int32_t block_size() const override { return inner_.block_size(); }
   int32_t n_kv_blocks() const override { return inner_.n_kv_blocks(); }
   size_t kv_bytes() const override { return inner_.kv_bytes(); }

@@ -27,9 +27,9 @@ using namespace test_attention;  // NOLINT: the shared fixtures of paged_kv.h
 
 TEST(AttentionTile, MatchesDoubleReference) {
   for (const Path& path : paths()) {
-    for (KvType type : {KvType::F32, KvType::F16, KvType::BF16, KvType::Q8_0}) {
+    for (KvType type : kAllKvTypes) {
       for (size_t head_dim : {8u, 20u, 32u, 64u, 128u}) {
-        if (type == KvType::Q8_0 && head_dim % 32 != 0) continue;
+        if (!row_fits(type, head_dim, 2)) continue;
         for (int32_t block_size : {1, 5, 16}) {
           SCOPED_TRACE(std::string(path.name) + " type " + elem_name(type) + " head_dim " +
                        std::to_string(head_dim) + " block " + std::to_string(block_size));
@@ -58,9 +58,9 @@ TEST(AttentionTile, MatchesDoubleReference) {
 // the tile; and rows past its last position (here NaN) are never read.
 TEST(AttentionTile, QueryIndependentOfTileAndUnreadRows) {
   for (const Path& path : paths()) {
-    for (KvType type : {KvType::F32, KvType::F16, KvType::BF16, KvType::Q8_0}) {
+    for (KvType type : kAllKvTypes) {
       SCOPED_TRACE(std::string(path.name) + " type " + elem_name(type));
-      const size_t head_dim = type == KvType::Q8_0 ? 64 : 24;
+      const size_t head_dim = kv_type_is_quantized(type) ? 64 : 24;
       const int32_t n_pos = 70;
       PagedKv kv(type, head_dim, 1, 4, n_pos, 11);
       const auto q = test::random_floats(head_dim * 4, 12, 3.0f);
@@ -109,9 +109,9 @@ TEST(AttentionTile, Avx2AgreesWithScalar) {
 // 16-lane registers, leave an 8-lane tail, or need zero padding.
 TEST(AttentionTile, Avx512BitIdenticalToAvx2) {
   if (!avx512::available()) GTEST_SKIP() << "CPU lacks AVX-512";
-  for (KvType type : {KvType::F32, KvType::F16, KvType::BF16, KvType::Q8_0}) {
+  for (KvType type : kAllKvTypes) {
     for (size_t head_dim : {8u, 20u, 24u, 32u, 64u, 80u, 96u, 128u, 136u}) {
-      if (type == KvType::Q8_0 && head_dim % 32 != 0) continue;
+      if (!row_fits(type, head_dim, 2)) continue;
       SCOPED_TRACE(std::string("type ") + elem_name(type) + " head_dim " + std::to_string(head_dim));
       const int32_t n_pos = 91;  // the last chunk has an odd number of rows (AVX-512 widens F16 rows in pairs)
       const PagedKv kv(type, head_dim, 2, 7, n_pos, 71);
@@ -147,7 +147,7 @@ TEST(AttentionTile, Avx512SharedTileBitIdenticalToAvx2) {
     return avx512::attention_tiles_shared(&tile, 1, scratch.data(), 0);
   };
   // Block sizes: rows one block apart (1), runs of a block crossing 8-row groups and chunks (7), whole blocks (16).
-  for (KvType type : {KvType::F32, KvType::F16, KvType::BF16, KvType::Q8_0}) {
+  for (KvType type : {KvType::F32, KvType::F16, KvType::BF16, KvType::Q8_0}) {  // the shared tile's types
     for (size_t head_dim : {16u, 64u, 80u, 128u}) {
       if (type == KvType::Q8_0 && head_dim % 32 != 0) continue;  // refused, below
       for (int32_t block_size : {1, 7, 16}) {
@@ -222,37 +222,6 @@ TEST(AttentionTile, TilesTogetherBitIdenticalToOneAtATime) {
     EXPECT_TRUE(same_bits(want, got));
     if (avx512::available()) {
       EXPECT_EQ(avx512::attention_tiles_shared(tiles.data(), kHeads, scratch.data(), stride), !uneven);
-    }
-  }
-}
-
-// Q8_0 rows are dequantized exactly (f32(d) * q) and the query is not rounded: on every path a tile over Q8_0
-// storage gives the same bits as the same tile over F32 storage holding the dequantized values.
-TEST(AttentionTile, Q8_0EqualsF32OfDequantizedValuesOnEveryPath) {
-  for (const Path& path : paths()) {
-    for (size_t head_dim : {32u, 64u, 96u, 128u}) {
-      SCOPED_TRACE(std::string(path.name) + " head_dim " + std::to_string(head_dim));
-      const int32_t n_pos = 83;
-      const PagedKv q8(KvType::Q8_0, head_dim, 3, 6, n_pos, 41);
-      PagedKv f32(KvType::F32, head_dim, 3, 6, n_pos, 41);  // same table (same seed), values replaced below
-      ASSERT_EQ(q8.table, f32.table);
-      for (int32_t p = 0; p < n_pos; ++p) {
-        for (size_t i = 0; i < 3 * head_dim; ++i) {
-          f32.write(f32.k.data(), p, i, q8.kf[static_cast<size_t>(p) * 3 * head_dim + i]);
-          f32.write(f32.v.data(), p, i, q8.vf[static_cast<size_t>(p) * 3 * head_dim + i]);
-        }
-      }
-      const auto q = test::random_floats(head_dim * 4, 42, 3.0f);
-      std::vector<float> a(head_dim * 4), b(head_dim * 4);
-      std::vector<AttnQuery> qa, qb;
-      for (size_t j = 0; j < 4; ++j) {
-        const int32_t n = n_pos - static_cast<int32_t>(25 * j);
-        qa.push_back({q.data() + j * head_dim, a.data() + j * head_dim, n});
-        qb.push_back({q.data() + j * head_dim, b.data() + j * head_dim, n});
-      }
-      run_tile(path.fn, q8.pages(2), head_dim, 0.17f, qa);
-      run_tile(path.fn, f32.pages(2), head_dim, 0.17f, qb);
-      EXPECT_TRUE(same_bits(a, b));
     }
   }
 }

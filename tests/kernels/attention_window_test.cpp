@@ -40,9 +40,9 @@ const std::vector<std::pair<int32_t, int32_t>> kWindows = {{25, 41}, {32, 48}, {
 
 TEST(AttentionWindow, MatchesDoubleReferenceOnEveryPath) {
   for (const Path& path : paths()) {
-    for (KvType type : {KvType::F32, KvType::F16, KvType::BF16, KvType::Q8_0}) {
+    for (KvType type : kAllKvTypes) {
       for (size_t head_dim : {20u, 64u}) {
-        if (type == KvType::Q8_0 && head_dim % 32 != 0) continue;
+        if (!row_fits(type, head_dim, 2)) continue;
         for (float cap : {0.0f, 2.0f}) {
           SCOPED_TRACE(std::string(path.name) + " type " + elem_name(type) + " head_dim " + std::to_string(head_dim) +
                        " softcap " + std::to_string(cap));
@@ -74,7 +74,7 @@ TEST(AttentionWindow, MatchesDoubleReferenceOnEveryPath) {
 // last position (NaN here) never reach its output.
 TEST(AttentionWindow, QueryIndependentOfTileAndRowsOutsideWindow) {
   for (const Path& path : paths()) {
-    for (KvType type : {KvType::F16, KvType::Q8_0}) {
+    for (KvType type : {KvType::F16, KvType::Q8_0, KvType::Q4_1}) {
       SCOPED_TRACE(std::string(path.name) + " type " + elem_name(type));
       const size_t head_dim = 64, n_q = kWindows.size();
       const auto q = test::random_floats(head_dim * n_q, 28, 3.0f);
@@ -103,9 +103,9 @@ TEST(AttentionWindow, QueryIndependentOfTileAndRowsOutsideWindow) {
 
 TEST(AttentionWindow, Avx512BitIdenticalToAvx2) {
   if (!avx512::available()) GTEST_SKIP() << "CPU lacks AVX-512";
-  for (KvType type : {KvType::F32, KvType::F16, KvType::BF16, KvType::Q8_0}) {
+  for (KvType type : kAllKvTypes) {
     for (size_t head_dim : {24u, 64u, 80u, 128u}) {
-      if (type == KvType::Q8_0 && head_dim % 32 != 0) continue;
+      if (!row_fits(type, head_dim, 2)) continue;
       for (float cap : {0.0f, 2.0f, 50.0f}) {
         SCOPED_TRACE(std::string("type ") + elem_name(type) + " head_dim " + std::to_string(head_dim));
         const PagedKv kv(type, head_dim, 2, 7, 77, 37);

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "gguf/writer.h"
 #include "kernels/attention.h"
 #include "kernels/dot.h"
+#include "kernels/kv_rows.h"
 #include "kernels/kernel_test_util.h"
 #include "util/fp16.h"
 
@@ -32,44 +32,45 @@ inline std::vector<Path> paths() {
   return p;
 }
 
-// Bytes of n values of e (Q8_0: n % 32 == 0).
-inline size_t elem_bytes(KvType e, size_t n) { return e == KvType::F32 ? 4 * n : e == KvType::Q8_0 ? n / 32 * 34 : 2 * n; }
+// Bytes of n values of e (block types: n % 32 == 0).
+inline size_t elem_bytes(KvType e, size_t n) { return kv_row_bytes(e, n); }
 
-inline const char* elem_name(KvType e) {
-  switch (e) {
-    case KvType::F32: return "f32";
-    case KvType::F16: return "f16";
-    case KvType::BF16: return "bf16";
-    case KvType::Q8_0: return "q8_0";
-  }
-  return "?";
-}
+inline const char* elem_name(KvType e) { return kv_type_name(e); }
 
-// The query as the kernel uses it: rounded to F16/BF16 storage, unchanged for F32 and Q8_0.
+// The query as the kernel uses it: rounded to F16/BF16 K storage, unchanged for F32 and the block types.
 inline float query_value(KvType e, float v) {
   switch (e) {
-    case KvType::F32: return v;
     case KvType::F16: return f16_to_f32(f32_to_f16(v));
     case KvType::BF16: return bf16_to_f32(f32_to_bf16(v));
-    case KvType::Q8_0: return v;
+    default: return v;
   }
-  return v;
+}
+
+// Whether rows of n_kv_heads heads of head_dim values can be stored in e (block types: whole 32-value blocks).
+inline bool row_fits(KvType e, size_t head_dim, size_t n_kv_heads) {
+  return head_dim * n_kv_heads % kv_type_block_values(e) == 0;
 }
 
 // Paged K/V for one sequence of n_pos positions: n_kv_heads heads per row, blocks in shuffled order, with a
-// spare block (never in the table) so that tables do not cover the whole storage. Q8_0 rows are written by the
-// GGUF codec (gguf::encode_values), one head at a time, and kf/vf hold its decoding.
+// spare block (never in the table) so that tables do not cover the whole storage. Rows are written whole by
+// kv_write_row (a block type quantizes the row in 32-value blocks), and kf/vf hold kv_value's decoding.
 struct PagedKv {
   PagedKv(KvType type, size_t head_dim, size_t n_kv_heads, int32_t block_size, int32_t n_pos, uint32_t seed)
-      : type(type), head_dim(head_dim), n_kv_heads(n_kv_heads), block_size(block_size), n_pos(n_pos) {
+      : PagedKv(type, type, head_dim, n_kv_heads, block_size, n_pos, seed) {}
+  PagedKv(KvType k_type, KvType v_type, size_t head_dim, size_t n_kv_heads, int32_t block_size, int32_t n_pos,
+          uint32_t seed)
+      : type(k_type), v_type(v_type), head_dim(head_dim), n_kv_heads(n_kv_heads), block_size(block_size),
+        n_pos(n_pos) {
     const int32_t n_blocks = (n_pos + block_size - 1) / block_size + 1;
-    row_bytes = n_kv_heads * elem_bytes(type, head_dim);
-    k.assign(static_cast<size_t>(n_blocks * block_size) * row_bytes, 0);
-    v.assign(k.size(), 0);
+    const size_t row_values = n_kv_heads * head_dim;
+    k_row_bytes = elem_bytes(k_type, row_values);
+    v_row_bytes = elem_bytes(v_type, row_values);
+    k.assign(static_cast<size_t>(n_blocks * block_size) * k_row_bytes, 0);
+    v.assign(static_cast<size_t>(n_blocks * block_size) * v_row_bytes, 0);
     table.resize(static_cast<size_t>(n_blocks - 1));
     std::iota(table.begin(), table.end(), 1);
     std::shuffle(table.begin(), table.end(), std::mt19937(seed));
-    const auto values = ::preface::kernels::test::random_floats(static_cast<size_t>(n_pos) * n_kv_heads * head_dim * 2, seed + 1);
+    const auto values = ::preface::kernels::test::random_floats(static_cast<size_t>(n_pos) * row_values * 2, seed + 1);
     std::vector<float> kx(values.size() / 2), vx(values.size() / 2);  // [n_pos][n_kv_heads][head_dim]
     for (size_t at = 0; at < kx.size(); ++at) {
       kx[at] = values[2 * at];
@@ -78,75 +79,66 @@ struct PagedKv {
     kf.resize(kx.size());
     vf.resize(vx.size());
     for (int32_t p = 0; p < n_pos; ++p) {
-      for (size_t h = 0; h < n_kv_heads; ++h) {
-        const size_t at = (static_cast<size_t>(p) * n_kv_heads + h) * head_dim;
-        write_head(k.data(), p, h, kx.data() + at, kf.data() + at);
-        write_head(v.data(), p, h, vx.data() + at, vf.data() + at);
+      const size_t at = static_cast<size_t>(p) * row_values;
+      kv_write_row(k_type, kx.data() + at, row(k.data(), k_row_bytes, p), row_values);
+      kv_write_row(v_type, vx.data() + at, row(v.data(), v_row_bytes, p), row_values);
+      for (size_t i = 0; i < row_values; ++i) {
+        kf[at + i] = kv_value(k_type, row(k.data(), k_row_bytes, p), i);
+        vf[at + i] = kv_value(v_type, row(v.data(), v_row_bytes, p), i);
       }
     }
   }
 
-  // Stores head h of position pos from x[head_dim]; stored[head_dim] receives the values as stored.
-  void write_head(uint8_t* base, int32_t pos, size_t h, const float* x, float* stored) {
-    if (type == KvType::Q8_0) {
-      const std::vector<uint8_t> bytes = gguf::encode_values(gguf::TensorType::Q8_0, x, head_dim);
-      std::memcpy(row(base, pos) + h * elem_bytes(type, head_dim), bytes.data(), bytes.size());
-      gguf::decode_values(gguf::TensorType::Q8_0, bytes.data(), head_dim, stored);
-      return;
-    }
-    for (size_t i = 0; i < head_dim; ++i) {
-      write(base, pos, h * head_dim + i, x[i]);
-      stored[i] = query_value(type, x[i]);
-    }
-  }
-
-  // Every value of position pos (K and V, all heads) becomes NaN: Q8_0 blocks get a NaN scale.
+  // Every value of position pos (K and V, all heads) becomes NaN: a block type's blocks get a NaN scale.
   void poison(int32_t pos) {
-    for (uint8_t* base : {k.data(), v.data()}) {
-      if (type == KvType::Q8_0) {
-        for (size_t b = 0; b < n_kv_heads * head_dim / 32; ++b) {
+    const size_t row_values = n_kv_heads * head_dim;
+    for (int side = 0; side < 2; ++side) {
+      const KvType t = side == 0 ? type : v_type;
+      uint8_t* r = side == 0 ? row(k.data(), k_row_bytes, pos) : row(v.data(), v_row_bytes, pos);
+      if (kv_type_is_quantized(t)) {
+        for (size_t b = 0; b < row_values / 32; ++b) {
           const uint16_t nan_f16 = 0x7e00;
-          std::memcpy(row(base, pos) + b * 34, &nan_f16, 2);
+          std::memcpy(r + b * kv_type_block_bytes(t), &nan_f16, 2);
         }
       } else {
-        for (size_t i = 0; i < n_kv_heads * head_dim; ++i) write(base, pos, i, NAN);
+        const float nan = NAN;
+        for (size_t i = 0; i < row_values; ++i) kv_write_row(t, &nan, r + elem_bytes(t, i), 1);
       }
     }
   }
 
-  uint8_t* row(uint8_t* base, int32_t pos) {
+  // Value i of position pos of a F32/F16/BF16 region (base: k.data() or v.data()).
+  void write(uint8_t* base, int32_t pos, size_t i, float value) {
+    const bool is_k = base == k.data();
+    const KvType t = is_k ? type : v_type;
+    kv_write_row(t, &value, row(base, is_k ? k_row_bytes : v_row_bytes, pos) + elem_bytes(t, i), 1);
+  }
+
+  uint8_t* row(uint8_t* base, size_t row_bytes, int32_t pos) const {
     const size_t block = static_cast<size_t>(table[static_cast<size_t>(pos / block_size)]);
     return base + (block * static_cast<size_t>(block_size) + static_cast<size_t>(pos % block_size)) * row_bytes;
   }
 
-  // Value i of a F32/F16/BF16 row.
-  void write(uint8_t* base, int32_t pos, size_t i, float value) {
-    uint8_t* dst = row(base, pos) + elem_bytes(type, i);
-    if (type == KvType::F32) {
-      std::memcpy(dst, &value, 4);
-    } else {
-      const uint16_t h = type == KvType::F16 ? f32_to_f16(value) : f32_to_bf16(value);
-      std::memcpy(dst, &h, 2);
-    }
-  }
-
   KvPages pages(size_t kv_head) const {
     KvPages p;
-    p.type = type;
+    p.k_type = type;
+    p.v_type = v_type;
     p.k_base = k.data();
     p.v_base = v.data();
     p.block_table = table.data();
     p.block_size = block_size;
-    p.row_bytes = row_bytes;
-    p.head_offset_bytes = kv_head * elem_bytes(type, head_dim);
+    p.k_row_bytes = k_row_bytes;
+    p.v_row_bytes = v_row_bytes;
+    p.head_value = kv_head * head_dim;
     return p;
   }
 
-  KvType type;
+  KvType type;    // K rows' type
+  KvType v_type;  // V rows' type
   size_t head_dim, n_kv_heads;
   int32_t block_size, n_pos;
-  size_t row_bytes = 0;
-  std::vector<uint8_t> k, v;     // [n_blocks][block_size][row_bytes]
+  size_t k_row_bytes = 0, v_row_bytes = 0;
+  std::vector<uint8_t> k, v;     // [n_blocks][block_size][row bytes]
   std::vector<int32_t> table;    // position block -> storage block (block 0 is never used)
   std::vector<float> kf, vf;     // [n_pos][n_kv_heads][head_dim] the stored values as f32
 };

@@ -74,7 +74,10 @@ TEST(KvStorage, BadSizesAreErrors) {
 // capacity calculator (model/capacity.h) is tested against.
 TEST(KvStorage, BytesPerTokenOfEveryType) {
   const model::MemoryLayout d = layout({.n_layers = 3, .n_kv_heads = 2, .head_dim = 64});
-  const size_t expected[] = {3u * 2 * 128 * 4, 3u * 2 * 128 * 2, 3u * 2 * 128 * 2, 3u * 2 * 4 * 34};
+  // f32, f16, bf16, then the block types: 4 blocks of 128 values per row.
+  const size_t expected[] = {3u * 2 * 128 * 4, 3u * 2 * 128 * 2, 3u * 2 * 128 * 2, 3u * 2 * 4 * 34, 3u * 2 * 4 * 18,
+                             3u * 2 * 4 * 20,  3u * 2 * 4 * 18,  3u * 2 * 4 * 22,  3u * 2 * 4 * 24};
+  static_assert(std::size(expected) == kernels::kAllKvTypes.size());
   for (size_t i = 0; i < kernels::kAllKvTypes.size(); ++i) {
     const kernels::KvType t = kernels::kAllKvTypes[i];
     EXPECT_EQ(kv::KvStorage(d, t, 16, 1).bytes_per_token(), expected[i]) << kernels::kv_type_name(t);
@@ -82,7 +85,8 @@ TEST(KvStorage, BytesPerTokenOfEveryType) {
   }
 }
 
-// Q8_0: per KV head, head_dim / 32 blocks of 34 bytes; heads that are not whole blocks are refused.
+// Q8_0: a row of kv heads x head_dim values in blocks of 34 bytes per 32; a head may start inside a block (rows of
+// 2 x 16 values are one block), rows that are not whole blocks are refused. Separate K and V types size each side.
 TEST(KvStorage, Q8_0SizesAndHeadDimCheck) {
   Dims c{.n_layers = 3, .n_kv_heads = 2, .head_dim = 8};
   c.head_dim = 64;
@@ -91,16 +95,29 @@ TEST(KvStorage, Q8_0SizesAndHeadDimCheck) {
   EXPECT_EQ(s.bytes_per_token(), 3u * 2u * 2u * 64u * 34u / 32u);  // layers x {K,V} x kv heads x head_dim x 34/32
   EXPECT_EQ(s.size_bytes(), s.bytes_per_token() * 5 * 16);
   EXPECT_EQ(s.view().k_row(2, 4, 15) + s.view().k_row_bytes(2), s.view().layers[2].v);  // regions end to end
-  for (int32_t head_dim : {8, 16, 48, 100}) {
+  for (int32_t head_dim : {8, 36, 100}) {
     c.head_dim = head_dim;
     try {
       kv::KvStorage bad(layout(c), kernels::KvType::Q8_0, 16, 5);
       FAIL() << "q8_0 accepted head_dim " << head_dim;
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("head_dim is " + std::to_string(head_dim)), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("rows of " + std::to_string(2 * head_dim) + " values"), std::string::npos)
+          << e.what();
     }
     EXPECT_NO_THROW(kv::KvStorage(layout(c), kernels::KvType::F16, 16, 5));
   }
+  c.head_dim = 16;  // two heads: one block per row
+  EXPECT_EQ(kv::KvStorage(layout(c), kernels::KvType::Q4_0, 16, 5).view().k_row_bytes(0), 18u);
+  c.head_dim = 64;
+  const kv::KvStorage mixed(layout(c), kernels::KvFormat(kernels::KvType::Q8_0, kernels::KvType::Q4_0), 16, 5);
+  EXPECT_EQ(mixed.view().k_row_bytes(0), 4u * 34u);
+  EXPECT_EQ(mixed.view().v_row_bytes(0), 4u * 18u);
+  EXPECT_EQ(mixed.bytes_per_token(), 3u * 4u * (34u + 18u));
+  EXPECT_EQ(mixed.view().k_row(2, 4, 15) + mixed.view().k_row_bytes(2), mixed.view().layers[2].v);
+  c.head_dim = 32;  // rotation needs heads of multiples of 64
+  EXPECT_THROW(kv::KvStorage(layout(c), kernels::KvFormat(kernels::KvType::Q4_0, kernels::KvType::Q4_0, true, false),
+                             16, 5),
+               Error);
 }
 
 // Every page is resident once the storage exists (faulted in at start-up, not on the first write while serving).

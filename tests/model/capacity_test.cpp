@@ -59,7 +59,7 @@ TEST(KvCapacity, BuiltinBytesPerToken) {
       {"qwen2.5-0.5b", {2 * 24 * 2 * 64 * 4, 12 * 1024, 2 * 24 * 2 * 2 * 34}},
       {"tinyllama-1.1b", {2 * 22 * 4 * 64 * 4, 22 * 1024, 2 * 22 * 4 * 2 * 34}},
       {"smollm-135m", {2 * 30 * 3 * 64 * 4, 2 * 30 * 3 * 64 * 2, 2 * 30 * 3 * 2 * 34}},
-      {"stories260k", {2 * 5 * 4 * 8 * 4, 2 * 5 * 4 * 8 * 2, 2 * 5 * 4 * 34}},  // q8_0 pads head_dim 8 to 32
+      {"stories260k", {2 * 5 * 4 * 8 * 4, 2 * 5 * 4 * 8 * 2, 2 * 5 * 34}},  // q8_0: a row of 4 heads of 8 is one block
       // 50 sliding layers of 16 x 256 and 10 global of 4 x 512: 880 KiB f16
       {"gemma4-31b", {2 * (50 * 16 * 256 + 10 * 4 * 512) * 4, 2 * (50 * 16 * 256 + 10 * 4 * 512) * 2,
                       2 * (50 * 16 * 8 + 10 * 4 * 16) * 34}},
@@ -202,10 +202,31 @@ TEST(KvCapacity, InvalidShapesThrow) {
 TEST(KvCapacity, TypeNamesAndRowBytes) {
   for (kernels::KvType t : kernels::kAllKvTypes) EXPECT_EQ(kernels::parse_kv_type(kernels::kv_type_name(t)), t);
   EXPECT_EQ(kernels::parse_kv_type("Q8_0"), kernels::KvType::Q8_0);
-  EXPECT_THROW(kernels::parse_kv_type("q4_0"), Error);
+  EXPECT_EQ(kernels::parse_kv_type("IQ4_NL"), kernels::KvType::IQ4_NL);
+  EXPECT_THROW(kernels::parse_kv_type("q4_k"), Error);
   EXPECT_THROW(kernels::parse_kv_type(""), Error);
   EXPECT_DOUBLE_EQ(kernels::kv_bytes_per_value(kernels::KvType::Q8_0), 1.0625);
   EXPECT_DOUBLE_EQ(kernels::kv_bytes_per_value(kernels::KvType::BF16), 2.0);
+  EXPECT_DOUBLE_EQ(kernels::kv_bytes_per_value(kernels::KvType::Q4_0), 18.0 / 32);
+  EXPECT_DOUBLE_EQ(kernels::kv_bytes_per_value(kernels::KvType::Q5_1), 24.0 / 32);
+  // Format names: what namespaces and tier records carry (at most 15 characters).
+  using kernels::KvFormat;
+  using kernels::KvType;
+  EXPECT_EQ(KvFormat(KvType::Q8_0).name(), "q8_0");
+  EXPECT_EQ(KvFormat(KvType::Q8_0, KvType::Q4_0).name(), "q8_0/q4_0");
+  EXPECT_EQ(KvFormat(KvType::Q4_0, KvType::Q4_0, true, true).name(), "q4_0+r");
+  EXPECT_EQ(KvFormat(KvType::Q8_0, KvType::F16, true, false).name(), "q8_0/f16+rk");
+  for (KvType k : kernels::kAllKvTypes) {
+    for (KvType v : kernels::kAllKvTypes) EXPECT_LE(KvFormat(k, v, true, false).name().size(), 15u);
+  }
+  // --kv-rotate auto rotates the block-type sides whose heads fit; on refuses heads that do not.
+  EXPECT_EQ(kernels::resolve_kv_format(KvType::Q8_0, KvType::F16, kernels::KvRotate::Auto, true, true),
+            KvFormat(KvType::Q8_0, KvType::F16, true, false));
+  EXPECT_EQ(kernels::resolve_kv_format(KvType::Q8_0, KvType::Q4_0, kernels::KvRotate::Auto, false, false),
+            KvFormat(KvType::Q8_0, KvType::Q4_0));
+  EXPECT_EQ(kernels::resolve_kv_format(KvType::F16, KvType::F16, kernels::KvRotate::On, true, true),
+            KvFormat(KvType::F16, KvType::F16, true, true));
+  EXPECT_THROW(kernels::resolve_kv_format(KvType::Q4_0, KvType::Q4_0, kernels::KvRotate::On, false, true), Error);
   EXPECT_EQ(kv_head_row_bytes(kernels::KvType::Q8_0, 128), 136u);
   EXPECT_EQ(kv_head_row_bytes(kernels::KvType::Q8_0, 33), 68u);
   EXPECT_EQ(kv_head_row_bytes(kernels::KvType::F32, 33), 132u);

@@ -1,6 +1,6 @@
 // Bit-exactness of the paged-KV forward pass: a token's logits must not depend on how its sequence was fed
 // (whole, one token at a time, chunks of 7), on the thread count, or on other sequences sharing the batch; for
-// every KV type (Q8_0 on the models whose head_dim is a multiple of 32).
+// every KV format the model's rows can hold (block types, mixed K/V types, rotation).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/model.h"
+#include "util/error.h"
 #include "model_harness.h"
 #include "support/shared_data.h"
 
@@ -44,9 +45,20 @@ TEST_P(Exactness, IncrementalEqualsFullRecomputeAtAnyThreadCount) {
   const int32_t n_blocks = (kSeqLen + kBlockSize - 1) / kBlockSize;
   const std::vector<int32_t> table = reversed_blocks(n_blocks);
 
-  std::vector<kernels::KvType> kv_types = {kernels::KvType::F16, kernels::KvType::F32, kernels::KvType::BF16};
-  if (c.head_dim % 32 == 0) kv_types.push_back(kernels::KvType::Q8_0);  // Q8_0 needs whole 32-value blocks per head
-  for (kernels::KvType kv_type : kv_types) {
+  // Every single type, a mixed pair and rotated formats, where the model's rows and heads can hold them.
+  using kernels::KvFormat;
+  using kernels::KvType;
+  std::vector<KvFormat> kv_types;
+  for (KvType t : kernels::kAllKvTypes) kv_types.emplace_back(t);
+  kv_types.emplace_back(KvType::Q8_0, KvType::Q4_0);
+  kv_types.emplace_back(KvType::Q8_0, KvType::Q4_0, true, true);
+  kv_types.emplace_back(KvType::F16, KvType::IQ4_NL, false, true);
+  for (const KvFormat& kv_type : kv_types) {
+    try {
+      m->memory().check_type_fits(kv_type);
+    } catch (const Error&) {
+      continue;  // rows not of whole blocks, or heads too small to rotate
+    }
     std::vector<float> reference;  // full recompute, 1 thread
     for (int n_threads : {1, 2}) {
       ThreadPool pool(n_threads);
@@ -58,7 +70,7 @@ TEST_P(Exactness, IncrementalEqualsFullRecomputeAtAnyThreadCount) {
           continue;
         }
         const int64_t diff = first_difference(reference, logits);
-        EXPECT_EQ(diff, -1) << "kv " << kernels::kv_type_name(kv_type) << ", threads " << n_threads << ", chunk "
+        EXPECT_EQ(diff, -1) << "kv " << kv_type.name() << ", threads " << n_threads << ", chunk "
                             << chunk << ": first difference at position " << diff / c.n_vocab << ", token "
                             << diff % c.n_vocab;
       }

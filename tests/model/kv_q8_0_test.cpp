@@ -1,7 +1,7 @@
 // Q8_0 KV storage in the forward pass, on models whose head_dim is a multiple of 32 (synth_kv_models.h): logits are
 // bit-identical however the sequence is fed and at any thread count; rows are stored as the GGUF codec's Q8_0
 // bytes of the f32 rows; the logits stay close to those with F16 storage (same argmax almost everywhere) without
-// being the same; and models whose head_dim is not a multiple of 32 are refused with preface::Error.
+// being the same; and storage a model cannot hold (rows not of whole blocks, rotation of small heads) is refused.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -138,17 +138,12 @@ INSTANTIATE_TEST_SUITE_P(Models, KvQ8_0, ::testing::ValuesIn(q8_0_kv_model_names
                            return q8_0_kv_model_test_name(info.param);
                          });
 
-// stories260K (head_dim 8) and the shared synth-spm models (head_dim 16): a Q8_0 block would span heads, so
-// forward refuses the storage before writing anything.
-class KvQ8_0Refused : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(KvQ8_0Refused, HeadDimNotAMultipleOf32) {
-  const auto path = shared_file("models/" + GetParam());
-  if (path.empty()) return;
-  auto m = model::Model::load(path.string(), 64);
-  const model::Config& c = m->config();
-  ASSERT_NE(c.head_dim % 32, 0);
-  TestKv kv(c, kernels::KvType::Q8_0, kBlockSize, 1);
+// A block type needs rows (KV heads x head size) of whole 32-value blocks, rotation heads of multiples of 64:
+// forward refuses other storage before writing anything. Rows of 24 values (one KV head of 24) hold no Q8_0 block;
+// stories260K's rows of 4 x 8 values are one block, but its heads are too small to rotate.
+void expect_refused(model::Model& m, const kernels::KvFormat& f, const std::string& needle) {
+  const model::Config& c = m.config();
+  TestKv kv(c, f, kBlockSize, 1);
   const std::vector<int32_t> table = {0};
   model::ForwardBatch batch;
   batch.block_tables = {&table};
@@ -156,21 +151,25 @@ TEST_P(KvQ8_0Refused, HeadDimNotAMultipleOf32) {
   std::vector<float> logits(static_cast<size_t>(c.n_vocab));
   ThreadPool pool(1);
   try {
-    m->forward(batch, kv.view, pool, logits.data());
-    FAIL() << "forward accepted q8_0 KV with head_dim " << c.head_dim;
+    m.forward(batch, kv.view, pool, logits.data());
+    FAIL() << "forward accepted " << f.name();
   } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("q8_0"), std::string::npos) << what;
-    EXPECT_NE(what.find("head_dim is " + std::to_string(c.head_dim)), std::string::npos) << what;
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
   }
   EXPECT_TRUE(std::all_of(kv.bytes.begin(), kv.bytes.end(), [](uint8_t b) { return b == 0; }));
 }
 
-INSTANTIATE_TEST_SUITE_P(SharedModels, KvQ8_0Refused,
-                         ::testing::Values("stories260K.gguf", "synth-spm-d128-f16.gguf", "synth-qwen2-d128-bf16.gguf"),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           return q8_0_kv_model_test_name(info.param);
-                         });
+TEST(KvQ8_0Refused, RowsNotOfWholeBlocksAndHeadsTooSmallToRotate) {
+  const std::string row24 = q8_0_kv_model_path("llama-row24-f16");
+  if (row24.empty()) return;
+  auto m = model::Model::load(row24, 64);
+  ASSERT_EQ(m->config().kv_row_values(), 24);
+  expect_refused(*m, kernels::KvType::Q8_0, "rows of 24 values");
+  expect_refused(*m, kernels::KvFormat(kernels::KvType::F16, kernels::KvType::Q4_0), "q4_0");
+  auto stories = model::Model::load(shared_file("models/stories260K.gguf").string(), 64);
+  expect_refused(*stories, kernels::KvFormat(kernels::KvType::Q8_0, kernels::KvType::Q8_0, true, false),
+                 "multiple of 64");
+}
 
 }  // namespace
 }  // namespace preface::test

@@ -90,11 +90,13 @@ TEST(MemoryLayout, BadLayoutsAreErrors) {
 }
 
 TEST(MemoryLayout, TypeThatCannotStoreAGroupNamesItsLayers) {
-  const MemoryLayout m({MemorySpec::paged(2, 64, 64), MemorySpec::paged(2, 48, 48), MemorySpec::paged(2, 48, 48)});
+  // Rows of 2 x 64 and 1 x 48 values: the second is no whole number of 32-value blocks.
+  const MemoryLayout m({MemorySpec::paged(2, 64, 64), MemorySpec::paged(1, 48, 48), MemorySpec::paged(1, 48, 48)});
   EXPECT_NO_THROW(m.check_type_fits(kernels::KvType::F16));
+  EXPECT_NO_THROW(MemoryLayout({MemorySpec::paged(2, 48, 48)}).check_type_fits(kernels::KvType::Q8_0));  // 96 values
   try {
     m.check_type_fits(kernels::KvType::Q8_0);
-    FAIL() << "q8_0 accepted a head of 48 values";
+    FAIL() << "q8_0 accepted a row of 48 values";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("layers 1, 2"), std::string::npos) << e.what();
   }

@@ -16,11 +16,11 @@
 namespace preface::test {
 
 // Each layer's memory in one zeroed vector, as model::MemoryLayout says: a paged layer's K then V, each
-// [n_blocks][block_size][row values] of `type`; a state layer's n_state_slots slots.
+// [n_blocks][block_size][row values] of type.k (K) or type.v (V); a state layer's n_state_slots slots.
 struct TestKv {
-  TestKv(const model::MemoryLayout& m, kernels::KvType type, int32_t block_size, int32_t n_blocks,
+  TestKv(const model::MemoryLayout& m, const kernels::KvFormat& type, int32_t block_size, int32_t n_blocks,
          int32_t n_state_slots = 1) {
-    view.type = type;
+    view.format = type;
     view.block_size = block_size;
     view.n_blocks = n_blocks;
     view.n_state_slots = n_state_slots;
@@ -33,8 +33,8 @@ struct TestKv {
       if (spec.kind == model::MemoryKind::PagedRows) {
         layer.k_values = spec.k_row_values();
         layer.v_values = spec.v_row_values();
-        n_bytes += tokens * (kernels::kv_row_bytes(type, static_cast<size_t>(layer.k_values)) +
-                             kernels::kv_row_bytes(type, static_cast<size_t>(layer.v_values)));
+        n_bytes += tokens * (kernels::kv_row_bytes(type.k, static_cast<size_t>(layer.k_values)) +
+                             kernels::kv_row_bytes(type.v, static_cast<size_t>(layer.v_values)));
       } else if (spec.kind == model::MemoryKind::State) {
         layer.state_bytes = static_cast<size_t>(spec.state_bytes);
         n_bytes += static_cast<size_t>(n_state_slots) * layer.state_bytes;
@@ -46,13 +46,13 @@ struct TestKv {
       kernels::KvLayerView& layer = view.layers[l];
       if (layer.k_values > 0) {
         layer.k = bytes.data() + offsets[l];
-        layer.v = layer.k + tokens * kernels::kv_row_bytes(type, static_cast<size_t>(layer.k_values));
+        layer.v = layer.k + tokens * kernels::kv_row_bytes(type.k, static_cast<size_t>(layer.k_values));
       }
       if (layer.state_bytes > 0) layer.state = bytes.data() + offsets[l];
     }
   }
   // The layout the config's architecture declares (model::memory_layout).
-  TestKv(const model::Config& c, kernels::KvType type, int32_t block_size, int32_t n_blocks)
+  TestKv(const model::Config& c, const kernels::KvFormat& type, int32_t block_size, int32_t n_blocks)
       : TestKv(model::memory_layout(c), type, block_size, n_blocks) {}
   std::vector<uint8_t> bytes;
   kernels::KvView view;

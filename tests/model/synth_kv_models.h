@@ -34,6 +34,8 @@ inline std::string q8_0_kv_model_path(const std::string& name) {
     spec.dim = 128, spec.n_heads = 2, spec.n_kv_heads = 1, spec.type = gguf::TensorType::Q8_0;
   } else if (name == "qwen2-h32-f16") {  // head_dim 32, Q/K/V biases
     spec.arch = "qwen2", spec.dim = 128, spec.n_heads = 4, spec.n_kv_heads = 2, spec.type = gguf::TensorType::F16;
+  } else if (name == "llama-row24-f16") {  // one KV head of 24 values: rows that are no whole Q8_0 block
+    spec.dim = 96, spec.n_heads = 4, spec.n_kv_heads = 1, spec.type = gguf::TensorType::F16;
   } else if (name == "llama-h128-bf16") {  // head_dim 128: four Q8_0 blocks per head
     spec.dim = 256, spec.n_heads = 2, spec.n_kv_heads = 2, spec.type = gguf::TensorType::BF16;
   } else {

@@ -47,7 +47,9 @@ TEST(ServerGatewayMetrics, EndpointPickerGaugesDescribeThePool) {
   std::smatch blocks;
   ASSERT_TRUE(std::regex_search(m, blocks, std::regex("\npreface_kv_blocks_capacity ([0-9]+)\n"))) << m;
   EXPECT_EQ(sample_matching(m, "vllm:cache_config_info\\{" + model + R"(,block_size="16",num_gpu_blocks=")" +
-                                   blocks[1].str() + R"(",cache_dtype="f16",enable_prefix_caching="True"\})"),
+                                   blocks[1].str() + R"(",cache_dtype="f16",cache_dtype_k="f16",)"
+                                   R"(cache_dtype_v="f16",kv_rotate_k="False",kv_rotate_v="False",)"
+                                   R"(enable_prefix_caching="True"\})"),
             1)
       << m;
   const double lora = sample_matching(m, "vllm:lora_requests_info\\{" + model +

@@ -56,16 +56,18 @@ int64_t state_next_position(const uint8_t* state) {
   return next;
 }
 
-uint64_t kv_head_row_bytes(kernels::KvType t, int32_t head_dim) {
-  if (!in_range(head_dim)) throw Error(std::string("head size ") + std::to_string(head_dim) + " is out of range");
+uint64_t kv_head_row_bytes(kernels::KvType t, int32_t n_values) {
+  if (n_values < 1 || n_values > kMaxRowValues) {
+    throw Error(std::string("row of ") + std::to_string(n_values) + " values is out of range");
+  }
   const size_t block = kernels::kv_type_block_values(t);
-  const size_t n = (static_cast<size_t>(head_dim) + block - 1) / block * block;
+  const size_t n = (static_cast<size_t>(n_values) + block - 1) / block * block;
   return kernels::kv_row_bytes(t, n);
 }
 
-uint64_t MemorySpec::token_bytes(kernels::KvType t) const {
+uint64_t MemorySpec::token_bytes(const kernels::KvFormat& f) const {
   if (kind != MemoryKind::PagedRows) return 0;
-  return static_cast<uint64_t>(n_kv_heads) * (kv_head_row_bytes(t, k_head_dim) + kv_head_row_bytes(t, v_head_dim));
+  return kv_head_row_bytes(f.k, k_row_values()) + kv_head_row_bytes(f.v, v_row_values());
 }
 
 std::string MemorySpec::describe() const {
@@ -101,12 +103,12 @@ std::string MemoryGroup::layer_list() const {
   return out;
 }
 
-std::string MemoryGroup::summary(kernels::KvType t) const {
+std::string MemoryGroup::summary(const kernels::KvFormat& t) const {
   std::string out = std::string("layers ") + layer_list() + " (" + std::to_string(layers.size()) + "): ";
   out += spec.describe();
   if (spec.kind == MemoryKind::PagedRows) {
     out += std::string("; ") + std::to_string(spec.token_bytes(t) * layers.size()) + " bytes per token in " +
-           kernels::kv_type_name(t);
+           t.name();
   } else if (spec.kind == MemoryKind::State) {
     out += std::string("; ") + std::to_string(spec.state_bytes * layers.size()) + " bytes per sequence";
   }
@@ -172,26 +174,45 @@ bool MemoryLayout::has_state() const {
   return false;
 }
 
-void MemoryLayout::check_type_fits(kernels::KvType t) const {
+void MemoryLayout::check_type_fits(const kernels::KvFormat& f) const {
   for (const MemoryGroup& g : groups_) {
     if (g.spec.kind != MemoryKind::PagedRows) continue;
     try {
-      kernels::check_kv_type_fits(t, g.spec.k_head_dim);
-      kernels::check_kv_type_fits(t, g.spec.v_head_dim);
+      kernels::check_kv_type_fits(f.k, g.spec.k_row_values());
+      kernels::check_kv_type_fits(f.v, g.spec.v_row_values());
     } catch (const Error& e) {
       throw Error(std::string(e.what()) + " (layers " + g.layer_list() + ")");
+    }
+    if ((f.rotate_k && !kernels::kv_rotation_fits(g.spec.k_head_dim)) ||
+        (f.rotate_v && !kernels::kv_rotation_fits(g.spec.v_head_dim))) {
+      throw Error("KV rotation needs heads whose size is a multiple of 64; layers " + g.layer_list() + " have " +
+                  std::to_string(f.rotate_k ? g.spec.k_head_dim : g.spec.v_head_dim));
     }
   }
 }
 
-uint64_t MemoryLayout::paged_bytes_per_token(kernels::KvType t) const {
+bool MemoryLayout::k_rotation_fits() const {
+  for (const MemoryGroup& g : groups_) {
+    if (g.spec.kind == MemoryKind::PagedRows && !kernels::kv_rotation_fits(g.spec.k_head_dim)) return false;
+  }
+  return true;
+}
+
+bool MemoryLayout::v_rotation_fits() const {
+  for (const MemoryGroup& g : groups_) {
+    if (g.spec.kind == MemoryKind::PagedRows && !kernels::kv_rotation_fits(g.spec.v_head_dim)) return false;
+  }
+  return true;
+}
+
+uint64_t MemoryLayout::paged_bytes_per_token(const kernels::KvFormat& t) const {
   // Each term < 2^16 x 2 x (2^16 x 34 / 32 + 34) < 2^35, times at most 2^16 layers: below 2^64.
   uint64_t total = 0;
   for (const MemoryGroup& g : groups_) total += g.spec.token_bytes(t) * g.layers.size();
   return total;
 }
 
-uint64_t MemoryLayout::windowed_bytes_per_token(kernels::KvType t) const {
+uint64_t MemoryLayout::windowed_bytes_per_token(const kernels::KvFormat& t) const {
   uint64_t total = 0;
   for (const MemoryGroup& g : groups_) {
     if (g.spec.window > 0) total += g.spec.token_bytes(t) * g.layers.size();

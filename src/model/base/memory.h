@@ -16,10 +16,10 @@
 //              no memory at all, source_layer -1).
 // Layers with equal specs form a group (window included: gemma's local and global layers are two groups).
 //
-//   paged bytes per token = sum over PagedRows layers of n_kv_heads x (K head row + V head row bytes)
-// where a head row of d values of a KV type is kernels::kv_row_bytes over d rounded up to the type's block (q8_0:
-// whole 32-value blocks, 34 bytes each). The storage refuses a type whose block does not divide the head size
-// (check_type_fits), so for every layout it accepts the rounding changes nothing.
+//   paged bytes per token = sum over PagedRows layers of (K row bytes in the K type + V row bytes in the V type)
+// where a row of n values (n_kv_heads x head size) of a KV type is kernels::kv_row_bytes over n rounded up to the
+// type's block (q8_0: whole 32-value blocks, 34 bytes each). The storage refuses a type whose block does not divide
+// the row (check_type_fits), so for every layout it accepts the rounding changes nothing.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -48,8 +48,8 @@ struct MemorySpec {
   bool operator==(const MemorySpec&) const = default;
   int32_t k_row_values() const { return n_kv_heads * k_head_dim; }  // PagedRows: K values per token
   int32_t v_row_values() const { return n_kv_heads * v_head_dim; }  // PagedRows: V values per token
-  // PagedRows: K plus V bytes of one token in type t (0 for the other kinds).
-  uint64_t token_bytes(kernels::KvType t) const;
+  // PagedRows: K plus V bytes of one token in format f (0 for the other kinds).
+  uint64_t token_bytes(const kernels::KvFormat& f) const;
   // "paged rows: 4 KV heads x 64 (K) + 64 (V), window 4096" | "state: 4096 bytes" (per sequence) | "none (reads
   // layer 3)".
   std::string describe() const;
@@ -58,8 +58,8 @@ struct MemorySpec {
 // The first 8 bytes of a State layer's state (see above).
 int64_t state_next_position(const uint8_t* state);
 
-// Bytes of one head row of head_dim values of type t, rounded up to whole blocks of the type.
-uint64_t kv_head_row_bytes(kernels::KvType t, int32_t head_dim);
+// Bytes of one row of n_values values of type t, rounded up to whole blocks of the type.
+uint64_t kv_head_row_bytes(kernels::KvType t, int32_t n_values);
 
 // Layers with one spec, in increasing order.
 struct MemoryGroup {
@@ -67,10 +67,10 @@ struct MemoryGroup {
   std::vector<int32_t> layers;
   // "0-3", "0, 2, 4, 6" or "0-4, 6-10": for messages and summaries.
   std::string layer_list() const;
-  // What the group costs in type t: "layers 0-4 (5): paged rows: 4 KV heads x 64 (K) + 64 (V); 2560 bytes per
+  // What the group costs in format f: "layers 0-4 (5): paged rows: 4 KV heads x 64 (K) + 64 (V); 2560 bytes per
   // token in f16" | "layers 1-3 (3): state: 4096 bytes; 12288 bytes per sequence" | "layers 5 (1): none (reads
   // layer 3)".
-  std::string summary(kernels::KvType t) const;
+  std::string summary(const kernels::KvFormat& f) const;
 };
 
 class MemoryLayout {
@@ -90,13 +90,16 @@ class MemoryLayout {
   bool has_paged() const;
   bool has_state() const;
 
-  // Throws preface::Error naming the layer group when type t cannot store a paged head row of its size
-  // (kernels::check_kv_type_fits).
-  void check_type_fits(kernels::KvType t) const;
-  // The one formula (see the header): paged bytes of one token over every layer, in type t.
-  uint64_t paged_bytes_per_token(kernels::KvType t) const;
+  // Throws preface::Error naming the layer group when format f's types cannot store a paged row of its size
+  // (kernels::check_kv_type_fits) or f rotates a side whose heads cannot be rotated (kernels::kv_rotation_fits).
+  void check_type_fits(const kernels::KvFormat& f) const;
+  // Whether every paged layer's K (V) heads can be rotated (kernels::kv_rotation_fits); true without paged layers.
+  bool k_rotation_fits() const;
+  bool v_rotation_fits() const;
+  // The one formula (see the header): paged bytes of one token over every layer, in format f.
+  uint64_t paged_bytes_per_token(const kernels::KvFormat& f) const;
   // The part of it that windowed PagedRows layers (window > 0) take, and their widest window (0: none).
-  uint64_t windowed_bytes_per_token(kernels::KvType t) const;
+  uint64_t windowed_bytes_per_token(const kernels::KvFormat& f) const;
   int32_t max_window() const;
   // Whether the windowed layers can live in a pool of their own: the layout has windowed PagedRows layers and
   // global ones (which keep every position, and so the whole prefix chain a hit is matched on).

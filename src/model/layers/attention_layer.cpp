@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "kernels/hadamard.h"
 #include "kernels/ops.h"
 #include "model/layers/paged_attention.h"
 #include "model/layers/weights.h"
@@ -109,6 +110,8 @@ void AttentionLayer::forward(const Step& s, int32_t il) const {
         kernels::rmsnorm(qh, q_norm_.data(), qh, head_dim, c.rms_eps);
       }
       if (n_rot > 0) kernels::rope_apply(q, c.n_heads, head_dim, n_rot, rope.data() + t * rope_stride, c.rope_neox);
+      // Rotated K rows (kernels/hadamard.h) meet queries rotated by the same blocks: the same dot products.
+      if (s.kv.format.rotate_k) kernels::hadamard_rotate(q, q_dim, kernels::hadamard_k_block(head_dim));
       if (!stores) continue;
       float* k = a.k.data() + t * kv_dim;  // [n_kv_heads][head_dim]
       float* v = a.v.data() + t * kv_dim;
@@ -120,11 +123,18 @@ void AttentionLayer::forward(const Step& s, int32_t il) const {
         if (!v_norm_.empty()) kernels::rmsnorm(v + h * head_dim, v_norm_.data(), v + h * head_dim, head_dim, c.rms_eps);
       }
       if (n_rot > 0) kernels::rope_apply(k, n_kv_heads, head_dim, n_rot, rope.data() + t * rope_stride, c.rope_neox);
+      if (s.kv.format.rotate_k) kernels::hadamard_rotate(k, kv_dim, kernels::hadamard_k_block(head_dim));
+      if (s.kv.format.rotate_v) kernels::hadamard_rotate(v, kv_dim, kernels::kHadamardVBlock);
     }
     if (stores) detail::store_kv(s.batch, s.kv, il, a.k.data(), a.v.data(), t0, t1);
   });
   detail::attention(s.pool, c, s.batch, s.kv, il, a.q.data(), sinks_.empty() ? nullptr : sinks_.data(),
                     a.attn_out.data(), a.attn_scratch);
+  if (s.kv.format.rotate_v) {  // a weighted sum of rotated V rows: rotated back by the same (self-inverse) blocks
+    for_tokens(s.pool, nt, [&](size_t t0, size_t t1) {
+      kernels::hadamard_rotate(a.attn_out.data() + t0 * q_dim, (t1 - t0) * q_dim, kernels::kHadamardVBlock);
+    });
+  }
   if (output_gate_) {
     for_tokens(s.pool, nt, [&](size_t t0, size_t t1) {
       for (size_t i = t0 * q_dim; i < t1 * q_dim; ++i) a.attn_out[i] *= 1.0f / (1.0f + std::exp(-a.attn_gate[i]));

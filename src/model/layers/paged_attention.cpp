@@ -7,24 +7,13 @@
 #include <vector>
 
 #include "kernels/attention.h"
-#include "kernels/dot.h"
+#include "kernels/kv_rows.h"
 
 namespace preface::model::detail {
 namespace {
 
 // Batch tokens per attention tile: queries of one tile share each K/V chunk widened to f32.
 constexpr size_t kTileTokens = 8;
-
-void write_row(kernels::KvType type, const float* x, uint8_t* dst, size_t n) {
-  switch (type) {
-    case kernels::KvType::F32: std::memcpy(dst, x, n * sizeof(float)); return;
-    case kernels::KvType::F16: kernels::f32_to_f16_row(x, reinterpret_cast<uint16_t*>(dst), n); return;
-    case kernels::KvType::BF16: kernels::f32_to_bf16_row(x, reinterpret_cast<uint16_t*>(dst), n); return;
-    // n / 32 blocks in order: with head_dim % 32 == 0 (checked by forward) each KV head is its own whole blocks.
-    // Every path of quantize_row_q8_0 gives the same bytes, those of the GGUF codec's Q8_0 for finite values.
-    case kernels::KvType::Q8_0: kernels::quantize_row_q8_0(x, reinterpret_cast<kernels::BlockQ8_0*>(dst), n); return;
-  }
-}
 
 }  // namespace
 
@@ -37,8 +26,8 @@ void store_kv(const ForwardBatch& batch, const kernels::KvView& kv, int layer, c
     const std::vector<int32_t>& table = batch.table(batch.seq[t], kv.layers[static_cast<size_t>(layer)].window_pool);
     const int32_t block_id = table[static_cast<size_t>(pos / kv.block_size)];
     const int32_t slot = pos % kv.block_size;
-    write_row(kv.type, k + t * k_row, kv.k_row(layer, block_id, slot), k_row);
-    write_row(kv.type, v + t * v_row, kv.v_row(layer, block_id, slot), v_row);
+    kernels::kv_write_row(kv.format.k, k + t * k_row, kv.k_row(layer, block_id, slot), k_row);
+    kernels::kv_write_row(kv.format.v, v + t * v_row, kv.v_row(layer, block_id, slot), v_row);
   }
 }
 
@@ -67,11 +56,13 @@ void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch
   const int64_t n_items = static_cast<int64_t>(n_runs * items_per_run);
   const int64_t n_slots = std::min<int64_t>(pool.n_threads(), n_items);
   kernels::KvPages pages;
-  pages.type = kv.type;
+  pages.k_type = kv.format.k;
+  pages.v_type = kv.format.v;
   pages.k_base = kv.layers[rows].k;
   pages.v_base = kv.layers[rows].v;
   pages.block_size = kv.block_size;
-  pages.row_bytes = kv.k_row_bytes(static_cast<int>(rows));  // == v_row_bytes(layer): the model checks the view at each forward
+  pages.k_row_bytes = kv.k_row_bytes(static_cast<int>(rows));
+  pages.v_row_bytes = kv.v_row_bytes(static_cast<int>(rows));
   const float scale = config.attn_scale(layer);
   const int32_t window = config.layer_window(layer);  // 0: global
 
@@ -104,7 +95,7 @@ void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch
         kernels::AttnTile& tile = tiles[buf * heads_per_item + kv_head - h0];
         tile.kv = pages;
         tile.kv.block_table = batch.table(batch.seq[t0], kv.layers[rows].window_pool).data();
-        tile.kv.head_offset_bytes = kernels::kv_row_bytes(kv.type, kv_head * head_dim);
+        tile.kv.head_value = kv_head * head_dim;
         tile.head_dim = head_dim;
         tile.scale = scale;
         tile.softcap = config.attn_softcap;

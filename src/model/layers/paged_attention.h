@@ -11,8 +11,8 @@
 
 namespace preface::model::detail {
 
-// Converts the K and V rows of batch tokens t_begin..t_end-1 to kv.type (Q8_0: quantized per 32 values, so per
-// KV head, by kernels::quantize_row_q8_0; a row's bytes depend on its f32 values only) and writes them to layer
+// Converts the K and V rows of batch tokens t_begin..t_end-1 to kv.format's types (kernels::kv_write_row: a block
+// type quantizes the whole row in blocks of 32; a row's bytes depend on its f32 values only) and writes them to layer
 // `layer` at each token's (block, slot). k: [n][K row values], v: [n][V row values] f32 (kernels/kv_view.h).
 void store_kv(const ForwardBatch& batch, const kernels::KvView& kv, int layer, const float* k, const float* v, size_t t_begin,
               size_t t_end);
@@ -23,9 +23,10 @@ void store_kv(const ForwardBatch& batch, const kernels::KvView& kv, int layer, c
 // lo = 0 on global layers and max(0, pos[t] - window + 1) on local ones (config.layer_window(layer)); cap is the
 // identity, or config.attn_softcap's soft-capping (kernels/attention.h),
 // with K[p], V[p] read from the storage only, through the block table of t's sequence, by
-// kernels::attention_tile (an online softmax over fixed chunks of positions; for F16/BF16 storage the query head
-// is rounded to that type before it meets a K row, as ggml does; Q8_0 rows are dequantized exactly to f32 and
-// the query stays f32). Queries that read the same rows — the heads of one KV head for up to kTileTokens
+// kernels::attention_tile (an online softmax over fixed chunks of positions; for F16/BF16 K rows the query head
+// is rounded to that type before it meets a K row, as ggml does; block-type rows are dequantized exactly to f32 and
+// the query stays f32). Rotation (kv.format.rotate_k / rotate_v) is the caller's: q and the stored rows are then
+// rotated, and so is out. Queries that read the same rows — the heads of one KV head for up to kTileTokens
 // consecutive batch tokens of one sequence — share a tile, and a run's tiles for all its KV heads go to
 // kernels::attention_tiles together (split over threads only when runs are fewer than threads); but each query's
 // arithmetic is its own, so the result does not depend on the batch, the tiling or the pool's thread count.

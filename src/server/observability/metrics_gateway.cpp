@@ -25,7 +25,11 @@ void render_gateway_gauges(std::string& out, const engine::EngineCounters& c, co
   gauge(out, "vllm:cache_config_info", "The KV cache's configuration, in labels (value 1).",
         model + "," + label("block_size", std::to_string(d.block_size)) + "," +
             label("num_gpu_blocks", std::to_string(d.n_kv_blocks)) + "," +
-            label("cache_dtype", kernels::kv_type_name(d.kv_type)) + "," +
+            label("cache_dtype", d.kv_format.name()) + "," +
+            label("cache_dtype_k", kernels::kv_type_name(d.kv_format.k)) + "," +
+            label("cache_dtype_v", kernels::kv_type_name(d.kv_format.v)) + "," +
+            label("kv_rotate_k", d.kv_format.rotate_k ? "True" : "False") + "," +
+            label("kv_rotate_v", d.kv_format.rotate_v ? "True" : "False") + "," +
             label("enable_prefix_caching", prefix_cache ? "True" : "False"),
         1);
   gauge(out, "vllm:lora_requests_info", "LoRA adapters loaded and waiting (none: preface serves no adapter); "

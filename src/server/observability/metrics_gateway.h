@@ -4,7 +4,8 @@
 //
 //   vllm:gpu_cache_usage_perc{model_name}  the older name of vllm:kv_cache_usage_perc (0..1), which older
 //                                          pickers read
-//   vllm:cache_config_info{model_name, block_size, num_gpu_blocks, cache_dtype, enable_prefix_caching} 1
+//   vllm:cache_config_info{model_name, block_size, num_gpu_blocks, cache_dtype (the KV format's name: "q8_0",
+//     "q8_0/q4_0+r"), cache_dtype_k, cache_dtype_v, kv_rotate_k, kv_rotate_v, enable_prefix_caching} 1
 //   vllm:lora_requests_info{model_name, max_lora="0", running_lora_adapters="", waiting_lora_adapters=""}
 //                                          the scrape time in Unix seconds, as vLLM's (preface serves no adapter)
 //

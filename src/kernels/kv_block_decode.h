@@ -1,0 +1,61 @@
+// Decoding one 32-value block of a KV block type (kernels/kv_type.h) into its integer levels and f16 scale bits,
+// shared by the scalar and SIMD widenings (internal to src/kernels). A value is then f32(d) * f32(q[j]) (+ f32(m)
+// for q4_1 / q5_1), computed the same way on every path. Internal linkage, so an AVX translation unit's copy is never
+// picked for baseline code.
+#pragma once
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/kv_type.h"
+#include "kernels/quant_blocks.h"
+
+namespace preface::kernels {
+namespace {
+
+struct KvBlockLevels {
+  uint16_t d = 0;        // f16 bits of the scale
+  uint16_t m = 0;        // f16 bits of the offset (q4_1, q5_1)
+  bool has_m = false;
+  int8_t q[32] = {};     // the level of each value
+};
+
+inline uint16_t kv_load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// nibble j of 16 packed bytes: value j < 16 in the low nibble of qs[j], j >= 16 in the high one of qs[j - 16].
+inline int kv_nibble(const uint8_t* qs, int j) { return j < 16 ? qs[j] & 0xF : qs[j - 16] >> 4; }
+
+inline int kv_fifth_bit(const uint8_t* qh, int j) {
+  uint32_t h;
+  std::memcpy(&h, qh, sizeof(h));
+  return static_cast<int>((h >> j) & 1u) << 4;
+}
+
+// The level of value j (0..31) of a block of type t (a block type).
+inline int kv_block_level(KvType t, const uint8_t* block, int j) {
+  switch (t) {
+    case KvType::Q8_0: return static_cast<int8_t>(block[2 + j]);
+    case KvType::Q4_0: return kv_nibble(block + 2, j) - 8;
+    case KvType::Q4_1: return kv_nibble(block + 4, j);
+    case KvType::IQ4_NL: return kIq4nlValues[kv_nibble(block + 2, j)];
+    case KvType::Q5_0: return (kv_nibble(block + 6, j) | kv_fifth_bit(block + 2, j)) - 16;
+    case KvType::Q5_1: return kv_nibble(block + 8, j) | kv_fifth_bit(block + 4, j);
+    default: return 0;  // not a block type
+  }
+}
+
+inline bool kv_type_has_min(KvType t) { return t == KvType::Q4_1 || t == KvType::Q5_1; }
+
+// `block` points at a block of type t (a block type).
+inline void kv_decode_block(KvType t, const uint8_t* block, KvBlockLevels& out) {
+  out.d = kv_load_u16(block);
+  out.has_m = kv_type_has_min(t);
+  out.m = out.has_m ? kv_load_u16(block + 2) : 0;
+  for (int j = 0; j < 32; ++j) out.q[j] = static_cast<int8_t>(kv_block_level(t, block, j));
+}
+
+}  // namespace
+}  // namespace preface::kernels
