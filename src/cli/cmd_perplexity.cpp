@@ -85,6 +85,7 @@ void perplexity(const PerplexityOptions& opts) {
   base_opts.kv_type = opts.base_kv;
   base_opts.kv_type_k.clear();
   base_opts.kv_type_v.clear();
+  base_opts.kv_rotate = "off";  // the reference is plain f16 KV
   const kernels::KvFormat format = kv_format(opts.model, model->memory());
   const kernels::KvFormat base = kv_format(base_opts, model->memory());
   auto eng = local_engine(*model, *tokenizer, opts.model, ctx + 1);

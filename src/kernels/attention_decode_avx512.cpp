@@ -23,6 +23,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <utility>
+#include <algorithm>
 
 #ifndef __clang__  // clang ignores target pragmas: its builds pass the ISA flags for this file instead
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
@@ -31,6 +33,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
+#include "kernels/attention_rows_avx512.h"
 #include "kernels/attention_tile_avx2.h"
 
 namespace preface::kernels::avx512 {
@@ -48,71 +51,6 @@ using avx2::softmax_chunk;
 constexpr int kScoreQueries = 4;  // queries scored together: 4 accumulators + 1 query register each
 constexpr int kVQueries = 4;      // queries whose V accumulators (kVRegs each) are live together
 constexpr int kVRegs = 4;         // 16-value registers of a head accumulated per pass over the rows
-
-// Stored values of one element type as f32 (exact widening). pair(a, b, s): segment s (values 8s..8s+7) of rows a
-// and b as [a | b]; load16(row, i): values i..i+15 (i % 16 == 0).
-template <KvType kElem>
-struct Rows;
-
-template <>
-struct Rows<KvType::F16> {
-  static __m512 pair(const uint8_t* a, const uint8_t* b, size_t s) {
-    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 16 * s));
-    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 16 * s));
-    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
-  }
-  static __m512 load16(const uint8_t* row, size_t i) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * i)));
-  }
-};
-
-template <>
-struct Rows<KvType::BF16> {
-  static __m512 widen(__m256i bits) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16)); }
-  static __m512 pair(const uint8_t* a, const uint8_t* b, size_t s) {
-    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 16 * s));
-    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 16 * s));
-    return widen(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
-  }
-  static __m512 load16(const uint8_t* row, size_t i) {
-    return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * i)));
-  }
-};
-
-template <>
-struct Rows<KvType::F32> {
-  static __m512 pair(const uint8_t* a, const uint8_t* b, size_t s) {
-    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(reinterpret_cast<const float*>(a) + 8 * s)),
-                              _mm256_loadu_ps(reinterpret_cast<const float*>(b) + 8 * s), 1);
-  }
-  static __m512 load16(const uint8_t* row, size_t i) {
-    return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + i);
-  }
-};
-
-// Q8_0 rows: blocks of 32 values {f16 d; int8 q[32]}; a value is f32(d) * f32(q), exact (an 11-bit by 8-bit
-// significand product), as widen_q8_0 gives it.
-template <>
-struct Rows<KvType::Q8_0> {
-  static constexpr size_t kBlockBytes = 34;
-  static float scale(const uint8_t* block) {
-    uint16_t bits;
-    std::memcpy(&bits, block, sizeof(bits));
-    return _cvtsh_ss(bits);
-  }
-  static __m512 pair(const uint8_t* a, const uint8_t* b, size_t s) {
-    const size_t block = s / 4 * kBlockBytes, at = block + 2 + s % 4 * 8;
-    const __m128i q = _mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a + at)),
-                                         _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + at)));
-    const __m512 d = _mm512_insertf32x8(_mm512_set1_ps(scale(a + block)), _mm256_set1_ps(scale(b + block)), 1);
-    return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
-  }
-  static __m512 load16(const uint8_t* row, size_t i) {
-    const uint8_t* block = row + i / 32 * kBlockBytes;
-    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2 + i % 32));
-    return _mm512_mul_ps(_mm512_set1_ps(scale(block)), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
-  }
-};
 
 // Scores of rows 8g..8g+7 (row pointers rows[8g..8g+7]) for NQ queries q[j * hp ...]: p[j * kAttnChunk + 8g + r]
 // = (q_j . k_r) * scale, -inf for rows >= n_valid. Per row: ZmmOps::dots8's 8-lane accumulator, hsum_8x8.
@@ -183,7 +121,7 @@ void accumulate_queries(float* acc, const float* a, const float* p, const uint8_
 }
 
 // One tile's state between chunks; tiles over the same positions run chunk by chunk together (shared_tiles).
-template <KvType kElem>
+template <KvType kK, KvType kV>
 class SharedTile {
  public:
   // Rounds the queries and clears the running sums in scratch (attention_scratch_floats(head_dim, n_queries)).
@@ -195,7 +133,7 @@ class SharedTile {
     table_index_ = slot_ = 0;
     const size_t hd = tile.head_dim, hp = lay_.hd_pad;  // hp == hd (a multiple of 16)
     zero_row_ = reinterpret_cast<uint8_t*>(scratch + lay_.k);  // the widened copy's space, unused here
-    std::memset(zero_row_, 0, kv_row_bytes(kElem, hd));  // Q8_0: d = 0 and q = 0, values 0
+    std::memset(zero_row_, 0, kv_row_bytes(kK, hd));  // block types: d = 0 (and m = 0), values 0
     for (size_t j = 0; j < tile.n_queries; ++j) {
       round_query(tile.kv.k_type, tile.queries[j].q, hd, hp, scratch + lay_.q + j * hp);
       std::memset(scratch + lay_.acc + j * hp, 0, hp * sizeof(float));
@@ -211,30 +149,30 @@ class SharedTile {
     const AttnTile& tile = *tile_;
     const KvPages& kv = tile.kv;
     const size_t hp = lay_.hd_pad, nq = tile.n_queries;
-    const HeadBytes head(kElem, kv.head_value, tile.head_dim);  // K and V alike (one type, whole blocks)
+    const HeadBytes k_head(kK, kv.head_value, tile.head_dim), v_head(kV, kv.head_value, tile.head_dim);
     float* q = scratch_ + lay_.q;      // [nq][hp]
     float* acc = scratch_ + lay_.acc;  // [nq][hp]
     float* p = scratch_ + lay_.p;      // [nq][kAttnChunk]
     const int32_t n_valid = min32(kAttnChunk, n_pos_ - c0);
     const int n_groups = (n_valid + 7) / 8;
     for_rows(kv, n_valid, table_index_, slot_, [&](int32_t i, size_t row) {
-      k_rows_[i] = kv.k_base + row * kv.k_row_bytes + head.offset;
-      v_rows_[i] = kv.v_base + row * kv.v_row_bytes + head.offset;
+      k_rows_[i] = kv.k_base + row * kv.k_row_bytes + k_head.offset;
+      v_rows_[i] = kv.v_base + row * kv.v_row_bytes + v_head.offset;
     });
     for (int32_t i = n_valid; i < 8 * n_groups; ++i) k_rows_[i] = zero_row_;
     // The next chunk's rows stream in from memory while this one is computed.
     int32_t ahead_index = table_index_, ahead_slot = slot_;
-    prefetch_rows(kv, head, head, min32(kAttnChunk, n_pos_ - c0 - kAttnChunk), ahead_index, ahead_slot);
+    prefetch_rows(kv, k_head, v_head, min32(kAttnChunk, n_pos_ - c0 - kAttnChunk), ahead_index, ahead_slot);
 
     for (size_t j0 = 0; j0 < nq; j0 += kScoreQueries) {
       const float* qj = q + j0 * hp;
       float* pj = p + j0 * kAttnChunk;
       for (int g = 0; g < n_groups; ++g) {
         switch (nq - j0) {
-          case 1: score_group<kElem, 1>(k_rows_, qj, hp, g, n_valid, tile.scale, pj); break;
-          case 2: score_group<kElem, 2>(k_rows_, qj, hp, g, n_valid, tile.scale, pj); break;
-          case 3: score_group<kElem, 3>(k_rows_, qj, hp, g, n_valid, tile.scale, pj); break;
-          default: score_group<kElem, kScoreQueries>(k_rows_, qj, hp, g, n_valid, tile.scale, pj); break;
+          case 1: score_group<kK, 1>(k_rows_, qj, hp, g, n_valid, tile.scale, pj); break;
+          case 2: score_group<kK, 2>(k_rows_, qj, hp, g, n_valid, tile.scale, pj); break;
+          case 3: score_group<kK, 3>(k_rows_, qj, hp, g, n_valid, tile.scale, pj); break;
+          default: score_group<kK, kScoreQueries>(k_rows_, qj, hp, g, n_valid, tile.scale, pj); break;
         }
       }
     }
@@ -250,10 +188,10 @@ class SharedTile {
       const float* a = scratch_ + lay_.a + j0;
       const float* pj = p + j0 * kAttnChunk;
       switch (nq - j0) {
-        case 1: accumulate_queries<kElem, 1>(aj, a, pj, v_rows_, hp, n_valid); break;
-        case 2: accumulate_queries<kElem, 2>(aj, a, pj, v_rows_, hp, n_valid); break;
-        case 3: accumulate_queries<kElem, 3>(aj, a, pj, v_rows_, hp, n_valid); break;
-        default: accumulate_queries<kElem, kVQueries>(aj, a, pj, v_rows_, hp, n_valid); break;
+        case 1: accumulate_queries<kV, 1>(aj, a, pj, v_rows_, hp, n_valid); break;
+        case 2: accumulate_queries<kV, 2>(aj, a, pj, v_rows_, hp, n_valid); break;
+        case 3: accumulate_queries<kV, 3>(aj, a, pj, v_rows_, hp, n_valid); break;
+        default: accumulate_queries<kV, kVQueries>(aj, a, pj, v_rows_, hp, n_valid); break;
       }
     }
   }
@@ -285,11 +223,11 @@ class SharedTile {
 constexpr size_t kTogether = 8;  // tiles run chunk by chunk together at most
 
 // Tiles [0, n) in batches of kTogether, each batch chunk by chunk over its longest n_pos.
-template <KvType kElem>
+template <KvType kK, KvType kV>
 void shared_tiles(const AttnTile* tiles, size_t n_tiles, float* scratch, size_t scratch_stride) {
   for (size_t t0 = 0; t0 < n_tiles; t0 += kTogether) {
     const size_t n = n_tiles - t0 < kTogether ? n_tiles - t0 : kTogether;
-    SharedTile<kElem> batch[kTogether];
+    SharedTile<kK, kV> batch[kTogether];
     int32_t n_pos_max = 0;
     for (size_t i = 0; i < n; ++i) {
       batch[i].begin(tiles[t0 + i], scratch + (t0 + i) * scratch_stride);
@@ -304,29 +242,55 @@ void shared_tiles(const AttnTile* tiles, size_t n_tiles, float* scratch, size_t 
   }
 }
 
+// The (K, V) type pairs the shared tile is built for: each type with itself, and q8_0 or f16 keys with the smaller
+// value types users pair them with. Heads must be whole 16-value segments (F32, F16, BF16) or whole blocks.
+using SharedFn = void (*)(const AttnTile*, size_t, float*, size_t);
+
+template <KvType kK, KvType kV>
+constexpr std::pair<std::pair<KvType, KvType>, SharedFn> pair_entry() {
+  return {{kK, kV}, shared_tiles<kK, kV>};
+}
+
+constexpr std::pair<std::pair<KvType, KvType>, SharedFn> kSharedPairs[] = {
+    pair_entry<KvType::F16, KvType::F16>(),       pair_entry<KvType::BF16, KvType::BF16>(),
+    pair_entry<KvType::F32, KvType::F32>(),       pair_entry<KvType::Q8_0, KvType::Q8_0>(),
+    pair_entry<KvType::Q4_0, KvType::Q4_0>(),     pair_entry<KvType::Q4_1, KvType::Q4_1>(),
+    pair_entry<KvType::IQ4_NL, KvType::IQ4_NL>(), pair_entry<KvType::Q5_0, KvType::Q5_0>(),
+    pair_entry<KvType::Q5_1, KvType::Q5_1>(),     pair_entry<KvType::Q8_0, KvType::Q4_0>(),
+    pair_entry<KvType::Q8_0, KvType::Q4_1>(),     pair_entry<KvType::Q8_0, KvType::IQ4_NL>(),
+    pair_entry<KvType::Q8_0, KvType::Q5_0>(),     pair_entry<KvType::Q8_0, KvType::Q5_1>(),
+    pair_entry<KvType::F16, KvType::Q8_0>(),      pair_entry<KvType::F16, KvType::Q4_0>(),
+};
+
+SharedFn shared_fn(KvType k, KvType v) {
+  for (const auto& [types, fn] : kSharedPairs) {
+    if (types.first == k && types.second == v) return fn;
+  }
+  return nullptr;
+}
+
+size_t head_multiple(KvType t) { return kv_type_is_quantized(t) ? 32 : 16; }
+
 }  // namespace
 
 bool attention_tiles_shared(const AttnTile* tiles, size_t n_tiles, float* scratch, size_t scratch_stride) {
   if (n_tiles == 0) return true;
-  const KvType type = tiles[0].kv.k_type;
-  const size_t head_multiple = type == KvType::Q8_0 ? 32 : 16;  // Q8_0: whole blocks
+  const KvType k = tiles[0].kv.k_type, v = tiles[0].kv.v_type;
+  const SharedFn fn = shared_fn(k, v);
+  if (fn == nullptr) return false;
+  const size_t multiple = std::max(head_multiple(k), head_multiple(v));
   for (size_t i = 0; i < n_tiles; ++i) {
     const AttnTile& tile = tiles[i];
-    if (tile.kv.k_type != type || tile.kv.v_type != type || tile.n_queries == 0 || tile.head_dim == 0 ||
-        tile.head_dim % head_multiple != 0 || tile.kv.head_value % head_multiple != 0 || tile.softcap > 0.0f) {
+    if (tile.kv.k_type != k || tile.kv.v_type != v || tile.n_queries == 0 || tile.head_dim == 0 ||
+        tile.head_dim % multiple != 0 || tile.kv.head_value % multiple != 0 || tile.softcap > 0.0f) {
       return false;
     }
     for (size_t j = 0; j < tile.n_queries; ++j) {
       if (tile.queries[j].n_pos != tile.queries[0].n_pos || tile.queries[j].first_pos != 0) return false;
     }
   }
-  switch (type) {
-    case KvType::F16: shared_tiles<KvType::F16>(tiles, n_tiles, scratch, scratch_stride); return true;
-    case KvType::BF16: shared_tiles<KvType::BF16>(tiles, n_tiles, scratch, scratch_stride); return true;
-    case KvType::F32: shared_tiles<KvType::F32>(tiles, n_tiles, scratch, scratch_stride); return true;
-    case KvType::Q8_0: shared_tiles<KvType::Q8_0>(tiles, n_tiles, scratch, scratch_stride); return true;
-    default: return false;  // the other block types go through attention_tile
-  }
+  fn(tiles, n_tiles, scratch, scratch_stride);
+  return true;
 }
 
 }  // namespace preface::kernels::avx512

@@ -100,29 +100,57 @@ TEST(AttentionKvTypes, Avx512BitIdenticalToAvx2) {
   }
 }
 
-// The AVX-512 decode path takes a tile only when K and V share one of its types, with whole-block heads; others
-// (mixed pairs, the 4- and 5-bit types, heads inside blocks) are left to attention_tile, computing nothing.
-TEST(AttentionKvTypes, SharedTileRefusesWhatItCannotRead) {
+// The AVX-512 decode path (one n_pos for every query, rows read straight from the pages) gives the AVX2 tile's
+// bits for every pair it is built for, each type with itself and q8_0 / f16 keys with smaller values, heads of
+// whole blocks; it leaves other pairs and heads inside blocks to attention_tile, computing nothing.
+TEST(AttentionKvTypes, SharedTileBitIdenticalToAvx2OrRefused) {
   if (!avx512::available()) GTEST_SKIP() << "CPU lacks AVX-512";
-  const auto shared = [](const PagedKv& kv, size_t head) {
-    const auto q = test::random_floats(kv.head_dim, 5, 1.0f);
-    std::vector<float> out(kv.head_dim, -7.0f);
-    std::vector<AttnQuery> queries = {{q.data(), out.data(), 20}};
+  const auto run_shared = [](const PagedKv& kv, size_t head, std::vector<AttnQuery>& queries) {
     AttnTile tile;
     tile.kv = kv.pages(head);
     tile.head_dim = kv.head_dim;
     tile.scale = 0.2f;
     tile.queries = queries.data();
-    tile.n_queries = 1;
-    std::vector<float> scratch(attention_scratch_floats(kv.head_dim, 1));
-    const bool taken = avx512::attention_tiles_shared(&tile, 1, scratch.data(), 0);
-    EXPECT_TRUE(taken || out[0] == -7.0f);
-    return taken;
+    tile.n_queries = queries.size();
+    std::vector<float> scratch(attention_scratch_floats(kv.head_dim, queries.size()));
+    return avx512::attention_tiles_shared(&tile, 1, scratch.data(), 0);
   };
-  EXPECT_TRUE(shared(PagedKv(KvType::Q8_0, 64, 2, 16, 20, 3), 1));
-  EXPECT_FALSE(shared(PagedKv(KvType::Q8_0, KvType::Q4_0, 64, 2, 16, 20, 3), 1));
-  EXPECT_FALSE(shared(PagedKv(KvType::Q4_0, 64, 2, 16, 20, 3), 1));
-  EXPECT_FALSE(shared(PagedKv(KvType::Q8_0, 16, 4, 16, 20, 3), 1));  // head 1 starts inside the first block
+  std::vector<std::pair<KvType, KvType>> built;
+  for (KvType t : kAllKvTypes) built.emplace_back(t, t);
+  for (KvType v : {KvType::Q4_0, KvType::Q4_1, KvType::IQ4_NL, KvType::Q5_0, KvType::Q5_1}) {
+    built.emplace_back(KvType::Q8_0, v);
+  }
+  built.emplace_back(KvType::F16, KvType::Q8_0);
+  built.emplace_back(KvType::F16, KvType::Q4_0);
+  for (const auto& [k_type, v_type] : built) {
+    for (int32_t n_pos : {1, 9, 33, 70}) {
+      SCOPED_TRACE(std::string("K ") + kv_type_name(k_type) + " V " + kv_type_name(v_type) + " n_pos " +
+                   std::to_string(n_pos));
+      PagedKv kv(k_type, v_type, 64, 2, 7, 70, 81);
+      for (int32_t p = n_pos; p < 70; ++p) kv.poison(p);  // never read
+      const auto q = test::random_floats(64 * 5, 82, 3.0f);
+      std::vector<float> want(64 * 5), got(64 * 5);
+      std::vector<AttnQuery> qw, qg;
+      for (size_t j = 0; j < 5; ++j) {
+        qw.push_back({q.data() + j * 64, want.data() + j * 64, n_pos});
+        qg.push_back({q.data() + j * 64, got.data() + j * 64, n_pos});
+      }
+      run_tile(avx2::attention_tile, kv.pages(1), 64, 0.2f, qw);
+      ASSERT_TRUE(run_shared(kv, 1, qg));
+      EXPECT_TRUE(same_bits(want, got));
+    }
+  }
+  const auto refused = [&](const PagedKv& kv, size_t head) {
+    const auto q = test::random_floats(kv.head_dim, 5, 1.0f);
+    std::vector<float> out(kv.head_dim, -7.0f);
+    std::vector<AttnQuery> queries = {{q.data(), out.data(), 20}};
+    const bool taken = run_shared(kv, head, queries);
+    EXPECT_EQ(out[0], -7.0f);
+    return !taken;
+  };
+  EXPECT_TRUE(refused(PagedKv(KvType::Q4_1, KvType::F16, 64, 2, 16, 20, 3), 1));   // a pair not built
+  EXPECT_TRUE(refused(PagedKv(KvType::Q8_0, 16, 4, 16, 20, 3), 1));                // head 1 inside a block
+  EXPECT_TRUE(refused(PagedKv(KvType::Q4_0, KvType::Q4_0, 48, 2, 16, 20, 3), 0));  // heads of 1.5 blocks
 }
 
 }  // namespace
