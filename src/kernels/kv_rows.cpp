@@ -26,6 +26,14 @@ float signed_absmax(const float* x) {
   return max;
 }
 
+// ggml's level of a scaled value v (v + 0.5 already added): the integer part, capped at max_level. For the finite
+// values of a block v lies in [0, max_level + 1), where this is ggml's (int8_t)v and MIN; a non-finite row's NaN
+// gives 0 instead of an undefined conversion.
+uint8_t truncated_level(float v, int max_level) {
+  const float capped = v > 0.0f ? std::min(v, static_cast<float>(max_level)) : 0.0f;
+  return static_cast<uint8_t>(capped);
+}
+
 // Packs 32 levels into nibbles (value j low, j + 16 high) at qs and, when qh is not null, their fifth bits.
 void pack_levels(const uint8_t q[32], uint8_t* qs, uint8_t* qh) {
   uint32_t h = 0;
@@ -45,9 +53,7 @@ void quantize_symmetric(const float* x, uint8_t* out, size_t n, int half, size_t
     store_u16(out, f32_to_f16(d));
     uint8_t q[32];
     const float bias = static_cast<float>(half) + 0.5f;
-    for (int j = 0; j < 32; ++j) {
-      q[j] = static_cast<uint8_t>(std::min(2 * half - 1, static_cast<int>(static_cast<int8_t>(x[j] * id + bias))));
-    }
+    for (int j = 0; j < 32; ++j) q[j] = truncated_level(x[j] * id + bias, 2 * half - 1);
     pack_levels(q, out + (fifth_bit ? 6 : 2), fifth_bit ? out + 2 : nullptr);
   }
 }
@@ -65,10 +71,7 @@ void quantize_offset(const float* x, uint8_t* out, size_t n, int levels, size_t 
     store_u16(out, f32_to_f16(d));
     store_u16(out + 2, f32_to_f16(min));
     uint8_t q[32];
-    for (int j = 0; j < 32; ++j) {
-      const float v = (x[j] - min) * id + 0.5f;
-      q[j] = fifth_bit ? static_cast<uint8_t>(v) : static_cast<uint8_t>(std::min(15, static_cast<int>(static_cast<int8_t>(v))));
-    }
+    for (int j = 0; j < 32; ++j) q[j] = truncated_level((x[j] - min) * id + 0.5f, levels);
     pack_levels(q, out + (fifth_bit ? 8 : 4), fifth_bit ? out + 4 : nullptr);
   }
 }

@@ -133,6 +133,21 @@ TEST(KvRows, QuantizersFollowGgmlsReference) {
   EXPECT_EQ(values(KvType::IQ4_NL, write(KvType::IQ4_NL, levels), 32), levels);
 }
 
+// A row holding NaN or infinity (a diverged activation) is stored without an undefined conversion, and only its own
+// block is affected: the other blocks of the row keep their values.
+TEST(KvRows, NonFiniteValuesStayInTheirBlock) {
+  std::vector<float> x = test_row(11);
+  const std::vector<float> clean = x;
+  x[3] = NAN;
+  x[40] = INFINITY;
+  for (KvType t : kAllKvTypes) {
+    if (!kv_type_is_quantized(t)) continue;
+    const std::vector<float> y = values(t, write(t, x), x.size());
+    const std::vector<float> want = values(t, write(t, clean), clean.size());
+    EXPECT_EQ(std::memcmp(y.data() + 64, want.data() + 64, (x.size() - 64) * sizeof(float)), 0) << kv_type_name(t);
+  }
+}
+
 TEST(Hadamard, SelfInverseOrthonormalAndBlockwise) {
   EXPECT_EQ(hadamard_k_block(128), 128u);
   EXPECT_EQ(hadamard_k_block(192), 64u);
