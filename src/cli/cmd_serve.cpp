@@ -25,6 +25,7 @@
 #include "cli/serve_kv_events.h"
 #include "cli/serve_options.h"
 #include "engine/engine.h"
+#include "kv/redis_tier.h"
 #include "model/capacity.h"
 #include "model/fingerprint.h"
 #include "model/model.h"
@@ -285,7 +286,8 @@ void serve(ServeOptions& opts) {
                  format_bytes(config.tiers.disk_bytes).c_str(), config.tiers.write_through ? ", write-through" : "");
   }
   if (!config.tiers.redis_url.empty()) {
-    std::fprintf(stderr, "preface: Redis KV cache tier at %s (TTL %d s)\n", config.tiers.redis_url.c_str(),
+    std::fprintf(stderr, "preface: Redis KV cache tier at %s (TTL %d s)\n",
+                 kv::redact_redis_url(config.tiers.redis_url).c_str(),
                  config.tiers.redis_ttl_s);
   }
   if (config.tiers.enabled()) {

@@ -155,8 +155,10 @@ void add_serve_options(CLI::App& cmd, ServeOptions& opts) {
                  "least 16 bytes, e.g. `openssl rand -hex 32`; the same file on every replica sharing a tier): "
                  "records not sealed under it are rejected and counted, and prompt tokens are not stored in clear");
   cmd.add_option("--cache-redis", opts.tiers.redis_url,
-                 "Shared cache tier on Redis, redis://host:port[/db]: computed KV blocks are published there and "
-                 "other replicas on the same model load them (default: none)");
+                 "Shared cache tier on Redis, redis://[[user]:password@]host:port[/db] (user and password "
+                 "percent-encoded; the password is masked in every log line; credentials the server refuses stop "
+                 "start-up): computed KV blocks are published there and other replicas on the same model load them "
+                 "(default: none)");
   cmd.add_option("--cache-redis-ttl", opts.tiers.redis_ttl_s, "Seconds a block stays in Redis (0: no expiry)")
       ->check(CLI::Range(0, 1 << 30))
       ->capture_default_str();

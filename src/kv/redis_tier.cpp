@@ -23,28 +23,94 @@ int parse_int(std::string_view s, const std::string& url, const char* what) {
   int v = -1;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || end != s.data() + s.size() || v < 0) {
-    throw Error("--cache-redis " + url + ": " + what + " is not a number");
+    throw Error("--cache-redis " + redact_redis_url(url) + ": " + what + " is not a number");
   }
   return v;
 }
 
+// %XX escapes decoded; a malformed escape is an error.
+std::string percent_decode(std::string_view s, const std::string& url) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out += s[i];
+      continue;
+    }
+    int v = 0;
+    const bool whole = i + 3 <= s.size();
+    const auto [end, ec] = whole ? std::from_chars(s.data() + i + 1, s.data() + i + 3, v, 16)
+                                 : std::from_chars_result{s.data(), std::errc::invalid_argument};
+    if (!whole || ec != std::errc() || end != s.data() + i + 3) {
+      throw Error("--cache-redis " + redact_redis_url(url) + ": a malformed %-escape in the user or password");
+    }
+    out += static_cast<char>(v);
+    i += 2;
+  }
+  return out;
+}
+
+constexpr std::string_view kScheme = "redis://";
+
+// AUTH (when the address has a password) and SELECT on a fresh connection; "" when both succeed, else the server's
+// error (or "no reply").
+std::string prepare(redisContext* c, const RedisAddress& a) {
+  const auto error_of = [](const Reply& r) -> std::string {
+    if (!r) return "no reply";
+    return r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : std::string();
+  };
+  if (!a.password.empty()) {
+    Reply r(static_cast<redisReply*>(
+        a.user.empty() ? redisCommand(c, "AUTH %b", a.password.data(), a.password.size())
+                       : redisCommand(c, "AUTH %b %b", a.user.data(), a.user.size(), a.password.data(),
+                                      a.password.size())));
+    if (std::string e = error_of(r); !e.empty()) return e;
+  }
+  if (a.db != 0) {
+    Reply r(static_cast<redisReply*>(redisCommand(c, "SELECT %d", a.db)));
+    if (std::string e = error_of(r); !e.empty()) return e;
+  }
+  Reply r(static_cast<redisReply*>(redisCommand(c, "PING")));  // NOAUTH here when a password is required
+  return error_of(r);
+}
+
 }  // namespace
 
+std::string redact_redis_url(const std::string& url) {
+  const size_t start = url.starts_with(kScheme) ? kScheme.size() : (url.find("://") == std::string::npos ? 0 : url.find("://") + 3);
+  const size_t at = url.rfind('@');
+  if (at == std::string::npos || at < start) return url;
+  const size_t colon = url.find(':', start);
+  if (colon == std::string::npos || colon > at) return url;  // a user without a password
+  return url.substr(0, colon + 1) + "***" + url.substr(at);
+}
+
 RedisAddress parse_redis_url(const std::string& url) {
-  constexpr std::string_view kScheme = "redis://";
-  if (!url.starts_with(kScheme)) throw Error("--cache-redis " + url + ": expected redis://host:port[/db]");
+  if (!url.starts_with(kScheme)) {
+    throw Error("--cache-redis " + redact_redis_url(url) + ": expected redis://[[user]:password@]host:port[/db]" +
+                (url.starts_with("rediss://") ? " (TLS, rediss://, is not supported)" : ""));
+  }
   std::string_view rest = std::string_view(url).substr(kScheme.size());
   RedisAddress a;
+  if (const size_t at = rest.rfind('@'); at != std::string_view::npos) {
+    const std::string_view userinfo = rest.substr(0, at);
+    rest = rest.substr(at + 1);
+    const size_t colon = userinfo.find(':');
+    a.user = percent_decode(userinfo.substr(0, colon), url);
+    if (colon != std::string_view::npos) a.password = percent_decode(userinfo.substr(colon + 1), url);
+    if (a.password.empty()) {
+      throw Error("--cache-redis " + redact_redis_url(url) + ": credentials without a password");
+    }
+  }
   if (const size_t slash = rest.find('/'); slash != std::string_view::npos) {
     a.db = parse_int(rest.substr(slash + 1), url, "the database");
     rest = rest.substr(0, slash);
   }
   if (const size_t colon = rest.rfind(':'); colon != std::string_view::npos) {
     a.port = parse_int(rest.substr(colon + 1), url, "the port");
-    if (a.port < 1 || a.port > 65535) throw Error("--cache-redis " + url + ": port out of range");
+    if (a.port < 1 || a.port > 65535) throw Error("--cache-redis " + redact_redis_url(url) + ": port out of range");
     rest = rest.substr(0, colon);
   }
-  if (rest.empty()) throw Error("--cache-redis " + url + ": no host");
+  if (rest.empty()) throw Error("--cache-redis " + redact_redis_url(url) + ": no host");
   a.host = std::string(rest);
   return a;
 }
@@ -58,11 +124,8 @@ redisContext* RedisTier::Connection::get(int64_t* n_errors) {
   const auto now = std::chrono::steady_clock::now();
   if (now < retry_at_) return nullptr;
   redisContext* c = redisConnectWithTimeout(addr_.host.c_str(), addr_.port, to_timeval(timeout_ms_));
-  bool ok = c != nullptr && c->err == 0 && redisSetTimeout(c, to_timeval(timeout_ms_)) == REDIS_OK;
-  if (ok && addr_.db != 0) {
-    Reply r(static_cast<redisReply*>(redisCommand(c, "SELECT %d", addr_.db)));
-    ok = r && r->type != REDIS_REPLY_ERROR;
-  }
+  const bool ok = c != nullptr && c->err == 0 && redisSetTimeout(c, to_timeval(timeout_ms_)) == REDIS_OK &&
+                  prepare(c, addr_).empty();
   if (!ok) {
     if (c != nullptr) redisFree(c);
     ++*n_errors;
@@ -87,6 +150,18 @@ RedisTier::RedisTier(RedisTierOptions options)
       lookup_(addr_, opt_.timeout_ms),
       writer_(addr_, opt_.timeout_ms),
       queue_(opt_.max_queue_bytes, [this](const TierWrite& w) { write(w); }) {
+  // A server that answers but refuses the credentials is a start-up error, not a tier that silently writes nothing.
+  if (redisContext* c = redisConnectWithTimeout(addr_.host.c_str(), addr_.port, to_timeval(opt_.timeout_ms));
+      c != nullptr && c->err == 0 && redisSetTimeout(c, to_timeval(opt_.timeout_ms)) == REDIS_OK) {
+    const std::string error = prepare(c, addr_);
+    redisFree(c);
+    if (error.starts_with("WRONGPASS") || error.starts_with("NOAUTH") || error.starts_with("ERR AUTH") ||
+        error.starts_with("ERR invalid password") || error.starts_with("NOPERM")) {
+      throw Error("--cache-redis " + redact_redis_url(opt_.url) + ": the server refused the credentials: " + error);
+    }
+  } else if (c != nullptr) {
+    redisFree(c);
+  }
   stats_.name = "redis";
   stats_.n_records = -1;
   stats_.n_stored_bytes = -1;

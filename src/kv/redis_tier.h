@@ -36,15 +36,22 @@ struct RedisAddress {
   std::string host;
   int port = 6379;
   int db = 0;
+  std::string user;      // empty: AUTH with the password alone (the `default` user)
+  std::string password;  // empty: no AUTH
 };
-// Throws preface::Error naming what is wrong with the URL.
+// redis://[[user]:password@]host[:port][/db]; user and password may be percent-encoded (%40 for '@').
+// Throws preface::Error naming what is wrong with the URL, the password masked.
 RedisAddress parse_redis_url(const std::string& url);
+// The URL with its password replaced by "***", for every log line and error.
+std::string redact_redis_url(const std::string& url);
 
 std::string redis_key(const Digest& ns, const Digest& hash);
 
 class RedisTier final : public KvTier {
  public:
-  // Throws preface::Error on a malformed URL only; an unreachable server is a counted error, retried later.
+  // Throws preface::Error on a malformed URL, and when the server answers but refuses the credentials (a wrong
+  // password, or none where one is required): a start-up error. An unreachable server is a counted error,
+  // retried later.
   explicit RedisTier(RedisTierOptions options);
   ~RedisTier() override;
 

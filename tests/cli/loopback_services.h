@@ -62,10 +62,12 @@ inline bool have_program(const char* name) {
 // redis-server on a loopback port, no persistence; killed (SIGKILL) and reaped by stop() or the destructor.
 class RedisProcess {
  public:
-  explicit RedisProcess(int port) : port_(port) {
+  // extra: more redis-server arguments (e.g. {"--requirepass", "pw"}).
+  explicit RedisProcess(int port, const std::vector<std::string>& extra = {}) : port_(port) {
     const std::string p = std::to_string(port);
     std::vector<std::string> args = {"redis-server", "--port", p, "--bind", "127.0.0.1", "--save", "", "--appendonly",
                                      "no", "--protected-mode", "no"};
+    args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

@@ -234,5 +234,44 @@ TEST(ServeCacheTiers, RedisSharesBlocksBetweenServersAndKeepsTenantsApart) {
   EXPECT_EQ(shared.output(), cold_output(variant));
 }
 
+
+// Redis with a password (--requirepass): two servers given it in the URL share blocks, and it appears in no log
+// line; a wrong password or none stops start-up with the server's refusal, the password masked.
+TEST(ServeCacheTiers, RedisWithAPasswordSharesBlocksAndNeverPrintsIt) {
+  if (model_path().empty()) GTEST_SKIP() << "stories260K.gguf not available";
+  if (!have_program("redis-server")) GTEST_SKIP() << "redis-server is not installed (scripts/setup installs it)";
+  const std::string password = "pw-Secret-71";
+  const int port = free_port();
+  RedisProcess redis(port, {"--requirepass", password});
+  ASSERT_TRUE(redis.ready()) << "redis-server did not start on port " << port;
+  const std::string host = "127.0.0.1:" + std::to_string(port) + "/0";
+  const std::vector<std::string> extra = {"--cache-redis", "redis://:" + password + "@" + host,
+                                          "--cache-redis-timeout-ms", "5000"};
+  ServeProcess a(serve_args(extra), "tiers-redis-auth-a");
+  ServeProcess b(serve_args(extra), "tiers-redis-auth-b");
+  ASSERT_FALSE(a.url().empty()) << a.log();
+  ASSERT_FALSE(b.url().empty()) << b.log();
+  const Reply first = complete(a.url(), 3);
+  ASSERT_EQ(first.status, 200);
+  ASSERT_TRUE(wait_until([&] { return metric(a.url(), "preface_kv_tier_written_records_total{tier=\"redis\"}") >= 12; }))
+      << a.log();
+  const Reply shared = complete(b.url(), 3);
+  EXPECT_EQ(shared.output(), first.output());
+  EXPECT_EQ(shared.tier(), 12 * kBlock) << "served from Redis through AUTH";
+  EXPECT_EQ(metric(a.url(), "preface_kv_tier_errors_total{tier=\"redis\"}"), 0);
+  for (const ServeProcess* s : {&a, &b}) {
+    EXPECT_EQ(s->log().find(password), std::string::npos) << s->log();
+    EXPECT_NE(s->log().find("redis://:***@" + host), std::string::npos) << s->log();
+  }
+  for (const std::string& url : {"redis://:wrong-" + password + "@" + host, "redis://" + host}) {
+    const CliResult r = run_preface({"serve", "-m", model_path(), "--threads", "1", "--kv-cache-mem", "8MiB",
+                                     "--port", "0", "--cache-redis", url});
+    EXPECT_NE(r.exit_code, 0) << url;
+    EXPECT_NE(r.err.find("refused the credentials"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find(password), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find(password), std::string::npos) << r.out;
+  }
+}
+
 }  // namespace
 }  // namespace preface::test
