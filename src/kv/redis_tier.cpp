@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 
 #include "util/error.h"
 
@@ -124,22 +125,30 @@ redisContext* RedisTier::Connection::get(int64_t* n_errors) {
   const auto now = std::chrono::steady_clock::now();
   if (now < retry_at_) return nullptr;
   redisContext* c = redisConnectWithTimeout(addr_.host.c_str(), addr_.port, to_timeval(timeout_ms_));
-  const bool ok = c != nullptr && c->err == 0 && redisSetTimeout(c, to_timeval(timeout_ms_)) == REDIS_OK &&
-                  prepare(c, addr_).empty();
-  if (!ok) {
+  std::string why = c == nullptr ? "cannot allocate a connection" : c->err != 0 ? std::string(c->errstr) : "";
+  if (why.empty() && redisSetTimeout(c, to_timeval(timeout_ms_)) != REDIS_OK) why = "cannot set the timeout";
+  if (why.empty()) why = prepare(c, addr_);
+  if (!why.empty()) {
+    tier_.mark(false, why);
     if (c != nullptr) redisFree(c);
     ++*n_errors;
     backoff_ = std::clamp(backoff_ * 2, std::chrono::milliseconds(100), std::chrono::milliseconds(5000));
     retry_at_ = now + backoff_;
     return nullptr;
   }
+  tier_.mark(true, "");
   ctx_ = c;
   return ctx_;
+}
+
+RedisTier::Connection::~Connection() {
+  if (ctx_ != nullptr) redisFree(ctx_);
 }
 
 void RedisTier::Connection::drop() {
   if (ctx_ != nullptr) redisFree(ctx_);
   ctx_ = nullptr;
+  tier_.mark(false, "a command failed or timed out");
   backoff_ = std::clamp(backoff_ * 2, std::chrono::milliseconds(100), std::chrono::milliseconds(5000));
   retry_at_ = std::chrono::steady_clock::now() + backoff_;
 }
@@ -147,8 +156,8 @@ void RedisTier::Connection::drop() {
 RedisTier::RedisTier(RedisTierOptions options)
     : opt_(std::move(options)),
       addr_(parse_redis_url(opt_.url)),
-      lookup_(addr_, opt_.timeout_ms),
-      writer_(addr_, opt_.timeout_ms),
+      lookup_(*this, addr_, opt_.timeout_ms),
+      writer_(*this, addr_, opt_.timeout_ms),
       queue_(opt_.max_queue_bytes, [this](const TierWrite& w) { write(w); }) {
   // A server that answers but refuses the credentials is a start-up error, not a tier that silently writes nothing.
   if (redisContext* c = redisConnectWithTimeout(addr_.host.c_str(), addr_.port, to_timeval(opt_.timeout_ms));
@@ -159,8 +168,9 @@ RedisTier::RedisTier(RedisTierOptions options)
         error.starts_with("ERR invalid password") || error.starts_with("NOPERM")) {
       throw Error("--cache-redis " + redact_redis_url(opt_.url) + ": the server refused the credentials: " + error);
     }
-  } else if (c != nullptr) {
-    redisFree(c);
+  } else {
+    mark(false, c == nullptr ? "cannot allocate a connection" : c->errstr);
+    if (c != nullptr) redisFree(c);
   }
   stats_.name = "redis";
   stats_.n_records = -1;
@@ -320,6 +330,19 @@ void RedisTier::write(const TierWrite& w) {
   std::lock_guard lock(mu_);
   ++stats_.n_written_records;
   stats_.n_written_bytes += static_cast<int64_t>(record.size());
+}
+
+void RedisTier::mark(bool up, const std::string& why) {
+  std::lock_guard lock(mu_);
+  if ((stats_.up != 0) == up) return;
+  stats_.up = up ? 1 : 0;
+  const std::string url = redact_redis_url(opt_.url);
+  if (up) {
+    std::fprintf(stderr, "preface: Redis KV cache tier at %s answers again\n", url.c_str());
+  } else {
+    std::fprintf(stderr, "preface: Redis KV cache tier at %s is down (%s): lookups miss and writes are dropped until "
+                 "it answers\n", url.c_str(), why.c_str());
+  }
 }
 
 TierStats RedisTier::stats() const {

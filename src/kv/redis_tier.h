@@ -67,14 +67,17 @@ class RedisTier final : public KvTier {
   // One hiredis connection with reconnect backoff; used by one thread.
   class Connection {
    public:
-    Connection(const RedisAddress& addr, int timeout_ms) : addr_(addr), timeout_ms_(timeout_ms) {}
-    ~Connection() { drop(); }
-    // The live context, connecting if the backoff allows; nullptr (error counted in *n_errors) otherwise.
+    Connection(RedisTier& tier, const RedisAddress& addr, int timeout_ms)
+        : tier_(tier), addr_(addr), timeout_ms_(timeout_ms) {}
+    ~Connection();
+    // The live context, connecting if the backoff allows; nullptr (error counted in *n_errors) otherwise. A failed
+    // connection marks the tier down, a new one up (RedisTier::mark).
     redisContext* get(int64_t* n_errors);
-    void drop();           // after an I/O error: the next get() waits for the backoff
+    void drop();           // after an I/O error: the next get() waits for the backoff; marks the tier down
     void ok() { backoff_ = std::chrono::milliseconds(0); }
 
    private:
+    RedisTier& tier_;
     RedisAddress addr_;
     int timeout_ms_;
     redisContext* ctx_ = nullptr;
@@ -83,6 +86,8 @@ class RedisTier final : public KvTier {
   };
   void write(const TierWrite& w);  // queue thread
   void count(int64_t TierStats::*field, int64_t n = 1);
+  // Sets stats_.up; on a change prints one line to stderr ("... is down (why) ..." / "... answers again").
+  void mark(bool up, const std::string& why);
 
   RedisTierOptions opt_;
   RedisAddress addr_;

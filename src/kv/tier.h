@@ -33,6 +33,8 @@ struct TierStats {
   int64_t n_records = 0;             // records held now (disk: indexed files; redis: -1, unknown)
   int64_t n_stored_bytes = 0;        // bytes held now (disk), -1 when unknown
   std::array<int64_t, kRecordStatusCount> n_rejected{};  // records refused, by RecordStatus (index Ok unused)
+  // 1 while the tier answers (disk: always); 0 from a failed connection or command until one succeeds (redis).
+  int up = 1;
 };
 
 class KvTier {

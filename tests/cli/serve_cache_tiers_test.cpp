@@ -210,6 +210,8 @@ TEST(ServeCacheTiers, RedisSharesBlocksBetweenServersAndKeepsTenantsApart) {
   }
   EXPECT_GT(metric(a.url(), "preface_kv_tier_errors_total{tier=\"redis\"}"), 0);
   EXPECT_GT(metric(b.url(), "preface_kv_tier_errors_total{tier=\"redis\"}"), 0);
+  EXPECT_EQ(metric(a.url(), "preface_kv_tier_up{tier=\"redis\"}"), 0);
+  EXPECT_NE(a.log().find("Redis KV cache tier at " + redis->url() + " is down"), std::string::npos) << a.log();
 
   // Back on the same port: the servers reconnect (after their backoff, at most 5 s) and share again.
   redis = std::make_unique<RedisProcess>(port);
@@ -232,6 +234,8 @@ TEST(ServeCacheTiers, RedisSharesBlocksBetweenServersAndKeepsTenantsApart) {
   })) << "B never loaded from Redis again";
   EXPECT_EQ(shared.output(), fresh.output());
   EXPECT_EQ(shared.output(), cold_output(variant));
+  EXPECT_EQ(metric(a.url(), "preface_kv_tier_up{tier=\"redis\"}"), 1);
+  EXPECT_NE(a.log().find("Redis KV cache tier at " + redis->url() + " answers again"), std::string::npos) << a.log();
 }
 
 

@@ -102,6 +102,9 @@ void render_tier_metrics(std::string& out, const engine::EngineCounters& c) {
              "tier=\"" + t.name + "\",reason=\"" + kv::record_status_name(static_cast<kv::RecordStatus>(r)) + "\"");
     }
   }
+  header(out, "preface_kv_tier_up", "gauge",
+         "1 while a cache tier answers, 0 from a failed connection or command until one succeeds (redis).");
+  for (const kv::TierStats& t : c.tiers) sample(out, "preface_kv_tier_up", t.up, "tier=\"" + t.name + "\"");
   header(out, "preface_kv_tier_stored", "gauge", "Records and bytes a cache tier holds (disk only).");
   for (const kv::TierStats& t : c.tiers) {
     if (t.n_records < 0) continue;
