@@ -96,8 +96,7 @@ inline __m256 scale_levels8(const int8_t* q, __m256 d, __m256 m) {
   return v;
 }
 
-// Widens whole blocks [b0, b0 + n_blocks) of a row of block type kElem to dst as 8-value segments s at
-// dst + s * seg_stride; returns the next segment's place.
+// Widens blocks [b0, b0 + n_blocks) of a block-type row to segments s at dst + s * seg_stride; returns the next.
 template <KvType kElem>
 inline float* widen_blocks(const uint8_t* row, size_t b0, size_t n_blocks, float* dst, size_t seg_stride) {
   constexpr size_t kBlockBytes = kv_type_block_bytes(kElem);
