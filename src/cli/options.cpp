@@ -55,8 +55,9 @@ void add_model_options(CLI::App& cmd, ModelOptions& opts) {
 }
 
 void add_kv_format_options(CLI::App& cmd, ModelOptions& opts) {
-  const auto types = CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"},
-                                   CLI::ignore_case);
+  std::vector<std::string> names;
+  for (kernels::KvType t : kernels::kAllKvTypes) names.emplace_back(kernels::kv_type_name(t));
+  const auto types = CLI::IsMember(names, CLI::ignore_case);
   cmd.add_option("--kv-type", opts.kv_type,
                  "KV cache value type of K and V: f32, f16 (default), bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0 or q5_1 "
                  "(the block types store rows of whole 32-value blocks)")

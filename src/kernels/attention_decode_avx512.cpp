@@ -39,7 +39,6 @@
 namespace preface::kernels::avx512 {
 namespace {
 
-using avx2::HeadBytes;
 using avx2::for_rows;
 using avx2::hsum_8x8;
 using avx2::kGroups;
@@ -149,7 +148,7 @@ class SharedTile {
     const AttnTile& tile = *tile_;
     const KvPages& kv = tile.kv;
     const size_t hp = lay_.hd_pad, nq = tile.n_queries;
-    const HeadBytes k_head(kK, kv.head_value, tile.head_dim), v_head(kV, kv.head_value, tile.head_dim);
+    const KvSpan k_head = kv_span(kK, kv.head_value, tile.head_dim), v_head = kv_span(kV, kv.head_value, tile.head_dim);
     float* q = scratch_ + lay_.q;      // [nq][hp]
     float* acc = scratch_ + lay_.acc;  // [nq][hp]
     float* p = scratch_ + lay_.p;      // [nq][kAttnChunk]

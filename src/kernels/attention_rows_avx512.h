@@ -85,7 +85,7 @@ struct Rows<KvType::Q8_0> {
 template <KvType kElem>
 struct NibbleBlock {
   static constexpr size_t kBytes = kv_type_block_bytes(kElem);
-  static constexpr bool kHasMin = kElem == KvType::Q4_1 || kElem == KvType::Q5_1;
+  static constexpr bool kHasMin = kv_type_has_offset(kElem);
   static constexpr bool kFifthBit = kElem == KvType::Q5_0 || kElem == KvType::Q5_1;
   static constexpr size_t kQs = kElem == KvType::Q4_1 ? 4 : kElem == KvType::Q5_0 ? 6 : kElem == KvType::Q5_1 ? 8 : 2;
   static constexpr size_t kQh = kElem == KvType::Q5_1 ? 4 : 2;

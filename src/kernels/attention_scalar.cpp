@@ -21,11 +21,6 @@ const uint8_t* row_at(const KvPages& kv, const uint8_t* base, size_t row_bytes, 
   return base + (block * static_cast<size_t>(kv.block_size) + static_cast<size_t>(pos % kv.block_size)) * row_bytes;
 }
 
-// The byte offset of the storage block (or value) holding value `value` of a row of type t.
-size_t head_bytes_offset(KvType t, size_t value) {
-  return value / kv_type_block_values(t) * kv_type_block_bytes(t);
-}
-
 // Asks for the cache line at p, into L1 (kToL1) or L2 only. An asm statement, which the compiler must keep: GCC 12
 // deleted loops of __builtin_prefetch in attention_prefetch as dead code (the L1 ones at -O3, all at -O2).
 template <bool kToL1>
@@ -75,13 +70,10 @@ void attention_prefetch(const AttnTile* tiles, size_t n_tiles) {
     first = first / kAttnChunk * kAttnChunk;  // the first chunk read
     for (size_t j = 0; j < tile.n_queries; ++j) prefetch_bytes(tile.queries[j].q, tile.head_dim * sizeof(float), to_l1);
     const KvPages& kv = tile.kv;
-    const size_t k_off = head_bytes_offset(kv.k_type, kv.head_value), v_off = head_bytes_offset(kv.v_type, kv.head_value);
-    // The head's bytes, plus one block where it starts inside one.
-    const size_t k_bytes = kv_row_bytes(kv.k_type, tile.head_dim + kv_type_block_values(kv.k_type) - 1);
-    const size_t v_bytes = kv_row_bytes(kv.v_type, tile.head_dim + kv_type_block_values(kv.v_type) - 1);
+    const KvSpan k = kv_span(kv.k_type, kv.head_value, tile.head_dim), v = kv_span(kv.v_type, kv.head_value, tile.head_dim);
     for (int32_t p = first; p < std::min(n_pos, first + kAttnChunk); ++p) {
-      prefetch_bytes(row_at(kv, kv.k_base, kv.k_row_bytes, p) + k_off, k_bytes, to_l1);
-      prefetch_bytes(row_at(kv, kv.v_base, kv.v_row_bytes, p) + v_off, v_bytes, to_l1);
+      prefetch_bytes(row_at(kv, kv.k_base, kv.k_row_bytes, p) + k.offset, k.bytes, to_l1);
+      prefetch_bytes(row_at(kv, kv.v_base, kv.v_row_bytes, p) + v.offset, v.bytes, to_l1);
     }
   }
 }

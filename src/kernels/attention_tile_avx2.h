@@ -51,21 +51,9 @@ inline void for_rows(const KvPages& kv, int32_t n, int32_t& table_index, int32_t
   }
 }
 
-// Where a head's values lie in a row of type t: the byte offset of the block (or value) holding its first value,
-// and the bytes from there to past its last.
-struct HeadBytes {
-  size_t offset = 0;
-  size_t bytes = 0;
-  HeadBytes(KvType t, size_t head_value, size_t hd) {
-    const size_t bv = kv_type_block_values(t), bb = kv_type_block_bytes(t);
-    offset = head_value / bv * bb;
-    bytes = ((head_value + hd + bv - 1) / bv - head_value / bv) * bb;
-  }
-};
-
 // Prefetches into L1 the K and V bytes of this head in n rows from (table_index, slot) on, advancing past them
 // (n <= 0: none).
-inline void prefetch_rows(const KvPages& kv, const HeadBytes& k, const HeadBytes& v, int32_t n, int32_t& table_index,
+inline void prefetch_rows(const KvPages& kv, const KvSpan& k, const KvSpan& v, int32_t n, int32_t& table_index,
                           int32_t& slot) {
   for_rows(kv, n, table_index, slot, [&](int32_t, size_t row) {
     const uint8_t* kp = kv.k_base + row * kv.k_row_bytes + k.offset;
@@ -100,7 +88,7 @@ inline __m256 scale_levels8(const int8_t* q, __m256 d, __m256 m) {
 template <KvType kElem>
 inline float* widen_blocks(const uint8_t* row, size_t b0, size_t n_blocks, float* dst, size_t seg_stride) {
   constexpr size_t kBlockBytes = kv_type_block_bytes(kElem);
-  constexpr bool kHasMin = kElem == KvType::Q4_1 || kElem == KvType::Q5_1;
+  constexpr bool kHasMin = kv_type_has_offset(kElem);
   for (size_t b = b0; b < b0 + n_blocks; ++b) {
     const uint8_t* block = row + b * kBlockBytes;
     const __m256 d = _mm256_set1_ps(_cvtsh_ss(kv_load_u16(block)));
@@ -110,9 +98,9 @@ inline float* widen_blocks(const uint8_t* row, size_t b0, size_t n_blocks, float
         _mm256_storeu_ps(dst, scale_levels8<false>(reinterpret_cast<const int8_t*>(block + 2 + 8 * k), d, m));
       }
     } else {
-      KvBlockLevels lv;
-      kv_decode_block(kElem, block, lv);
-      for (size_t k = 0; k < 4; ++k, dst += seg_stride) _mm256_storeu_ps(dst, scale_levels8<kHasMin>(lv.q + 8 * k, d, m));
+      int8_t q[32];
+      kv_block_levels(kElem, block, q);
+      for (size_t k = 0; k < 4; ++k, dst += seg_stride) _mm256_storeu_ps(dst, scale_levels8<kHasMin>(q + 8 * k, d, m));
     }
   }
   return dst;
@@ -128,7 +116,6 @@ void widen_row(const uint8_t* row, size_t head_value, size_t hd, size_t hp, floa
       dst = widen_blocks<kElem>(row, head_value / 32, hd / 32, dst, seg_stride);
       d = hd;
     } else {  // a head inside blocks: value by value, the same floats
-      constexpr bool kHasMin = kElem == KvType::Q4_1 || kElem == KvType::Q5_1;
       for (; d < hd; d += 8, dst += seg_stride) {
         alignas(32) float seg[8] = {};
         for (size_t j = 0; j < 8 && d + j < hd; ++j) {
@@ -136,7 +123,7 @@ void widen_row(const uint8_t* row, size_t head_value, size_t hd, size_t hp, floa
           const uint8_t* block = row + i / 32 * kv_type_block_bytes(kElem);
           const float v = _cvtsh_ss(kv_load_u16(block)) *
                           static_cast<float>(kv_block_level(kElem, block, static_cast<int>(i % 32)));
-          seg[j] = kHasMin ? v + _cvtsh_ss(kv_load_u16(block + 2)) : v;
+          seg[j] = kv_type_has_offset(kElem) ? v + _cvtsh_ss(kv_load_u16(block + 2)) : v;
         }
         _mm256_storeu_ps(dst, _mm256_load_ps(seg));
       }
@@ -181,7 +168,7 @@ inline WidenRowFn widen_row_fn(KvType t) {
 template <typename Ops>
 void widen_chunk(const KvPages& kv, int32_t c0, int32_t n_rows, int32_t n_pos_max, size_t hd, size_t hp,
                  float* kbuf, float* vbuf) {
-  const HeadBytes k_head(kv.k_type, kv.head_value, hd), v_head(kv.v_type, kv.head_value, hd);
+  const KvSpan k_head = kv_span(kv.k_type, kv.head_value, hd), v_head = kv_span(kv.v_type, kv.head_value, hd);
   // (table index, slot) of the first row widened and of the first one prefetched.
   int32_t table_index = c0 / kv.block_size, slot = c0 % kv.block_size;
   const int32_t next = c0 + kAttnChunk;

@@ -1,6 +1,6 @@
-// Decoding one 32-value block of a KV block type (kernels/kv_type.h) into its integer levels and f16 scale bits,
-// shared by the scalar and SIMD widenings (internal to src/kernels). A value is then f32(d) * f32(q[j]) (+ f32(m)
-// for q4_1 / q5_1), computed the same way on every path. Internal linkage, so an AVX translation unit's copy is never
+// The integer levels of a 32-value block of a KV block type (kernels/kv_type.h), shared by the scalar and SIMD
+// widenings (internal to src/kernels). A value is then f32(d) * f32(level) (+ f32(m) where kv_type_has_offset), d
+// and m the block's f16 fields, computed the same way on every path. Internal linkage, so an AVX translation unit's copy is never
 // picked for baseline code.
 #pragma once
 #include <cstdint>
@@ -11,13 +11,6 @@
 
 namespace preface::kernels {
 namespace {
-
-struct KvBlockLevels {
-  uint16_t d = 0;        // f16 bits of the scale
-  uint16_t m = 0;        // f16 bits of the offset (q4_1, q5_1)
-  bool has_m = false;
-  int8_t q[32] = {};     // the level of each value
-};
 
 inline uint16_t kv_load_u16(const uint8_t* p) {
   uint16_t v;
@@ -47,14 +40,9 @@ inline int kv_block_level(KvType t, const uint8_t* block, int j) {
   }
 }
 
-inline bool kv_type_has_min(KvType t) { return t == KvType::Q4_1 || t == KvType::Q5_1; }
-
-// `block` points at a block of type t (a block type).
-inline void kv_decode_block(KvType t, const uint8_t* block, KvBlockLevels& out) {
-  out.d = kv_load_u16(block);
-  out.has_m = kv_type_has_min(t);
-  out.m = out.has_m ? kv_load_u16(block + 2) : 0;
-  for (int j = 0; j < 32; ++j) out.q[j] = static_cast<int8_t>(kv_block_level(t, block, j));
+// The 32 levels of a block of type t (a block type) into q.
+inline void kv_block_levels(KvType t, const uint8_t* block, int8_t q[32]) {
+  for (int j = 0; j < 32; ++j) q[j] = static_cast<int8_t>(kv_block_level(t, block, j));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "kernels/dot.h"
 #include "kernels/kv_block_decode.h"
+#include "kernels/quant.h"
 #include "util/fp16.h"
 
 namespace preface::kernels {
@@ -34,17 +35,6 @@ uint8_t truncated_level(float v, int max_level) {
   return static_cast<uint8_t>(capped);
 }
 
-// Packs 32 levels into nibbles (value j low, j + 16 high) at qs and, when qh is not null, their fifth bits.
-void pack_levels(const uint8_t q[32], uint8_t* qs, uint8_t* qh) {
-  uint32_t h = 0;
-  for (int j = 0; j < 16; ++j) {
-    qs[j] = static_cast<uint8_t>((q[j] & 0x0F) | ((q[j + 16] & 0x0F) << 4));
-    h |= ((q[j] & 0x10u) >> 4) << j;
-    h |= ((q[j + 16] & 0x10u) >> 4) << (j + 16);
-  }
-  if (qh != nullptr) std::memcpy(qh, &h, sizeof(h));
-}
-
 // q4_0 / q5_0: d = max / -half, q = min(2 half - 1, (int8)(x / d + half + 0.5)).
 void quantize_symmetric(const float* x, uint8_t* out, size_t n, int half, size_t block_bytes, bool fifth_bit) {
   for (size_t b = 0; b < n / 32; ++b, x += 32, out += block_bytes) {
@@ -54,7 +44,7 @@ void quantize_symmetric(const float* x, uint8_t* out, size_t n, int half, size_t
     uint8_t q[32];
     const float bias = static_cast<float>(half) + 0.5f;
     for (int j = 0; j < 32; ++j) q[j] = truncated_level(x[j] * id + bias, 2 * half - 1);
-    pack_levels(q, out + (fifth_bit ? 6 : 2), fifth_bit ? out + 2 : nullptr);
+    pack_levels_32(q, out + (fifth_bit ? 6 : 2), fifth_bit ? out + 2 : nullptr);
   }
 }
 
@@ -72,7 +62,7 @@ void quantize_offset(const float* x, uint8_t* out, size_t n, int levels, size_t 
     store_u16(out + 2, f32_to_f16(min));
     uint8_t q[32];
     for (int j = 0; j < 32; ++j) q[j] = truncated_level((x[j] - min) * id + 0.5f, levels);
-    pack_levels(q, out + (fifth_bit ? 8 : 4), fifth_bit ? out + 4 : nullptr);
+    pack_levels_32(q, out + (fifth_bit ? 8 : 4), fifth_bit ? out + 4 : nullptr);
   }
 }
 
@@ -93,25 +83,14 @@ int nearest_iq4nl_level(float x) {
   return x - val[hi - 1] < val[hi] - x ? hi - 1 : hi;
 }
 
-}  // namespace
-
-void quantize_kv_q4_0(const float* x, uint8_t* out, size_t n) { quantize_symmetric(x, out, n, 8, 18, false); }
-void quantize_kv_q5_0(const float* x, uint8_t* out, size_t n) { quantize_symmetric(x, out, n, 16, 22, true); }
-void quantize_kv_q4_1(const float* x, uint8_t* out, size_t n) { quantize_offset(x, out, n, 15, 20, false); }
-void quantize_kv_q5_1(const float* x, uint8_t* out, size_t n) { quantize_offset(x, out, n, 31, 24, true); }
-
-void quantize_kv_iq4_nl(const float* x, uint8_t* out, size_t n) {
+// iq4_nl: every value to the level nearest x / d0 (d0 from the value of largest magnitude over level -127), then d
+// refitted by least squares weighted by x^2.
+void quantize_iq4_nl(const float* x, uint8_t* out, size_t n) {
   for (size_t b = 0; b < n / 32; ++b, x += 32, out += 18) {
-    float amax = 0.0f, max = 0.0f;
-    for (int j = 0; j < 32; ++j) {
-      if (std::fabs(x[j]) > amax) {
-        amax = std::fabs(x[j]);
-        max = x[j];
-      }
-    }
+    const float max = signed_absmax(x);
     uint8_t q[32] = {};
     float d = 0.0f;
-    if (amax >= 1e-15f) {
+    if (std::fabs(max) >= 1e-15f) {
       const float id = 1.0f / (max / static_cast<float>(kIq4nlValues[0]));
       float sumqx = 0.0f, sumq2 = 0.0f;
       for (int j = 0; j < 32; ++j) {
@@ -125,9 +104,11 @@ void quantize_kv_iq4_nl(const float* x, uint8_t* out, size_t n) {
       d = sumq2 > 0.0f ? sumqx / sumq2 : 0.0f;
     }
     store_u16(out, f32_to_f16(d));
-    pack_levels(q, out + 2, nullptr);
+    pack_levels_32(q, out + 2, nullptr);
   }
 }
+
+}  // namespace
 
 void kv_write_row(KvType t, const float* x, uint8_t* dst, size_t n) {
   switch (t) {
@@ -136,11 +117,11 @@ void kv_write_row(KvType t, const float* x, uint8_t* dst, size_t n) {
     case KvType::BF16: f32_to_bf16_row(x, reinterpret_cast<uint16_t*>(dst), n); return;
     // Every path of quantize_row_q8_0 gives the same bytes, those of the GGUF codec's Q8_0 for finite values.
     case KvType::Q8_0: quantize_row_q8_0(x, reinterpret_cast<BlockQ8_0*>(dst), n); return;
-    case KvType::Q4_0: quantize_kv_q4_0(x, dst, n); return;
-    case KvType::Q4_1: quantize_kv_q4_1(x, dst, n); return;
-    case KvType::IQ4_NL: quantize_kv_iq4_nl(x, dst, n); return;
-    case KvType::Q5_0: quantize_kv_q5_0(x, dst, n); return;
-    case KvType::Q5_1: quantize_kv_q5_1(x, dst, n); return;
+    case KvType::Q4_0: quantize_symmetric(x, dst, n, 8, 18, false); return;
+    case KvType::Q4_1: quantize_offset(x, dst, n, 15, 20, false); return;
+    case KvType::IQ4_NL: quantize_iq4_nl(x, dst, n); return;
+    case KvType::Q5_0: quantize_symmetric(x, dst, n, 16, 22, true); return;
+    case KvType::Q5_1: quantize_offset(x, dst, n, 31, 24, true); return;
   }
 }
 
@@ -157,7 +138,7 @@ float kv_value(KvType t, const uint8_t* row, size_t i) {
       const uint8_t* block = row + i / 32 * kv_type_block_bytes(t);
       const float v = f16_to_f32(kv_load_u16(block)) *
                       static_cast<float>(kv_block_level(t, block, static_cast<int>(i % 32)));
-      return kv_type_has_min(t) ? v + f16_to_f32(kv_load_u16(block + 2)) : v;
+      return kv_type_has_offset(t) ? v + f16_to_f32(kv_load_u16(block + 2)) : v;
     }
   }
 }

@@ -21,11 +21,4 @@ void kv_write_row(KvType t, const float* x, uint8_t* dst, size_t n);
 // Value i of a stored row of type t, widened to f32 exactly as every attention path widens it.
 float kv_value(KvType t, const uint8_t* row, size_t i);
 
-// The scalar quantizers kv_write_row uses for the 4- and 5-bit types (out: n / 32 blocks).
-void quantize_kv_q4_0(const float* x, uint8_t* out, size_t n);
-void quantize_kv_q4_1(const float* x, uint8_t* out, size_t n);
-void quantize_kv_q5_0(const float* x, uint8_t* out, size_t n);
-void quantize_kv_q5_1(const float* x, uint8_t* out, size_t n);
-void quantize_kv_iq4_nl(const float* x, uint8_t* out, size_t n);
-
 }  // namespace preface::kernels

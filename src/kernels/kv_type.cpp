@@ -84,15 +84,6 @@ KvRotate parse_kv_rotate(std::string_view name) {
   throw Error("unknown --kv-rotate '" + std::string(name) + "' (choose auto, on or off)");
 }
 
-const char* kv_rotate_name(KvRotate r) {
-  switch (r) {
-    case KvRotate::Auto: return "auto";
-    case KvRotate::On: return "on";
-    case KvRotate::Off: return "off";
-  }
-  return "?";
-}
-
 KvFormat resolve_kv_format(KvType k, KvType v, KvRotate rotate, bool k_heads_fit, bool v_heads_fit) {
   switch (rotate) {
     case KvRotate::Off: return {k, v, false, false};

@@ -60,6 +60,18 @@ double kv_bytes_per_value(KvType t);
 constexpr size_t kv_row_bytes(KvType t, size_t n_values) {
   return n_values / kv_type_block_values(t) * kv_type_block_bytes(t);
 }
+// Whether a block type adds an offset m after the scale (q4_1, q5_1: value = d * q + m).
+constexpr bool kv_type_has_offset(KvType t) { return t == KvType::Q4_1 || t == KvType::Q5_1; }
+// Where values [first_value, first_value + n_values) of a row of type t lie: the byte offset of the block (or value)
+// holding the first, and the bytes from there to past the block holding the last.
+struct KvSpan {
+  size_t offset = 0;
+  size_t bytes = 0;
+};
+constexpr KvSpan kv_span(KvType t, size_t first_value, size_t n_values) {
+  const size_t bv = kv_type_block_values(t), bb = kv_type_block_bytes(t);
+  return {first_value / bv * bb, ((first_value + n_values + bv - 1) / bv - first_value / bv) * bb};
+}
 // Throws preface::Error when the type cannot store rows of row_values values (a block type with
 // row_values % 32 != 0), with a message naming the type, the row size and the types that work.
 void check_kv_type_fits(KvType t, int32_t row_values);
@@ -95,7 +107,6 @@ struct KvFormat {
 // both sides (an error where heads do not fit); off rotates neither.
 enum class KvRotate : uint8_t { Auto, On, Off };
 KvRotate parse_kv_rotate(std::string_view name);  // "auto" | "on" | "off"; throws preface::Error otherwise
-const char* kv_rotate_name(KvRotate r);
 // The format of a pool of these types; k_heads_fit / v_heads_fit: every K (V) head of the model's paged layers
 // passes kv_rotation_fits. Throws preface::Error for `On` where heads do not fit.
 KvFormat resolve_kv_format(KvType k, KvType v, KvRotate rotate, bool k_heads_fit, bool v_heads_fit);

@@ -33,6 +33,10 @@ struct QuantTraits {
   void (*quantize)(const float* x, void* out, size_t n);
 };
 
+// Packs 32 levels (0..31) of a 32-value block: value j's low 4 bits in the low nibble of qs[j] (j < 16) or the high
+// one of qs[j - 16], its fifth bit at bit j of qh (little-endian; nothing written when qh is null).
+void pack_levels_32(const uint8_t q[32], uint8_t qs[16], uint8_t* qh);
+
 // The row of a type computed through this table (Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K..Q6_K, IQ4_XS), else
 // nullptr.
 const QuantTraits* quant_traits(gguf::TensorType type);

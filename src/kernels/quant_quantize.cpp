@@ -74,14 +74,6 @@ int nearest_iq4nl(float x, float step) {
   return best;
 }
 
-// Packs 32 levels (0..31) into 32-value block nibbles (value j low, j + 16 high) and the 5th bits (bit j of qh).
-void pack_32(const uint8_t q[32], uint8_t qs[16], uint8_t* qh) {
-  uint32_t h = 0;
-  for (int j = 0; j < 16; ++j) qs[j] = static_cast<uint8_t>((q[j] & 0xF) | ((q[j + 16] & 0xF) << 4));
-  for (int j = 0; j < 32; ++j) h |= static_cast<uint32_t>(q[j] >> 4) << j;
-  if (qh != nullptr) std::memcpy(qh, &h, sizeof(h));
-}
-
 // Q4_1 / Q5_1: x ~ d * q + m with m the block's minimum, q in 0..levels.
 template <typename Block>
 void quantize_min_32(const float* x, Block* b, size_t n, int levels) {
@@ -93,14 +85,21 @@ void quantize_min_32(const float* x, Block* b, size_t n, int levels) {
     uint8_t q[32];
     for (int j = 0; j < 32; ++j) q[j] = static_cast<uint8_t>(d > 0.0f ? nearest_clamped((x[j] - m) / d, 0, levels) : 0);
     if constexpr (requires { b[i].qh; }) {
-      pack_32(q, b[i].qs, b[i].qh);
+      pack_levels_32(q, b[i].qs, b[i].qh);
     } else {
-      pack_32(q, b[i].qs, nullptr);
+      pack_levels_32(q, b[i].qs, nullptr);
     }
   }
 }
 
 }  // namespace
+
+void pack_levels_32(const uint8_t q[32], uint8_t qs[16], uint8_t* qh) {
+  uint32_t h = 0;
+  for (int j = 0; j < 16; ++j) qs[j] = static_cast<uint8_t>((q[j] & 0xF) | ((q[j + 16] & 0xF) << 4));
+  for (int j = 0; j < 32; ++j) h |= static_cast<uint32_t>(q[j] >> 4) << j;
+  if (qh != nullptr) std::memcpy(qh, &h, sizeof(h));
+}
 
 namespace scalar {
 void quantize_row_q4_k(const float* x, void* out, size_t n) {
@@ -174,7 +173,7 @@ void quantize_row_q5_0(const float* x, void* out, size_t n) {
     const float d = f16_to_f32(b[i].d);
     uint8_t q[32];
     for (int j = 0; j < 32; ++j) q[j] = static_cast<uint8_t>(d != 0.0f ? nearest_clamped(x[j] / d, -16, 15) + 16 : 16);
-    pack_32(q, b[i].qs, b[i].qh);
+    pack_levels_32(q, b[i].qs, b[i].qh);
   }
 }
 
@@ -188,7 +187,7 @@ void quantize_row_iq4_nl(const float* x, void* out, size_t n) {
     const float d = f16_to_f32(b[i].d);
     uint8_t q[32];
     for (int j = 0; j < 32; ++j) q[j] = static_cast<uint8_t>(nearest_iq4nl(x[j], d));
-    pack_32(q, b[i].qs, nullptr);
+    pack_levels_32(q, b[i].qs, nullptr);
   }
 }
 

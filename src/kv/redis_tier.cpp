@@ -74,6 +74,25 @@ std::string prepare(redisContext* c, const RedisAddress& a) {
   return error_of(r);
 }
 
+// A connection with its timeout set and prepared; nullptr with *why set otherwise.
+redisContext* connect_prepared(const RedisAddress& a, int timeout_ms, std::string* why) {
+  redisContext* c = redisConnectWithTimeout(a.host.c_str(), a.port, to_timeval(timeout_ms));
+  *why = c == nullptr ? "cannot allocate a connection" : c->err != 0 ? std::string(c->errstr) : "";
+  if (why->empty() && redisSetTimeout(c, to_timeval(timeout_ms)) != REDIS_OK) *why = "cannot set the timeout";
+  if (why->empty()) *why = prepare(c, a);
+  if (why->empty()) return c;
+  if (c != nullptr) redisFree(c);
+  return nullptr;
+}
+
+// Whether a server error refuses the credentials (rather than the connection or a command failing).
+bool refuses_credentials(const std::string& error) {
+  for (const char* prefix : {"WRONGPASS", "NOAUTH", "ERR AUTH", "ERR invalid password", "NOPERM"}) {
+    if (error.starts_with(prefix)) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::string redact_redis_url(const std::string& url) {
@@ -124,21 +143,21 @@ redisContext* RedisTier::Connection::get(int64_t* n_errors) {
   if (ctx_ != nullptr) return ctx_;
   const auto now = std::chrono::steady_clock::now();
   if (now < retry_at_) return nullptr;
-  redisContext* c = redisConnectWithTimeout(addr_.host.c_str(), addr_.port, to_timeval(timeout_ms_));
-  std::string why = c == nullptr ? "cannot allocate a connection" : c->err != 0 ? std::string(c->errstr) : "";
-  if (why.empty() && redisSetTimeout(c, to_timeval(timeout_ms_)) != REDIS_OK) why = "cannot set the timeout";
-  if (why.empty()) why = prepare(c, addr_);
-  if (!why.empty()) {
-    tier_.mark(false, why);
-    if (c != nullptr) redisFree(c);
+  std::string why;
+  ctx_ = connect_prepared(addr_, timeout_ms_, &why);
+  if (ctx_ == nullptr) {
     ++*n_errors;
-    backoff_ = std::clamp(backoff_ * 2, std::chrono::milliseconds(100), std::chrono::milliseconds(5000));
-    retry_at_ = now + backoff_;
+    back_off(why);
     return nullptr;
   }
   tier_.mark(true, "");
-  ctx_ = c;
   return ctx_;
+}
+
+void RedisTier::Connection::back_off(const std::string& why) {
+  tier_.mark(false, why);
+  backoff_ = std::clamp(backoff_ * 2, std::chrono::milliseconds(100), std::chrono::milliseconds(5000));
+  retry_at_ = std::chrono::steady_clock::now() + backoff_;
 }
 
 RedisTier::Connection::~Connection() {
@@ -148,9 +167,7 @@ RedisTier::Connection::~Connection() {
 void RedisTier::Connection::drop() {
   if (ctx_ != nullptr) redisFree(ctx_);
   ctx_ = nullptr;
-  tier_.mark(false, "a command failed or timed out");
-  backoff_ = std::clamp(backoff_ * 2, std::chrono::milliseconds(100), std::chrono::milliseconds(5000));
-  retry_at_ = std::chrono::steady_clock::now() + backoff_;
+  back_off("a command failed or timed out");
 }
 
 RedisTier::RedisTier(RedisTierOptions options)
@@ -160,17 +177,13 @@ RedisTier::RedisTier(RedisTierOptions options)
       writer_(*this, addr_, opt_.timeout_ms),
       queue_(opt_.max_queue_bytes, [this](const TierWrite& w) { write(w); }) {
   // A server that answers but refuses the credentials is a start-up error, not a tier that silently writes nothing.
-  if (redisContext* c = redisConnectWithTimeout(addr_.host.c_str(), addr_.port, to_timeval(opt_.timeout_ms));
-      c != nullptr && c->err == 0 && redisSetTimeout(c, to_timeval(opt_.timeout_ms)) == REDIS_OK) {
-    const std::string error = prepare(c, addr_);
+  std::string why;
+  if (redisContext* c = connect_prepared(addr_, opt_.timeout_ms, &why)) {
     redisFree(c);
-    if (error.starts_with("WRONGPASS") || error.starts_with("NOAUTH") || error.starts_with("ERR AUTH") ||
-        error.starts_with("ERR invalid password") || error.starts_with("NOPERM")) {
-      throw Error("--cache-redis " + redact_redis_url(opt_.url) + ": the server refused the credentials: " + error);
-    }
+  } else if (refuses_credentials(why)) {
+    throw Error("--cache-redis " + redact_redis_url(opt_.url) + ": the server refused the credentials: " + why);
   } else {
-    mark(false, c == nullptr ? "cannot allocate a connection" : c->errstr);
-    if (c != nullptr) redisFree(c);
+    mark(false, why);
   }
   stats_.name = "redis";
   stats_.n_records = -1;

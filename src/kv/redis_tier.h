@@ -75,6 +75,7 @@ class RedisTier final : public KvTier {
     redisContext* get(int64_t* n_errors);
     void drop();           // after an I/O error: the next get() waits for the backoff; marks the tier down
     void ok() { backoff_ = std::chrono::milliseconds(0); }
+    void back_off(const std::string& why);  // marks the tier down; the next connection waits for the backoff
 
    private:
     RedisTier& tier_;

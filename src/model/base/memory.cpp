@@ -191,18 +191,10 @@ void MemoryLayout::check_type_fits(const kernels::KvFormat& f) const {
   }
 }
 
-bool MemoryLayout::k_rotation_fits() const {
-  for (const MemoryGroup& g : groups_) {
-    if (g.spec.kind == MemoryKind::PagedRows && !kernels::kv_rotation_fits(g.spec.k_head_dim)) return false;
-  }
-  return true;
-}
-
-bool MemoryLayout::v_rotation_fits() const {
-  for (const MemoryGroup& g : groups_) {
-    if (g.spec.kind == MemoryKind::PagedRows && !kernels::kv_rotation_fits(g.spec.v_head_dim)) return false;
-  }
-  return true;
+bool MemoryLayout::rotation_fits(int32_t MemorySpec::*head_dim) const {
+  return std::all_of(groups_.begin(), groups_.end(), [&](const MemoryGroup& g) {
+    return g.spec.kind != MemoryKind::PagedRows || kernels::kv_rotation_fits(g.spec.*head_dim);
+  });
 }
 
 uint64_t MemoryLayout::paged_bytes_per_token(const kernels::KvFormat& t) const {

@@ -94,8 +94,8 @@ class MemoryLayout {
   // (kernels::check_kv_type_fits) or f rotates a side whose heads cannot be rotated (kernels::kv_rotation_fits).
   void check_type_fits(const kernels::KvFormat& f) const;
   // Whether every paged layer's K (V) heads can be rotated (kernels::kv_rotation_fits); true without paged layers.
-  bool k_rotation_fits() const;
-  bool v_rotation_fits() const;
+  bool k_rotation_fits() const { return rotation_fits(&MemorySpec::k_head_dim); }
+  bool v_rotation_fits() const { return rotation_fits(&MemorySpec::v_head_dim); }
   // The one formula (see the header): paged bytes of one token over every layer, in format f.
   uint64_t paged_bytes_per_token(const kernels::KvFormat& f) const;
   // The part of it that windowed PagedRows layers (window > 0) take, and their widest window (0: none).
@@ -108,6 +108,8 @@ class MemoryLayout {
   uint64_t state_bytes_per_sequence() const;
 
  private:
+  bool rotation_fits(int32_t MemorySpec::*head_dim) const;
+
   std::vector<MemorySpec> layers_;
   std::vector<MemoryGroup> groups_;
 };
