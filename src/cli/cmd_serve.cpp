@@ -218,6 +218,9 @@ void serve(ServeOptions& opts) {
   }
   opts.server.log_requests = !opts.quiet;
   configure_keys(opts);
+  std::vector<server::Cidr> proxies;
+  for (const std::string& p : opts.trusted_proxies) proxies.push_back(*server::Cidr::parse(p));  // checked by CLI11
+  opts.server.trusted_proxies = server::TrustedProxies(std::move(proxies));
 
   // Declared before the server so that the server (destroyed first) stops before the engine, and the event
   // publisher before the engine, which calls it until it is destroyed.
@@ -313,7 +316,9 @@ void serve(ServeOptions& opts) {
 
   watcher.loaded();
   const int sig = watcher.wait();
-  std::fprintf(stderr, "preface: %s received, draining: no new connections, %d requests in flight get up to %g s\n",
+  std::fprintf(stderr,
+               "preface: %s received, draining: no new connections, /health 503, %d requests in flight get up to "
+               "%g s\n",
                sig == SIGINT ? "SIGINT" : "SIGTERM", http.n_in_flight(), opts.drain_s);
   const int32_t n_cancelled =
       http.drain(std::chrono::milliseconds(static_cast<int64_t>(std::max(opts.drain_s, 0.0) * 1000)));

@@ -108,6 +108,20 @@ void add_serve_options(CLI::App& cmd, ServeOptions& opts) {
                  "then cancel the rest (streams get a final error event) and exit 0")
       ->check(CLI::Range(0.0, 86400.0))
       ->capture_default_str();
+  cmd.add_option("--trusted-proxy", opts.trusted_proxies,
+                 "Address or network (CIDR, e.g. 10.0.0.0/8, 127.0.0.1, fd00::/8; repeatable or comma-separated) of "
+                 "proxies in front of this server: a request from one counts against the per-client limit and is "
+                 "logged under the client its X-Forwarded-For names (the rightmost address not itself a trusted "
+                 "proxy), not under the proxy's address")
+      ->delimiter(',')
+      ->check([](const std::string& v) {
+        return server::Cidr::parse(v) ? std::string() : "not an IP address or network (CIDR): '" + v + "'";
+      });
+  cmd.add_option("--liveness-timeout", s.liveness_timeout_s,
+                 "Seconds one engine step may run before GET /livez and /health answer 503 (a wedged engine; keep it "
+                 "above the longest step, a full --max-batch-tokens prefill, on this machine)")
+      ->check(CLI::Range(0.001, 86400.0))
+      ->capture_default_str();
   cmd.add_option("--metrics-key", s.metrics_key,
                  "Key that shows the per-tenant series on GET /metrics (Authorization: Bearer KEY); the admin key "
                  "does too; without it /metrics shows aggregate series only")

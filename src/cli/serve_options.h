@@ -35,6 +35,7 @@ struct ServeOptions {
   int32_t pin_budget_per_tenant = 0;  // blocks; 0: only the half-pool cap
   std::string metrics_key_file;    // --metrics-key-file: the metrics key on the file's first line
   std::string admin_key_file;      // --admin-key-file: the admin key on the file's first line
+  std::vector<std::string> trusted_proxies;  // --trusted-proxy: CIDRs (checked by the parser)
   double drain_s = 20;             // --drain-seconds: how long SIGTERM waits for in-flight requests
   double verify_fraction = 0;      // --verify-fraction: share of cache hits recomputed cold and compared
   engine::TierConfig tiers;          // --cache-dir, --cache-redis (engine/kv_tiers.h)

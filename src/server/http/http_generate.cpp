@@ -216,7 +216,7 @@ void serve_generation(HttpState& state, ServerContext& ctx, const httplib::Reque
     ctx.tenants.note(ctx.engine, tenant, ns);
     state.metrics.on_generation(s);
     const int status = client_gone ? 499 : s.kind == StopKind::Error ? 500 : s.kind == StopKind::Cancelled ? 503 : 200;
-    log_generation(state, current_request(), req.method, req.path, req.remote_addr, status, *gen,
+    log_generation(state, current_request(), req.method, req.path, request_client(state, req), status, *gen,
                    pins + (client_gone ? " (client gone)" : ""));
     current_request().deferred = true;  // this was the request's line
     state.cache_stats.on_generation(tenant, s, ctx.engine.counters());
@@ -240,7 +240,7 @@ void serve_generation(HttpState& state, ServerContext& ctx, const httplib::Reque
   job->format = std::move(format);
   job->method = req.method;
   job->path = req.path;
-  job->client = req.remote_addr;
+  job->client = request_client(state, req);
   job->record = current_request();
   current_request().deferred = true;  // the stream writes the request's line when it ends
   job->pins = pins;

@@ -62,12 +62,18 @@ struct HttpState {
   Metrics metrics;
   CacheStats cache_stats;  // per-tenant cache metrics and the dashboard's history
   InFlight in_flight;
+  std::atomic<bool> draining{false};  // drain() began: /health answers 503
   std::atomic<ServerContext*> ctx{nullptr};  // set once by attach(); owned by Server::Impl
 
   // Writes one request-log line (server/http/request_log.h) to options.log_sink, else stderr, when
   // options.log_requests.
   void log(const std::string& line) const;
 };
+
+// Who sent `req`: the client X-Forwarded-For names when the peer is a trusted proxy, else the peer.
+inline std::string request_client(const HttpState& state, const httplib::Request& req) {
+  return state.options.trusted_proxies.client(req.remote_addr, req.get_header_value("X-Forwarded-For"));
+}
 
 // Writes an error in the path's API shape. 503s get Retry-After.
 void send_error(HttpState& state, const httplib::Request& req, httplib::Response& res, const ApiError& e);

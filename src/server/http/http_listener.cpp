@@ -174,6 +174,38 @@ int32_t HttpListener::n_connections_of(const std::string& client) const {
   return it == per_client_.end() ? 0 : it->second;
 }
 
+int32_t HttpListener::n_connections() const {
+  std::lock_guard lock(mu_);
+  int32_t n = 0;
+  for (const auto& [client, count] : per_client_) n += count;
+  return n + n_proxied_.load();
+}
+
+namespace {
+
+// The connection this thread serves: from a trusted proxy? And the forwarded client its current request counts
+// against ("" when none).
+thread_local bool t_proxied = false;
+thread_local std::string t_forwarded;
+
+}  // namespace
+
+bool HttpListener::admit_forwarded(const httplib::Request& req) {
+  if (!t_proxied || !t_forwarded.empty()) return true;
+  t_forwarded = client_of(req);
+  return enter(t_forwarded);
+}
+
+void HttpListener::leave_forwarded() {
+  if (t_forwarded.empty()) return;
+  leave(t_forwarded);
+  t_forwarded.clear();
+}
+
+std::string HttpListener::client_of(const httplib::Request& req) const {
+  return config_.trusted_proxies.client(req.remote_addr, req.get_header_value("X-Forwarded-For"));
+}
+
 bool HttpListener::enter(const std::string& client) {
   std::lock_guard lock(mu_);
   return ++per_client_[client] <= std::max<int32_t>(config_.max_per_client, 1);
@@ -191,7 +223,9 @@ bool HttpListener::process_and_close_socket(socket_t sock) {
   const auto t0 = Clock::now();
   bool ret = false;
   bool answered = false;  // answered here: the socket goes to the lingerer
-  if (!enter(client)) {
+  t_proxied = !config_.trusted_proxies.empty() && config_.trusted_proxies.trusted(client);
+  if (t_proxied) n_proxied_.fetch_add(1);
+  if (!t_proxied && !enter(client)) {
     answered = true;
     answer(sock, 429, "Too Many Requests",
            "too many connections from " + client + " (limit " + std::to_string(config_.max_per_client) +
@@ -217,6 +251,7 @@ bool HttpListener::process_and_close_socket(socket_t sock) {
       bool connection_closed = false;
       const bool close_after = count == 1 || draining_.load() || svr_sock_ == INVALID_SOCKET;
       ret = process_request(strm, close_after, connection_closed, nullptr);
+      leave_forwarded();
       if (strm.expired()) {
         answered = true;
         answer(sock, 408, "Request Timeout",
@@ -231,7 +266,12 @@ bool HttpListener::process_and_close_socket(socket_t sock) {
       if (!ret || connection_closed) break;
     }
   }
-  leave(client);
+  if (t_proxied) {
+    n_proxied_.fetch_sub(1);
+    t_proxied = false;
+  } else {
+    leave(client);
+  }
   if (answered) {
     lingerer_.adopt(sock);
   } else {

@@ -8,6 +8,9 @@
 //   per client    at most max_per_client connections of one remote address are processed at once; a connection
 //                 beyond that is answered 429 + Retry-After + Connection: close at once, before reading its
 //                 request (so a slow sender cannot hold the thread), and handed to a Lingerer to be closed.
+//                 A connection from a trusted proxy (trusted_proxy.h) is not limited as a whole: each of its
+//                 requests counts against the client X-Forwarded-For names instead (admit_forwarded, called once
+//                 the headers are read; the proxy has buffered the request, so slow senders stay its problem).
 //   deadline      each request (request line, headers and body) must arrive within header_timeout_s from its
 //                 first byte, extended by 1 s per kMinRateBytesPerSecond bytes received (a large body on a
 //                 slow link still arrives; a trickle of header lines does not). Past it: 408 + Connection:
@@ -22,6 +25,7 @@
 #pragma once
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -31,6 +35,7 @@
 #include <unordered_map>
 
 #include "server/http/lingerer.h"
+#include "server/http/trusted_proxy.h"
 
 namespace preface::server {
 
@@ -41,6 +46,7 @@ struct ListenerConfig {
   int32_t keep_alive_timeout_s = 5;  // idle between requests
   int32_t max_per_client = 32;       // connections of one remote address processed at once (>= 1)
   int32_t retry_after_s = 1;         // Retry-After of a 429
+  TrustedProxies trusted_proxies;    // peers whose X-Forwarded-For names the client (serve --trusted-proxy)
 };
 
 // A connection answered without httplib (a per-client refusal or a request past its deadline).
@@ -67,8 +73,17 @@ class HttpListener : public httplib::Server {
   // ends and its task queue then waits for the connections being served. (httplib's stop() would also cut
   // every chunked response short: its writers stop once the listening socket is closed.)
   void stop_accepting();
-  // Connections of `client` being processed now.
+  // Connections of `client` being processed now (requests, for a client behind a trusted proxy).
   int32_t n_connections_of(const std::string& client) const;
+  // Connections being processed now, of every client.
+  int32_t n_connections() const;
+  // Called once a request's headers are read, on its connection's thread: on a connection from a trusted proxy,
+  // counts the request against its forwarded client until the request is answered; false when that client is
+  // over max_per_client (answer 429). True, counting nothing, on any other connection.
+  bool admit_forwarded(const httplib::Request& req);
+  // Who sent `req`: the forwarded client behind a trusted proxy, else the peer address.
+  std::string client_of(const httplib::Request& req) const;
+  int32_t max_per_client() const { return std::max<int32_t>(config_.max_per_client, 1); }
 
   // Called on the connection's thread (set before serving).
   std::function<void(const RefusedConnection&)> on_refused;
@@ -83,11 +98,13 @@ class HttpListener : public httplib::Server {
   bool process_and_close_socket(socket_t sock) override;
   bool enter(const std::string& client);  // false: over max_per_client (counted anyway; leave() follows)
   void leave(const std::string& client);
+  void leave_forwarded();  // after each request: undoes admit_forwarded's count, if it made one
 
   const ListenerConfig config_;
   std::atomic<bool> draining_{false};
   mutable std::mutex mu_;
   std::unordered_map<std::string, int32_t> per_client_;  // remote address -> connections being processed
+  std::atomic<int32_t> n_proxied_{0};  // connections from trusted proxies being processed (not in per_client_)
   Lingerer lingerer_;  // closes the sockets of answered refusals
 };
 

@@ -91,12 +91,33 @@ void purge_cache(HttpState& state, ServerContext& ctx, const httplib::Request& r
   send_json(res, {{"tenant", *tenant}, {"purged_blocks", n}});
 }
 
+// Readiness: 503 while the model loads, while draining (SIGTERM: a proxy or Kubernetes stops sending new work
+// here) and while the engine is stuck in one step longer than --liveness-timeout; else 200.
 void health(HttpState& state, const httplib::Request&, httplib::Response& res) {
-  if (state.ctx.load() == nullptr) {
+  const ServerContext* ctx = state.ctx.load();
+  if (ctx == nullptr) {
     res.set_header("Retry-After", std::to_string(state.options.limits.retry_after_s));
     send_json(res, {{"status", "loading"}}, 503);
+  } else if (state.draining.load()) {
+    send_json(res, {{"status", "draining"}}, 503);
+  } else if (const double s = ctx->engine.step_running_seconds(); s > state.options.liveness_timeout_s) {
+    send_json(res, {{"status", "stalled"}, {"step_seconds", s}}, 503);
   } else {
     send_json(res, {{"status", "ok"}});
+  }
+}
+
+// Liveness (/livez): 200 while the process can make progress: loading, serving or draining; 503 only when the
+// engine has been inside one step for longer than --liveness-timeout (a wedged engine thread, which a restart
+// cures). A long step is not a wedge: set the timeout above the longest step the model takes (a full
+// --max-batch-tokens prefill).
+void livez(HttpState& state, const httplib::Request&, httplib::Response& res) {
+  const ServerContext* ctx = state.ctx.load();
+  const double s = ctx != nullptr ? ctx->engine.step_running_seconds() : 0.0;
+  if (s > state.options.liveness_timeout_s) {
+    send_json(res, {{"status", "stalled"}, {"step_seconds", s}}, 503);
+  } else {
+    send_json(res, {{"status", ctx == nullptr ? "loading" : "alive"}, {"step_seconds", s}});
   }
 }
 
@@ -265,11 +286,12 @@ void apply_template(HttpState& state, ServerContext& ctx, const httplib::Request
 
 using O = ApiFlavor;
 // Every route, once: registration, 404 vs 405, the error shape and the prompt field an error names.
-// Open routes (/health, /metrics) answer without a key and while the model loads; the others need a valid key
+// Open routes (/health, /livez, /metrics) answer without a key and while the model loads; the others need a valid key
 // (when keys are configured) and the model (503 while it loads). DELETE /v1/cache checks the admin key itself.
 constexpr Route kRoutes[] = {
     {"/health", "GET", O::OpenAI, "", health, nullptr},
     {"/v1/health", "GET", O::OpenAI, "", health, nullptr},
+    {"/livez", "GET", O::OpenAI, "", livez, nullptr},
     {"/metrics", "GET", O::OpenAI, "", metrics, nullptr},
     {"/v1/models", "GET", O::OpenAI, "", nullptr, models},
     {"/v1/models/(.+)", "GET", O::OpenAI, "", nullptr, model_by_id},  // a pattern, as the ones below

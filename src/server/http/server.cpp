@@ -27,7 +27,8 @@ constexpr int kListenBacklog = 1024;  // pending connections (the kernel caps it
 // GET routes that answer on every connection, over --max-connections too: health checks and scrapes must see a
 // server that is busy refusing connections.
 bool is_reserved(const httplib::Request& req) {
-  return req.method == "GET" && (req.path == "/health" || req.path == "/v1/health" || req.path == "/metrics");
+  return req.method == "GET" &&
+         (req.path == "/health" || req.path == "/v1/health" || req.path == "/livez" || req.path == "/metrics");
 }
 
 size_t http_threads(const ServerOptions& o) {
@@ -43,6 +44,7 @@ ListenerConfig listener_config(const ServerOptions& o) {
   c.max_per_client = o.max_connections_per_client > 0 ? o.max_connections_per_client
                                                        : std::max<int32_t>(static_cast<int32_t>(http_threads(o) / 2), 1);
   c.retry_after_s = o.limits.retry_after_s;
+  c.trusted_proxies = o.trusted_proxies;
   return c;
 }
 
@@ -93,11 +95,11 @@ struct Server::Impl {
 
 namespace {
 
-void install_error_paths(httplib::Server& http, HttpState& state, std::atomic<ConnectionGate*>& gate) {
+void install_error_paths(HttpListener& http, HttpState& state, std::atomic<ConnectionGate*>& gate) {
   using HR = httplib::Server::HandlerResponse;
   // Connections over --max-connections are processed on the gate's refuser threads: refuse their requests before
   // any route runs (and before a body is read).
-  http.set_pre_routing_handler([&state, &gate](const httplib::Request& req, httplib::Response& res) {
+  http.set_pre_routing_handler([&state, &gate, &http](const httplib::Request& req, httplib::Response& res) {
     // Bodies are JSON whatever their Content-Type. `curl -d` sends application/x-www-form-urlencoded, which
     // httplib (a compiled library: its 8 KiB form limit cannot be raised) would parse as a form and refuse above
     // 8 KiB with a 413; the body is read after this handler, so the type is set to what the body is. The
@@ -109,6 +111,14 @@ void install_error_paths(httplib::Server& http, HttpState& state, std::atomic<Co
     }
     adopt_request_id(req.get_header_value("X-Request-Id"));
     res.set_header("X-Request-Id", current_request().id);
+    if (state.draining.load()) res.set_header("Connection", "close");  // the connection closes after this answer
+    if (!is_reserved(req) && !http.admit_forwarded(req)) {  // a client behind a trusted proxy, over its limit
+      res.set_header("Retry-After", std::to_string(state.options.limits.retry_after_s));
+      send_error(state, req, res,
+                 ApiError(429, "too many requests from " + http.client_of(req) + " at once (limit " +
+                                   std::to_string(http.max_per_client()) + "); retry later"));
+      return HR::Handled;
+    }
     const ConnectionGate* g = gate.load(std::memory_order_acquire);
     if (g == nullptr || !g->is_refuser_thread()) return HR::Unhandled;
     res.set_header("Connection", "close");
@@ -173,10 +183,10 @@ void install_error_paths(httplib::Server& http, HttpState& state, std::atomic<Co
       send_error(state, req, res, ApiError(500, "internal error"));
     }
   });
-  http.set_logger([&state](const httplib::Request& req, const httplib::Response& res) {
+  http.set_logger([&state, &http](const httplib::Request& req, const httplib::Response& res) {
     state.metrics.on_response(find_route(req.path) != nullptr ? req.path : "other", res.status);
     const RequestRecord& r = current_request();
-    if (!r.deferred) state.log(request_log_line(r, req.method, req.path, res.status, req.remote_addr, ""));
+    if (!r.deferred) state.log(request_log_line(r, req.method, req.path, res.status, http.client_of(req), ""));
   });
 }
 
@@ -268,13 +278,14 @@ int32_t Server::drain(std::chrono::milliseconds grace) {
   if (impl_->stopped) return 0;
   impl_->stopped = true;
   InFlight& in_flight = impl_->state.in_flight;
-  in_flight.refuse_new();
-  impl_->http.begin_drain();
+  impl_->state.draining.store(true);
+  impl_->http.begin_drain();     // every open connection closes after the request it serves; idle ones now
   impl_->http.stop_accepting();  // the listen thread ends its accept loop, then waits for the connections
   const auto deadline = std::chrono::steady_clock::now() + grace;
-  while (in_flight.size() > 0 && std::chrono::steady_clock::now() < deadline) {
+  while ((in_flight.size() > 0 || impl_->http.n_connections() > 0) && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  in_flight.refuse_new();
   const int32_t n_cancelled = in_flight.size();
   in_flight.close();  // streams end with their final (error) event
   if (impl_->thread.joinable()) impl_->thread.join();

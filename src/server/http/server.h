@@ -3,14 +3,16 @@
 //   POST /v1/completions, /v1/chat/completions   OpenAI (server/openai_api.h)
 //   POST /v1/messages, /v1/messages/count_tokens Anthropic (server/anthropic_api.h)
 //   GET  /v1/models                               the served model
-//   GET  /health                                  503 until the model is attached, then 200
+//   GET  /health                                  readiness: 503 until the model is attached, while draining and
+//                                                 while the engine is stalled (see liveness_timeout_s), else 200
+//   GET  /livez                                   liveness: 503 only while the engine is stalled
 //   GET  /metrics                                 Prometheus text (server/metrics.h)
 //   POST /tokenize, /detokenize                   llama.cpp server shapes
 //   DELETE /v1/cache                              admin: purge a tenant's cached blocks (server/auth.h)
 //   GET  /v1/cache/stats, /dashboard              the cache's history and prefixes, and a page that charts them
 //                                                 (server/http/http_dashboard.cpp)
 //
-// Auth: with api_keys configured every route except GET /health, /v1/health and /metrics needs a key (401
+// Auth: with api_keys configured every route except GET /health, /v1/health, /livez and /metrics needs a key (401
 // otherwise); the cache namespace is derived from the key's tenant (server/auth.h).
 //
 // Errors come in each API's own shape (server/api_error.h): invalid JSON, wrong types, bad values, unknown model,
@@ -24,14 +26,17 @@
 //
 // Slow clients (server/http/http_listener.h): each request must arrive whole within header_timeout_s of its first
 // byte (else 408); at most max_connections_per_client connections of one address are processed at once (more
-// get 429 before their request is read). GET /health, /v1/health and /metrics are reserved: they answer even on
-// a connection over max_connections.
+// get 429 before their request is read; behind a trusted proxy, per request of the forwarded client).
+// GET /health, /v1/health, /livez and /metrics are reserved: they answer even on a connection over max_connections.
 //
 // Lifecycle: bind() -> start() (serves /health 503) -> attach(engine, ...) -> ... -> drain() / stop(). A client
 // that disconnects has its request cancelled (its KV blocks are freed at the engine's next step); one that only
-// shut down its sending side still gets its answer. drain(grace) stops accepting, lets in-flight generations
-// finish for up to `grace`, then cancels the rest (streams end with an error event) and waits for the handlers;
-// stop() is drain(0). The engine must keep running until they return.
+// shut down its sending side still gets its answer. drain(grace) closes the listening socket (new connections
+// are refused, so a proxy sends them to another replica), answers /health 503, and for up to `grace` goes on
+// serving what arrives on connections already open (each closes after its answer: a request a proxy sent on a
+// kept-alive connection before it noticed is served, not refused); then it cancels what is left (streams end
+// with an error event) and waits for the handlers. stop() is drain(0). The engine must keep running until they
+// return.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -42,6 +47,7 @@
 #include <unordered_map>
 
 #include "engine/engine.h"
+#include "server/http/trusted_proxy.h"
 #include "chat/chat_template.h"
 #include "server/api/context.h"
 #include "tokenizer/tokenizer.h"
@@ -65,6 +71,11 @@ struct ServerOptions {
   int32_t header_timeout_s = 20;     // a whole request (line, headers, body) from its first byte; more: 408
   // Connections of one client address processed at once; more get 429 (0: half the HTTP threads, at least 1).
   int32_t max_connections_per_client = 0;
+  // Peers taken for proxies (--trusted-proxy): their requests' client is the one X-Forwarded-For names, for the
+  // per-client limit and the request log (server/http/trusted_proxy.h). Empty: the peer is the client.
+  TrustedProxies trusted_proxies;
+  // /health and /livez answer 503 while the engine has been inside one step longer than this (--liveness-timeout).
+  double liveness_timeout_s = 300;
   bool log_requests = true;          // one line per HTTP request (server/http/request_log.h)
   std::function<void(const std::string&)> log_sink;  // where those lines go (empty: stderr)
   // --debug-invariants: each /metrics scrape also walks the KV pool's and scheduler's invariants under the
@@ -112,8 +123,10 @@ class Server {
   void attach(engine::Engine& engine, const Tokenizer& tokenizer, const ModelIdentity& identity);
   // Stops accepting, cancels in-flight generations, waits for handlers. Idempotent.
   void stop();
-  // Stops accepting (new requests on open connections get 503), waits up to `grace` for in-flight generations
-  // to finish, cancels the rest, waits for handlers. Returns the number cancelled. Idempotent (later calls: 0).
+  // Stops accepting new connections and answers /health 503; serves what arrives on open connections (each then
+  // closes) until they are all closed and no generation is in flight, for at most `grace`; then refuses new
+  // requests (503), cancels the generations left and waits for handlers. Returns the number cancelled.
+  // Idempotent (later calls: 0).
   int32_t drain(std::chrono::milliseconds grace);
 
   int port() const;
