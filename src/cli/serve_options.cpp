@@ -172,7 +172,8 @@ void add_serve_options(CLI::App& cmd, ServeOptions& opts) {
                  "Shared cache tier on Redis, redis://[[user]:password@]host:port[/db] (user and password "
                  "percent-encoded; the password is masked in every log line; credentials the server refuses stop "
                  "start-up): computed KV blocks are published there and other replicas on the same model load them "
-                 "(default: none)");
+                 "(default: none; $PREFACE_CACHE_REDIS, so that a password need not be on the command line)")
+      ->envname("PREFACE_CACHE_REDIS");
   cmd.add_option("--cache-redis-ttl", opts.tiers.redis_ttl_s, "Seconds a block stays in Redis (0: no expiry)")
       ->check(CLI::Range(0, 1 << 30))
       ->capture_default_str();
