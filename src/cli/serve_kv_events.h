@@ -15,11 +15,15 @@ struct KvEventOptions {
   std::string endpoint;             // empty: no events
   std::string topic;                // the first frame of every message
   std::string hash_format = "int";  // "int" | "bytes" (engine::KvEventHashFormat)
+  std::string format = "vllm";      // "vllm" | "vllm-legacy" (engine::KvEventLayout)
+  std::string replay_endpoint;      // empty: no replay socket
+  size_t replay_buffer = 10000;     // batches kept for replay
   std::string medium = "GPU";       // BlockStored/BlockRemoved's medium
   size_t max_queued = 100000;       // records queued for the publisher thread; more are dropped
 };
 
-// Adds --kv-events-endpoint, --kv-events-topic, --kv-events-hash-format, --kv-events-medium, --kv-events-queue.
+// Adds --kv-events-endpoint, --kv-events-topic, --kv-events-format, --kv-events-hash-format, --kv-events-medium,
+// --kv-events-queue, --kv-events-replay-endpoint, --kv-events-replay-buffer.
 void add_kv_event_options(CLI::App& cmd, KvEventOptions& opts);
 
 // The publisher, bound or connected (null when no endpoint is given); announces itself on stderr with the endpoint

@@ -6,6 +6,12 @@
 // 8 bytes big-endian, payload one KVEventBatch. As in vLLM, the endpoint is bound when it holds '*' or "::" or is
 // ipc:// or inproc://, and connected to otherwise (so a `tcp://HOST:PORT` names a collector's SUB/XSUB socket).
 //
+// Replay (optional, as vLLM's ZmqEventPublisher): a ROUTER socket bound at replay_endpoint keeps the last
+// replay_buffer_batches messages; a client (a DEALER or REQ socket) sends [empty, start_seq (8 bytes big-endian)]
+// and receives every buffered [empty, seq, payload] with seq >= start_seq in order, then [empty, -1 as 8 bytes,
+// empty]. A consumer that sees a gap in seq, or joins late, asks for what it missed; the batch at seq 0 holds the
+// start-up AllBlocksCleared while the buffer still reaches back to it. Malformed requests are ignored and counted.
+//
 // Mapping: Registered -> BlockStored; Evicted, Expired, Purged -> BlockRemoved; all_blocks_cleared() (the server
 // calls it at start-up: a restarted replica holds nothing) -> AllBlocksCleared. A purge (DELETE /v1/cache) that
 // leaves no block registered is followed by an AllBlocksCleared too: a consumer may take it as a point where its
@@ -38,6 +44,8 @@ struct KvEventPublisherConfig {
   size_t max_queued_records = 100000;  // the queue's bound: past it records are dropped
   size_t max_batch_records = 8192;     // one message holds at most this many records
   int send_hwm = 100000;               // ZMQ_SNDHWM of the PUB socket, in messages
+  std::string replay_endpoint;         // "" = no replay socket; else a ROUTER socket bound there
+  size_t replay_buffer_batches = 10000;  // messages kept for replay (the oldest dropped first)
 };
 
 class KvEventPublisher final : public kv::BlockEventSink {
@@ -56,12 +64,16 @@ class KvEventPublisher final : public kv::BlockEventSink {
   // The bound endpoint with a wildcard port resolved (ZMQ_LAST_ENDPOINT, e.g. "tcp://0.0.0.0:40123"), or the
   // configured one when connecting.
   const std::string& endpoint() const { return endpoint_; }
+  // The replay socket's bound endpoint, a wildcard port resolved ("" without one).
+  const std::string& replay_endpoint() const { return replay_endpoint_; }
 
   struct Stats {
     uint64_t n_records = 0;        // records queued
     uint64_t n_dropped = 0;        // records dropped (queue full)
     uint64_t n_batches = 0;        // messages sent
     uint64_t n_send_failures = 0;  // messages ZeroMQ refused
+    uint64_t n_replays = 0;        // replay requests answered
+    uint64_t n_bad_replays = 0;    // replay requests ignored (not [identity, empty, 8-byte seq])
   };
   Stats stats() const;
 
@@ -72,6 +84,7 @@ class KvEventPublisher final : public kv::BlockEventSink {
   KvEventPublisherConfig config_;
   int64_t n_live_ = 0;                // registered blocks (registrations - removals), on the engine thread
   std::string endpoint_;
+  std::string replay_endpoint_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<KvEventRecord> queue_;  // under mu_

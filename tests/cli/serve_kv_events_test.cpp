@@ -1,20 +1,25 @@
 // KV cache events of a real `preface serve --kv-events-endpoint` read by a ZeroMQ SUB socket, decoded as a
-// vLLM consumer decodes them (engine/kv_event_wire.h): a prompt's full blocks arrive as BlockStored chains whose
-// hashes link parent to child and whose token ids are the prompt's, a repeated prompt stores nothing new, and a
-// purge (DELETE /v1/cache) removes exactly the stored hashes and ends with AllBlocksCleared.
+// consumer built from vLLM's current structs decodes them (engine/vllm_kv_events.h): a prompt's full blocks arrive
+// as BlockStored chains whose hashes link parent to child and whose token ids are the prompt's, a repeated prompt
+// stores nothing new, and a purge (DELETE /v1/cache) removes exactly the stored hashes and ends with
+// AllBlocksCleared. Two tenants' identical prompts are different blocks with different extra_keys, and the replay
+// socket hands a late consumer everything from the start-up AllBlocksCleared (seq 0) on.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
 #include <msgpack.hpp>
 #include <zmq.hpp>
 
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <regex>
 #include <set>
+#include <thread>
 
 #include "cli_harness.h"
+#include "engine/vllm_kv_events.h"
 
 namespace preface::test {
 namespace {
@@ -29,11 +34,13 @@ std::vector<int> prompt_of(int variant) {
   return p;
 }
 
-int complete(const std::string& url, const std::vector<int>& prompt) {
+int complete(const std::string& url, const std::vector<int>& prompt, const std::string& key = "") {
   httplib::Client c(url);
   c.set_read_timeout(60, 0);
   const json body = {{"prompt", prompt}, {"max_tokens", 4}, {"temperature", 0}};
-  const auto res = c.Post("/v1/completions", body.dump(), "application/json");
+  httplib::Headers h;
+  if (!key.empty()) h.emplace("Authorization", "Bearer " + key);
+  const auto res = c.Post("/v1/completions", h, body.dump(), "application/json");
   return res ? res->status : -1;
 }
 
@@ -45,31 +52,29 @@ struct Event {
   std::vector<int> tokens;
   int block_size = 0;
   std::string medium;
+  std::vector<std::string> namespaces;  // BlockStored: each block's extra key
 };
 
+uint64_t int_hash(const std::string& bytes) {
+  EXPECT_EQ(bytes.size(), 8u) << "not an int hash";
+  uint64_t v = 0;
+  for (const char c : bytes) v = (v << 8) | static_cast<uint8_t>(c);
+  return v;
+}
+
 std::vector<Event> decode(const std::string& payload) {
-  const msgpack::object_handle oh = msgpack::unpack(payload.data(), payload.size());
-  const msgpack::object& batch = oh.get();
-  EXPECT_EQ(batch.type, msgpack::type::ARRAY);
-  EXPECT_EQ(batch.via.array.size, 3u);
+  const VllmKvBatch batch = decode_vllm_kv_batch(payload);
+  EXPECT_EQ(batch.error, "") << "vLLM's structs do not decode the payload";
   std::vector<Event> out;
-  const msgpack::object& events = batch.via.array.ptr[1];
-  for (uint32_t i = 0; i < events.via.array.size; ++i) {
-    const msgpack::object_array& ev = events.via.array.ptr[i].via.array;
+  for (const VllmKvEvent& v : batch.events) {
     Event e;
-    e.tag = ev.ptr[0].as<std::string>();
-    if (e.tag != "AllBlocksCleared") {
-      for (uint32_t k = 0; k < ev.ptr[1].via.array.size; ++k) e.hashes.push_back(ev.ptr[1].via.array.ptr[k].via.u64);
-    }
-    if (e.tag == "BlockStored") {
-      EXPECT_EQ(ev.size, 8u);
-      if (!ev.ptr[2].is_nil()) e.parent = ev.ptr[2].via.u64;
-      e.tokens = ev.ptr[3].as<std::vector<int>>();
-      e.block_size = ev.ptr[4].as<int>();
-      e.medium = ev.ptr[6].as<std::string>();
-    } else if (e.tag == "BlockRemoved") {
-      e.medium = ev.ptr[2].as<std::string>();
-    }
+    e.tag = v.type;
+    for (const std::string& h : v.hashes) e.hashes.push_back(int_hash(h));
+    if (v.parent) e.parent = int_hash(*v.parent);
+    e.tokens.assign(v.tokens.begin(), v.tokens.end());
+    e.block_size = static_cast<int>(v.block_size);
+    e.medium = v.medium;
+    for (const auto& keys : v.extra_keys) e.namespaces.push_back(keys.empty() ? "" : keys.front());
     out.push_back(std::move(e));
   }
   return out;
@@ -191,6 +196,101 @@ TEST(ServeKvEvents, StoredChainsAndPurgeReachASubscriber) {
   for (uint64_t hash : chain) EXPECT_TRUE(removed.contains(hash));
   track(gone);
   EXPECT_TRUE(live.empty()) << live.size() << " stored blocks were never removed";
+}
+
+// Every batch the replay socket at `endpoint` holds from seq 0 on, in order (vLLM's replay protocol).
+std::vector<std::pair<int64_t, std::string>> replay_all(const std::string& endpoint) {
+  zmq::context_t ctx(1);
+  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.set(zmq::sockopt::rcvtimeo, 5000);
+  dealer.connect(endpoint);
+  dealer.send(zmq::str_buffer(""), zmq::send_flags::sndmore);
+  dealer.send(zmq::buffer(std::string(8, '\0')), zmq::send_flags::none);
+  std::vector<std::pair<int64_t, std::string>> out;
+  for (;;) {
+    std::vector<std::string> frames;
+    do {
+      zmq::message_t m;
+      if (!dealer.recv(m)) {
+        ADD_FAILURE() << "the replay socket did not answer";
+        return out;
+      }
+      frames.push_back(m.to_string());
+    } while (dealer.get(zmq::sockopt::rcvmore));
+    if (frames.size() != 3 || frames[1].size() != 8) {
+      ADD_FAILURE() << "malformed replay frames";
+      return out;
+    }
+    const auto seq = static_cast<int64_t>(int_hash(frames[1]));
+    if (seq == -1) return out;
+    out.emplace_back(seq, frames[2]);
+  }
+}
+
+TEST(ServeKvEvents, TenantsIdenticalPromptsDifferInExtraKeysAndReplayReachesStartUp) {
+  const std::string model = shared_file("models/stories260K.gguf").string();
+  if (model.empty()) GTEST_SKIP() << "stories260K.gguf not available";
+  const auto keys = temp_dir("kv-events-tenants") / "keys.txt";
+  {
+    std::ofstream(keys) << "key-alice alice\nkey-bob bob\n";
+  }
+  ServeProcess srv({"-m", model, "--threads", "1", "--kv-cache-mem", "8MiB", "--quiet", "--api-keys", keys.string(),
+                    "--kv-events-endpoint", "tcp://127.0.0.1:*", "--kv-events-replay-endpoint", "tcp://127.0.0.1:*"},
+                   "kv-events-tenants");
+  ASSERT_FALSE(srv.url().empty()) << srv.log();
+  std::smatch m;
+  const std::string log = srv.log();
+  ASSERT_TRUE(std::regex_search(log, m, std::regex(R"(replay on (tcp://127\.0\.0\.1:[0-9]+))"))) << log;
+  const std::string replay = m[1].str();
+  const std::vector<int> prompt = prompt_of(3);
+  ASSERT_EQ(complete(srv.url(), prompt, "key-alice"), 200);
+  ASSERT_EQ(complete(srv.url(), prompt, "key-bob"), 200);
+
+  // No subscriber was connected: everything comes from the replay buffer, starting at seq 0.
+  std::vector<std::pair<int64_t, std::string>> batches;
+  std::map<std::string, std::vector<Event>> by_namespace;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    batches = replay_all(replay);
+    by_namespace.clear();
+    for (const auto& [seq, payload] : batches) {
+      for (Event& e : decode(payload)) {
+        if (e.tag == "BlockStored") by_namespace[e.namespaces.at(0)].push_back(e);
+      }
+    }
+    size_t n_blocks = 0;
+    for (const auto& [ns, evs] : by_namespace) {
+      for (const Event& e : evs) n_blocks += e.hashes.size();
+    }
+    if (n_blocks >= 24) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_FALSE(batches.empty());
+  EXPECT_EQ(batches.front().first, 0);
+  const std::vector<Event> first = decode(batches.front().second);
+  ASSERT_FALSE(first.empty());
+  EXPECT_EQ(first.front().tag, "AllBlocksCleared") << "seq 0 is the start-up reset";
+  for (size_t i = 1; i < batches.size(); ++i) EXPECT_EQ(batches[i].first, batches[i - 1].first + 1);
+
+  ASSERT_EQ(by_namespace.size(), 2u) << "two tenants, two namespaces";
+  std::vector<std::set<uint64_t>> hashes;
+  std::vector<std::vector<int>> tokens;
+  for (const auto& [ns, evs] : by_namespace) {
+    EXPECT_EQ(ns.rfind("ns:", 0), 0u) << ns;
+    EXPECT_EQ(ns.find("alice"), std::string::npos);
+    EXPECT_EQ(ns.find("key-"), std::string::npos);
+    hashes.emplace_back();
+    tokens.emplace_back();
+    for (const Event& e : evs) {
+      for (const std::string& k : e.namespaces) EXPECT_EQ(k, ns) << "one chain, one namespace";
+      hashes.back().insert(e.hashes.begin(), e.hashes.end());
+      tokens.back().insert(tokens.back().end(), e.tokens.begin(), e.tokens.end());
+    }
+  }
+  EXPECT_EQ(hashes[0].size(), 12u);
+  EXPECT_EQ(hashes[1].size(), 12u);
+  EXPECT_EQ(tokens[0], tokens[1]) << "the same prompt";
+  for (uint64_t h : hashes[0]) EXPECT_FALSE(hashes[1].contains(h)) << "a block shared between tenants";
 }
 
 TEST(ServeKvEvents, RefusedEndpointFailsAtStart) {

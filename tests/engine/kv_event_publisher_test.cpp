@@ -1,6 +1,8 @@
 // KV cache events in vLLM's wire shape (engine/kv_event_wire.h) and their ZeroMQ publisher
-// (engine/kv_event_publisher.h): every field of the msgpack a consumer decodes, the int and bytes hash forms, the
-// coalescing of a chain into one BlockStored, and the multipart [topic, seq, payload] messages a SUB socket reads.
+// (engine/kv_event_publisher.h): every field of the msgpack a consumer decodes in both layouts (the current one
+// through a decoder written from vLLM's structs, vllm_kv_events.h), the int and bytes hash forms, the coalescing
+// of a chain into one BlockStored, per-namespace extra_keys, the multipart [topic, seq, payload] messages a SUB
+// socket reads, and replay of buffered batches from a sequence number.
 #include <gtest/gtest.h>
 
 #include <msgpack.hpp>
@@ -8,9 +10,11 @@
 
 #include <chrono>
 #include <optional>
+#include <thread>
 
 #include "engine/kv_event_publisher.h"
 #include "engine/kv_event_wire.h"
+#include "engine/vllm_kv_events.h"
 #include "util/error.h"
 
 namespace preface::test {
@@ -46,6 +50,12 @@ KvEventRecord removed(const kv::Digest& hash) {
   KvEventRecord r;
   r.kind = KvEventRecord::Kind::Removed;
   r.hash = hash;
+  return r;
+}
+
+KvEventRecord cleared() {
+  KvEventRecord r;
+  r.kind = KvEventRecord::Kind::Cleared;
   return r;
 }
 
@@ -87,8 +97,9 @@ TEST_P(KvEventWireFormats, EveryFieldDecodes) {
   // A chain a <- b <- c (a first in its namespace), a block y continuing some older x, two removals, a clear.
   const std::vector<KvEventRecord> records = {stored(a, std::nullopt, 100), stored(b, a, 200), stored(c, b, 300),
                                               stored(y, x, 400), removed(b), removed(c),
-                                              KvEventRecord{KvEventRecord::Kind::Cleared, {}, {}, false, {}}};
+                                              cleared()};
   engine::KvEventWireConfig config;
+  config.layout = engine::KvEventLayout::VllmLegacy;
   config.hash_format = format;
   config.block_size = 4;
   const std::string bytes = engine::encode_kv_event_batch(1234.5, records, config);
@@ -140,15 +151,75 @@ TEST_P(KvEventWireFormats, EveryFieldDecodes) {
   EXPECT_EQ(str(cleared.ptr[0]), "AllBlocksCleared");
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, KvEventWireFormats,
-                         ::testing::Values(KvEventHashFormat::Int, KvEventHashFormat::Bytes));
 
 TEST(KvEventWire, EmptyBatchHasNoEvents) {
-  const std::string bytes = engine::encode_kv_event_batch(1.0, {}, {});
+  engine::KvEventWireConfig legacy;
+  legacy.layout = engine::KvEventLayout::VllmLegacy;
+  const std::string bytes = engine::encode_kv_event_batch(1.0, {}, legacy);
   const msgpack::object_handle oh = msgpack::unpack(bytes.data(), bytes.size());
   ASSERT_EQ(arr(oh.get()).size, 3u);
   EXPECT_EQ(arr(arr(oh.get()).ptr[1]).size, 0u);
+  const VllmKvBatch b = decode_vllm_kv_batch(engine::encode_kv_event_batch(1.0, {}, {}));
+  EXPECT_EQ(b.error, "");
+  EXPECT_TRUE(b.events.empty());
 }
+
+std::string hash_key(const kv::Digest& d, KvEventHashFormat format) {
+  if (format == KvEventHashFormat::Bytes) return std::string(d.bytes.begin(), d.bytes.end());
+  return std::string(d.bytes.end() - 8, d.bytes.end());  // the int form's 8 bytes, big-endian
+}
+
+TEST_P(KvEventWireFormats, CurrentLayoutDecodesWithVllmsStructs) {
+  const KvEventHashFormat format = GetParam();
+  const kv::Digest a = digest_of(1), b = digest_of(2), x = digest_of(4), y = digest_of(5);
+  const kv::Digest tenant_a = digest_of(20), tenant_b = digest_of(21);
+  std::vector<KvEventRecord> records = {stored(a, std::nullopt, 100), stored(b, a, 200), stored(y, x, 400),
+                                        removed(b), cleared()};
+  records[0].root = records[1].root = tenant_a;
+  records[2].root = tenant_b;
+  records[3].medium = "CPU";  // a record's own medium wins over the configured one
+  engine::KvEventWireConfig config;
+  config.hash_format = format;
+  config.block_size = 4;
+  const std::string bytes = engine::encode_kv_event_batch(99.25, records, config);
+  const VllmKvBatch batch = decode_vllm_kv_batch(bytes);
+  ASSERT_EQ(batch.error, "");
+  EXPECT_EQ(batch.ts, 99.25);
+  EXPECT_EQ(batch.data_parallel_rank, 0);
+  ASSERT_EQ(batch.events.size(), 4u);
+
+  const VllmKvEvent& chain = batch.events[0];
+  EXPECT_EQ(chain.type, "BlockStored");
+  EXPECT_EQ(chain.hashes, (std::vector<std::string>{hash_key(a, format), hash_key(b, format)}));
+  EXPECT_FALSE(chain.parent);
+  EXPECT_EQ(chain.tokens, (std::vector<int64_t>{100, 101, 102, 103, 200, 201, 202, 203}));
+  EXPECT_EQ(chain.block_size, 4);
+  EXPECT_EQ(chain.medium, "GPU");
+  const std::vector<std::string> key_a = {engine::kv_event_namespace_key(tenant_a)};
+  EXPECT_EQ(chain.extra_keys, (std::vector<std::vector<std::string>>{key_a, key_a}));
+  EXPECT_EQ(key_a[0], "ns:6c737a81888f969da4abb2b9c0c7ced5");  // digest_of(20)'s first 16 bytes
+
+  const VllmKvEvent& other = batch.events[1];
+  EXPECT_EQ(other.parent, hash_key(x, format));
+  ASSERT_EQ(other.extra_keys.size(), 1u);
+  EXPECT_NE(other.extra_keys[0], key_a) << "two namespaces' blocks carry the same extra key";
+
+  EXPECT_EQ(batch.events[2].type, "BlockRemoved");
+  EXPECT_EQ(batch.events[2].hashes, (std::vector<std::string>{hash_key(b, format)}));
+  EXPECT_EQ(batch.events[2].medium, "CPU");
+  EXPECT_EQ(batch.events[3].type, "AllBlocksCleared");
+
+  // Each layout is what its consumers expect and nothing else: the current decoder refuses the legacy arrays (as
+  // vLLM's does: "Expected `object`, got `array`"), the legacy one the maps.
+  engine::KvEventWireConfig legacy = config;
+  legacy.layout = engine::KvEventLayout::VllmLegacy;
+  EXPECT_NE(decode_vllm_kv_batch(engine::encode_kv_event_batch(1.0, records, legacy)).error, "");
+  EXPECT_NE(decode_vllm_kv_batch(bytes, /*legacy=*/true).error, "");
+  EXPECT_EQ(decode_vllm_kv_batch(engine::encode_kv_event_batch(1.0, records, legacy), true).error, "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, KvEventWireFormats,
+                         ::testing::Values(KvEventHashFormat::Int, KvEventHashFormat::Bytes));
 
 kv::BlockEvent block_event(kv::BlockEventKind kind, const kv::Digest& hash, const kv::Digest& parent,
                            const kv::Digest& root, std::span<const int32_t> tokens) {
@@ -212,21 +283,21 @@ TEST(KvEventPublisher, SubscriberReadsTopicSequenceAndBatches) {
     ASSERT_TRUE(msg) << "events missing; got " << tags.size();
     ASSERT_EQ(msg->size(), 3u);
     EXPECT_EQ(seq_of((*msg)[1]), ++last_seq);  // consecutive batch numbers
-    const msgpack::object_handle oh = msgpack::unpack((*msg)[2].data(), (*msg)[2].size());
-    const auto& events = arr(arr(oh.get()).ptr[1]);
-    for (uint32_t i = 0; i < events.size; ++i) {
-      const auto& ev = arr(events.ptr[i]);
-      tags.push_back(str(ev.ptr[0]));
-      if (tags.back() == "BlockStored") {
+    const VllmKvBatch batch = decode_vllm_kv_batch((*msg)[2]);
+    ASSERT_EQ(batch.error, "");
+    for (const VllmKvEvent& ev : batch.events) {
+      tags.push_back(ev.type);
+      if (ev.type == "BlockStored") {
         if (seen_tokens.empty()) {
-          EXPECT_TRUE(ev.ptr[2].is_nil());
+          EXPECT_FALSE(ev.parent);
         }
-        for (uint32_t k = 0; k < arr(ev.ptr[1]).size; ++k) {
-          expect_hash(arr(ev.ptr[1]).ptr[k], seen_tokens.empty() && k == 0 ? h1 : h2, KvEventHashFormat::Int);
+        for (size_t k = 0; k < ev.hashes.size(); ++k) {
+          EXPECT_EQ(ev.hashes[k], hash_key(seen_tokens.empty() && k == 0 ? h1 : h2, KvEventHashFormat::Int));
+          EXPECT_EQ(ev.extra_keys[k], std::vector<std::string>{engine::kv_event_namespace_key(root)});
         }
-        for (uint32_t k = 0; k < arr(ev.ptr[3]).size; ++k) seen_tokens.push_back(arr(ev.ptr[3]).ptr[k].via.i64);
-      } else if (tags.back() == "BlockRemoved") {
-        expect_hash(arr(ev.ptr[1]).ptr[0], h2, KvEventHashFormat::Int);
+        for (const int64_t t : ev.tokens) seen_tokens.push_back(static_cast<int32_t>(t));
+      } else if (ev.type == "BlockRemoved") {
+        EXPECT_EQ(ev.hashes.at(0), hash_key(h2, KvEventHashFormat::Int));
       }
     }
   }
@@ -235,6 +306,76 @@ TEST(KvEventPublisher, SubscriberReadsTopicSequenceAndBatches) {
   EXPECT_EQ(stats.n_dropped, 0u);
   EXPECT_EQ(stats.n_send_failures, 0u);
   EXPECT_GE(stats.n_records, 3u);
+}
+
+// The replay client's side of vLLM's protocol: a DEALER sends [empty, start seq]; it gets [empty, seq, payload]
+// per buffered batch from start on, then [empty, -1, empty].
+std::vector<std::pair<int64_t, std::string>> replay_from(zmq::context_t& ctx, const std::string& endpoint,
+                                                         uint64_t start) {
+  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.connect(endpoint);
+  std::string start_bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) start_bytes[static_cast<size_t>(i)] = static_cast<char>((start >> (56 - 8 * i)) & 0xff);
+  dealer.send(zmq::str_buffer(""), zmq::send_flags::sndmore);
+  dealer.send(zmq::buffer(start_bytes), zmq::send_flags::none);
+  std::vector<std::pair<int64_t, std::string>> out;
+  for (;;) {
+    const auto frames = receive(dealer, std::chrono::seconds(5));
+    if (!frames || frames->size() != 3 || !(*frames)[0].empty() || (*frames)[1].size() != 8) {
+      ADD_FAILURE() << "malformed or missing replay answer";
+      return out;
+    }
+    int64_t seq = 0;
+    for (const char c : (*frames)[1]) seq = static_cast<int64_t>((static_cast<uint64_t>(seq) << 8) | static_cast<uint8_t>(c));
+    if (seq == -1) {
+      EXPECT_TRUE((*frames)[2].empty());
+      return out;
+    }
+    out.emplace_back(seq, (*frames)[2]);
+  }
+}
+
+TEST(KvEventPublisher, ReplayReturnsTheBufferedBatchesFromASequenceNumber) {
+  engine::KvEventPublisherConfig config;
+  config.endpoint = "inproc://kv-events-replay-test";
+  config.replay_endpoint = "tcp://127.0.0.1:*";
+  config.replay_buffer_batches = 3;
+  engine::KvEventPublisher pub(config);
+  ASSERT_EQ(pub.replay_endpoint().rfind("tcp://127.0.0.1:", 0), 0u) << pub.replay_endpoint();
+  const kv::Digest root = digest_of(30);
+  const std::vector<int32_t> tokens = {1, 2, 3, 4};
+  for (uint8_t i = 0; i < 5; ++i) {  // five batches, one block each (each waits for the previous one to be sent)
+    const uint64_t before = pub.stats().n_batches;
+    pub.on_block_event(block_event(kv::BlockEventKind::Registered, digest_of(40 + i), root, root, tokens));
+    for (int k = 0; k < 500 && pub.stats().n_batches == before; ++k) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    ASSERT_EQ(pub.stats().n_batches, before + 1);
+  }
+  zmq::context_t ctx(1);
+  const auto replayed = replay_from(ctx, pub.replay_endpoint(), 3);
+  ASSERT_EQ(replayed.size(), 2u);  // batches 3 and 4
+  for (size_t i = 0; i < replayed.size(); ++i) {
+    EXPECT_EQ(replayed[i].first, static_cast<int64_t>(3 + i));
+    const VllmKvBatch b = decode_vllm_kv_batch(replayed[i].second);
+    ASSERT_EQ(b.error, "");
+    ASSERT_EQ(b.events.size(), 1u);
+    EXPECT_EQ(b.events[0].hashes.at(0), hash_key(digest_of(static_cast<uint8_t>(43 + i)), KvEventHashFormat::Int));
+  }
+  // The buffer holds the last 3 batches: a request from 0 gets 2, 3, 4.
+  const auto all = replay_from(ctx, pub.replay_endpoint(), 0);
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all.front().first, 2);
+  EXPECT_TRUE(replay_from(ctx, pub.replay_endpoint(), 9).empty());
+  EXPECT_EQ(pub.stats().n_replays, 3u);
+  // A malformed request (a 4-byte sequence number) is ignored and counted; the socket keeps answering.
+  zmq::socket_t bad(ctx, zmq::socket_type::dealer);
+  bad.set(zmq::sockopt::linger, 0);
+  bad.connect(pub.replay_endpoint());
+  bad.send(zmq::str_buffer(""), zmq::send_flags::sndmore);
+  bad.send(zmq::str_buffer("1234"), zmq::send_flags::none);
+  for (int k = 0; k < 500 && pub.stats().n_bad_replays == 0; ++k) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  EXPECT_EQ(pub.stats().n_bad_replays, 1u);
+  EXPECT_EQ(replay_from(ctx, pub.replay_endpoint(), 4).size(), 1u);
 }
 
 TEST(KvEventPublisher, FullQueueDropsAndCounts) {
