@@ -169,9 +169,9 @@ void add_serve_options(CLI::App& cmd, ServeOptions& opts) {
                  "least 16 bytes, e.g. `openssl rand -hex 32`; the same file on every replica sharing a tier): "
                  "records not sealed under it are rejected and counted, and prompt tokens are not stored in clear");
   cmd.add_option("--cache-redis", opts.tiers.redis_url,
-                 "Shared cache tier on Redis, redis://[[user]:password@]host:port[/db] (user and password "
-                 "percent-encoded; the password is masked in every log line; credentials the server refuses stop "
-                 "start-up): computed KV blocks are published there and other replicas on the same model load them "
+                 "Shared cache tier on Redis, redis://[[user]:password@]host:port[/db], or rediss:// for TLS (user "
+                 "and password percent-encoded; the password is masked in every log line; credentials the server "
+                 "refuses stop start-up): computed KV blocks are published there and other replicas on the same model load them "
                  "(default: none; $PREFACE_CACHE_REDIS, so that a password need not be on the command line)")
       ->envname("PREFACE_CACHE_REDIS");
   cmd.add_option("--cache-redis-ttl", opts.tiers.redis_ttl_s, "Seconds a block stays in Redis (0: no expiry)")
@@ -180,6 +180,15 @@ void add_serve_options(CLI::App& cmd, ServeOptions& opts) {
   cmd.add_option("--cache-redis-max-record", opts.cache_redis_max_record,
                  "Largest block record stored in Redis; larger ones are not stored")
       ->capture_default_str();
+  cmd.add_option("--cache-redis-tls-ca", opts.tiers.redis_tls_ca,
+                 "rediss://: PEM file of the CA certificates the Redis server's certificate must chain to (default: "
+                 "the system's); the certificate must also name the URL's host or IP address")
+      ->check(CLI::ExistingFile);
+  cmd.add_option("--cache-redis-tls-cert", opts.tiers.redis_tls_cert,
+                 "rediss://: PEM client certificate, for a server that asks for one (tls-auth-clients)")
+      ->check(CLI::ExistingFile);
+  cmd.add_option("--cache-redis-tls-key", opts.tiers.redis_tls_key, "rediss://: the client certificate's PEM key")
+      ->check(CLI::ExistingFile);
   cmd.add_option("--cache-redis-timeout-ms", opts.tiers.redis_timeout_ms,
                  "Connect and reply timeout for Redis; a slow or unreachable Redis turns into cache misses")
       ->check(CLI::Range(1, 60000))

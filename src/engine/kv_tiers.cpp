@@ -32,6 +32,7 @@ KvTiers::KvTiers(const TierConfig& config, const Backend& backend, kv::KvCache& 
     o.ttl_s = config.redis_ttl_s;
     o.max_record_bytes = config.redis_max_record_bytes;
     o.timeout_ms = config.redis_timeout_ms;
+    o.tls = {config.redis_tls_ca, config.redis_tls_cert, config.redis_tls_key};
     o.compression = compression;
     o.model = model_;
     o.key = key;

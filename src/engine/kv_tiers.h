@@ -48,6 +48,7 @@ struct TierConfig {
   int redis_ttl_s = 3600;
   uint64_t redis_max_record_bytes = 4u << 20;
   int redis_timeout_ms = 500;
+  std::string redis_tls_ca, redis_tls_cert, redis_tls_key;  // rediss:// (kv/redis_tls.h)
   // Seals every record of every tier with AES-256-GCM under this file's key (kv/record_seal.h) and accepts only
   // records sealed under it; empty: records are unsealed, and the tiers' storage must be trusted.
   std::string key_file;

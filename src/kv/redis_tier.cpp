@@ -51,6 +51,7 @@ std::string percent_decode(std::string_view s, const std::string& url) {
 }
 
 constexpr std::string_view kScheme = "redis://";
+constexpr std::string_view kTlsScheme = "rediss://";
 
 // AUTH (when the address has a password) and SELECT on a fresh connection; "" when both succeed, else the server's
 // error (or "no reply").
@@ -74,14 +75,24 @@ std::string prepare(redisContext* c, const RedisAddress& a) {
   return error_of(r);
 }
 
-// A connection with its timeout set and prepared; nullptr with *why set otherwise.
-redisContext* connect_prepared(const RedisAddress& a, int timeout_ms, std::string* why) {
-  redisContext* c = redisConnectWithTimeout(a.host.c_str(), a.port, to_timeval(timeout_ms));
+// A connection (over TLS for rediss://, its relay in *tls) with its timeout set and prepared; nullptr with *why
+// set otherwise.
+redisContext* connect_prepared(const RedisAddress& a, const RedisTlsOptions& tls_options, int timeout_ms,
+                               std::unique_ptr<RedisTlsLink>* tls, std::string* why) {
+  redisContext* c = nullptr;
+  if (a.tls) {
+    *tls = RedisTlsLink::open(a.host, a.port, tls_options, timeout_ms, why);
+    if (!*tls) return nullptr;
+    c = redisConnectFd((*tls)->release_client_fd());
+  } else {
+    c = redisConnectWithTimeout(a.host.c_str(), a.port, to_timeval(timeout_ms));
+  }
   *why = c == nullptr ? "cannot allocate a connection" : c->err != 0 ? std::string(c->errstr) : "";
   if (why->empty() && redisSetTimeout(c, to_timeval(timeout_ms)) != REDIS_OK) *why = "cannot set the timeout";
   if (why->empty()) *why = prepare(c, a);
   if (why->empty()) return c;
   if (c != nullptr) redisFree(c);
+  tls->reset();  // after redisFree closed hiredis's end, so the relay has ended
   return nullptr;
 }
 
@@ -96,7 +107,7 @@ bool refuses_credentials(const std::string& error) {
 }  // namespace
 
 std::string redact_redis_url(const std::string& url) {
-  const size_t start = url.starts_with(kScheme) ? kScheme.size() : (url.find("://") == std::string::npos ? 0 : url.find("://") + 3);
+  const size_t start = url.find("://") == std::string::npos ? 0 : url.find("://") + 3;
   const size_t at = url.rfind('@');
   if (at == std::string::npos || at < start) return url;
   const size_t colon = url.find(':', start);
@@ -105,12 +116,14 @@ std::string redact_redis_url(const std::string& url) {
 }
 
 RedisAddress parse_redis_url(const std::string& url) {
-  if (!url.starts_with(kScheme)) {
-    throw Error("--cache-redis " + redact_redis_url(url) + ": expected redis://[[user]:password@]host:port[/db]" +
-                (url.starts_with("rediss://") ? " (TLS, rediss://, is not supported)" : ""));
+  const bool tls = url.starts_with(kTlsScheme);
+  if (!tls && !url.starts_with(kScheme)) {
+    throw Error("--cache-redis " + redact_redis_url(url) +
+                ": expected redis://[[user]:password@]host:port[/db] (rediss:// for TLS)");
   }
-  std::string_view rest = std::string_view(url).substr(kScheme.size());
+  std::string_view rest = std::string_view(url).substr(tls ? kTlsScheme.size() : kScheme.size());
   RedisAddress a;
+  a.tls = tls;
   if (const size_t at = rest.rfind('@'); at != std::string_view::npos) {
     const std::string_view userinfo = rest.substr(0, at);
     rest = rest.substr(at + 1);
@@ -142,9 +155,9 @@ std::string redis_key(const Digest& ns, const Digest& hash) {
 redisContext* RedisTier::Connection::get(int64_t* n_errors) {
   if (ctx_ != nullptr) return ctx_;
   const auto now = std::chrono::steady_clock::now();
-  if (now < retry_at_) return nullptr;
+  if (now < retry_at_ && !tier_.up()) return nullptr;  // the other connection got through: try now
   std::string why;
-  ctx_ = connect_prepared(addr_, timeout_ms_, &why);
+  ctx_ = connect_prepared(addr_, tier_.opt_.tls, timeout_ms_, &tls_, &why);
   if (ctx_ == nullptr) {
     ++*n_errors;
     back_off(why);
@@ -156,30 +169,39 @@ redisContext* RedisTier::Connection::get(int64_t* n_errors) {
 
 void RedisTier::Connection::back_off(const std::string& why) {
   tier_.mark(false, why);
-  backoff_ = std::clamp(backoff_ * 2, std::chrono::milliseconds(100), std::chrono::milliseconds(5000));
+  backoff_ = std::clamp(backoff_ * 2, std::chrono::milliseconds(100), max_backoff_);
   retry_at_ = std::chrono::steady_clock::now() + backoff_;
 }
 
 RedisTier::Connection::~Connection() {
   if (ctx_ != nullptr) redisFree(ctx_);
+  tls_.reset();
 }
 
 void RedisTier::Connection::drop() {
   if (ctx_ != nullptr) redisFree(ctx_);
   ctx_ = nullptr;
+  tls_.reset();
   back_off("a command failed or timed out");
 }
 
 RedisTier::RedisTier(RedisTierOptions options)
     : opt_(std::move(options)),
       addr_(parse_redis_url(opt_.url)),
-      lookup_(*this, addr_, opt_.timeout_ms),
-      writer_(*this, addr_, opt_.timeout_ms),
+      lookup_(*this, addr_, opt_.timeout_ms, std::chrono::milliseconds(5000)),
+      writer_(*this, addr_, opt_.timeout_ms, std::chrono::milliseconds(500)),
       queue_(opt_.max_queue_bytes, [this](const TierWrite& w) { write(w); }) {
   // A server that answers but refuses the credentials is a start-up error, not a tier that silently writes nothing.
+  if (addr_.tls) {  // unreadable certificate files are a start-up error, not a tier that never connects
+    if (const std::string bad = check_redis_tls_options(opt_.tls); !bad.empty()) {
+      throw Error("--cache-redis " + redact_redis_url(opt_.url) + ": " + bad);
+    }
+  }
   std::string why;
-  if (redisContext* c = connect_prepared(addr_, opt_.timeout_ms, &why)) {
+  std::unique_ptr<RedisTlsLink> tls;
+  if (redisContext* c = connect_prepared(addr_, opt_.tls, opt_.timeout_ms, &tls, &why)) {
     redisFree(c);
+    tls.reset();
   } else if (refuses_credentials(why)) {
     throw Error("--cache-redis " + redact_redis_url(opt_.url) + ": the server refused the credentials: " + why);
   } else {
@@ -356,6 +378,11 @@ void RedisTier::mark(bool up, const std::string& why) {
     std::fprintf(stderr, "preface: Redis KV cache tier at %s is down (%s): lookups miss and writes are dropped until "
                  "it answers\n", url.c_str(), why.c_str());
   }
+}
+
+bool RedisTier::up() const {
+  std::lock_guard lock(mu_);
+  return stats_.up != 0;
 }
 
 TierStats RedisTier::stats() const {

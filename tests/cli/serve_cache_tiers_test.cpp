@@ -277,5 +277,62 @@ TEST(ServeCacheTiers, RedisWithAPasswordSharesBlocksAndNeverPrintsIt) {
   }
 }
 
+// A test CA and a certificate for 127.0.0.1 signed by it (ca.pem, server.pem, server.key in dir), and a second,
+// unrelated CA (other-ca.pem); false when openssl fails.
+bool make_test_certificates(const std::filesystem::path& dir) {
+  const std::string d = dir.string();
+  const std::string ec = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+  const std::string script =
+      "set -e; cd '" + d + "'; printf 'subjectAltName=IP:127.0.0.1\\n' > san.ext;"
+      " openssl req -x509" + ec + " -keyout ca.key -out ca.pem -days 2 -subj /CN=preface-test-ca;"
+      " openssl req -x509" + ec + " -keyout other-ca.key -out other-ca.pem -days 2 -subj /CN=another-ca;"
+      " openssl req" + ec + " -keyout server.key -out server.csr -subj /CN=127.0.0.1;"
+      " openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2"
+      " -extfile san.ext; chmod 644 server.key";
+  return run_binary("/bin/bash", {"-c", script}).exit_code == 0;
+}
+
+TEST(ServeCacheTiers, RedisOverTlsSharesBlocksAndRefusesAnUnknownCertificate) {
+  if (model_path().empty()) GTEST_SKIP() << "stories260K.gguf not available";
+  if (!have_program("redis-server")) GTEST_SKIP() << "redis-server is not installed (scripts/setup installs it)";
+  if (!have_program("openssl")) GTEST_SKIP() << "openssl is not installed";
+  const auto dir = temp_dir("tiers-redis-tls");
+  ASSERT_TRUE(make_test_certificates(dir));
+  const std::string password = "tls-Secret-5";
+  const int port = free_port();
+  const std::string d = dir.string();
+  RedisProcess redis(port, {"--port", "0", "--tls-port", std::to_string(port), "--tls-cert-file", d + "/server.pem",
+                            "--tls-key-file", d + "/server.key", "--tls-ca-cert-file", d + "/ca.pem",
+                            "--tls-auth-clients", "no", "--requirepass", password});
+  ASSERT_TRUE(redis.ready()) << "redis-server did not start with TLS on port " << port;
+  const std::string url = "rediss://:" + password + "@127.0.0.1:" + std::to_string(port) + "/0";
+  const std::vector<std::string> extra = {"--cache-redis", url, "--cache-redis-tls-ca", d + "/ca.pem",
+                                          "--cache-redis-timeout-ms", "5000"};
+  ServeProcess a(serve_args(extra), "tiers-redis-tls-a");
+  ServeProcess b(serve_args(extra), "tiers-redis-tls-b");
+  ASSERT_FALSE(a.url().empty()) << a.log();
+  ASSERT_FALSE(b.url().empty()) << b.log();
+  const Reply first = complete(a.url(), 5);
+  ASSERT_EQ(first.status, 200);
+  ASSERT_TRUE(wait_until([&] { return metric(a.url(), "preface_kv_tier_written_records_total{tier=\"redis\"}") >= 12; }))
+      << a.log();
+  const Reply shared = complete(b.url(), 5);
+  EXPECT_EQ(shared.output(), first.output());
+  EXPECT_EQ(shared.tier(), 12 * kBlock) << "served from Redis over TLS";
+  EXPECT_EQ(metric(a.url(), "preface_kv_tier_errors_total{tier=\"redis\"}"), 0);
+  EXPECT_EQ(metric(b.url(), "preface_kv_tier_up{tier=\"redis\"}"), 1);
+  EXPECT_EQ(a.log().find(password), std::string::npos) << a.log();
+
+  // A CA that did not sign the server's certificate: the tier is down with the reason, requests are served.
+  const std::vector<std::string> wrong = {"--cache-redis", url, "--cache-redis-tls-ca", d + "/other-ca.pem",
+                                          "--cache-redis-timeout-ms", "2000"};
+  ServeProcess c(serve_args(wrong), "tiers-redis-tls-wrong-ca");
+  ASSERT_FALSE(c.url().empty()) << c.log();
+  EXPECT_EQ(complete(c.url(), 6).status, 200);
+  EXPECT_EQ(metric(c.url(), "preface_kv_tier_up{tier=\"redis\"}"), 0);
+  EXPECT_GT(metric(c.url(), "preface_kv_tier_errors_total{tier=\"redis\"}"), 0);
+  EXPECT_NE(c.log().find("TLS certificate"), std::string::npos) << c.log();
+}
+
 }  // namespace
 }  // namespace preface::test

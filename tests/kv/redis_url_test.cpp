@@ -29,6 +29,16 @@ TEST(RedisUrl, HostPortDatabaseAndCredentials) {
   EXPECT_EQ(a.db, 1);
 }
 
+TEST(RedisUrl, RedissIsTls) {
+  const RedisAddress a = parse_redis_url("rediss://:pw@cache.example:6380/3");
+  EXPECT_TRUE(a.tls);
+  EXPECT_EQ(a.host, "cache.example");
+  EXPECT_EQ(a.port, 6380);
+  EXPECT_EQ(a.db, 3);
+  EXPECT_EQ(a.password, "pw");
+  EXPECT_FALSE(parse_redis_url("redis://h:1").tls);
+}
+
 TEST(RedisUrl, RedactionMasksOnlyThePassword) {
   EXPECT_EQ(redact_redis_url("redis://:s3cret@h:1/0"), "redis://:***@h:1/0");
   EXPECT_EQ(redact_redis_url("redis://u:s3cret@h:1"), "redis://u:***@h:1");
@@ -38,7 +48,7 @@ TEST(RedisUrl, RedactionMasksOnlyThePassword) {
 
 TEST(RedisUrl, ErrorsNeverCarryThePassword) {
   for (const char* url : {"redis://:s3cret@h:notaport", "redis://:s3cret@h:1/x", "redis://:s3cret@", "redis://u:@h",
-                          "redis://:s3%zzcret@h", "rediss://:s3cret@h:1", "http://:s3cret@h"}) {
+                          "redis://:s3%zzcret@h", "rediss://:s3cret@h:x", "http://:s3cret@h"}) {
     try {
       parse_redis_url(url);
       ADD_FAILURE() << "accepted " << url;
