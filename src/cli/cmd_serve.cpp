@@ -242,7 +242,10 @@ void serve(ServeOptions& opts) {
   tokenizer = Tokenizer::from_gguf(model->file());
   for (const std::string& w : tokenizer->load_warnings()) std::fprintf(stderr, "preface: warning: %s\n", w.c_str());
   engine = std::make_unique<engine::Engine>(*model, engine::with_eog(config, *tokenizer));
-  if (kv_events) engine->add_event_sink(kv_events.get());
+  if (kv_events) {
+    engine->add_event_sink(kv_events.get());
+    engine->set_tier_event_sink(kv_events.get());
+  }
   engine->start();
   const engine::EngineDescription kv = engine->describe();
   const auto n_tokens = static_cast<uint64_t>(kv.n_kv_blocks) * static_cast<uint64_t>(kv.block_size);

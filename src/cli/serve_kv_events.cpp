@@ -31,6 +31,10 @@ void add_kv_event_options(CLI::App& cmd, KvEventOptions& opts) {
   cmd.add_option("--kv-events-medium", opts.medium,
                  "The `medium` of KV events (vLLM's name for the tier a request computes in is GPU)")
       ->capture_default_str();
+  cmd.add_option("--kv-events-disk-medium", opts.disk_medium,
+                 "The `medium` of the disk tier's KV events (blocks written to and removed from --cache-dir's kv/); "
+                 "CPU is what vLLM's offloading connector calls the tier below the compute one")
+      ->capture_default_str();
   cmd.add_option("--kv-events-queue", opts.max_queued,
                  "KV event records waiting for the publisher thread at most; more are dropped and counted")
       ->check(CLI::Range(size_t{1}, size_t{1} << 24))
@@ -48,6 +52,7 @@ std::unique_ptr<engine::KvEventPublisher> open_kv_event_publisher(const KvEventO
   config.replay_endpoint = opts.replay_endpoint;
   config.replay_buffer_batches = opts.replay_buffer;
   config.wire.medium = opts.medium;
+  config.tier_medium = opts.disk_medium;
   config.wire.hash_format =
       opts.hash_format == "bytes" ? engine::KvEventHashFormat::Bytes : engine::KvEventHashFormat::Int;
   auto publisher = std::make_unique<engine::KvEventPublisher>(config);

@@ -19,11 +19,12 @@ struct KvEventOptions {
   std::string replay_endpoint;      // empty: no replay socket
   size_t replay_buffer = 10000;     // batches kept for replay
   std::string medium = "GPU";       // BlockStored/BlockRemoved's medium
+  std::string disk_medium = "CPU";  // the disk tier's events' medium
   size_t max_queued = 100000;       // records queued for the publisher thread; more are dropped
 };
 
 // Adds --kv-events-endpoint, --kv-events-topic, --kv-events-format, --kv-events-hash-format, --kv-events-medium,
-// --kv-events-queue, --kv-events-replay-endpoint, --kv-events-replay-buffer.
+// --kv-events-queue, --kv-events-replay-endpoint, --kv-events-replay-buffer, --kv-events-disk-medium.
 void add_kv_event_options(CLI::App& cmd, KvEventOptions& opts);
 
 // The publisher, bound or connected (null when no endpoint is given); announces itself on stderr with the endpoint

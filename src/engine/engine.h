@@ -208,6 +208,11 @@ class Engine {
   // publisher. Call before start() or the first step; `sink` must outlive the engine. Events arrive on the engine
   // thread, inside a step or a purge.
   void add_event_sink(kv::BlockEventSink* sink) { cache_.add_event_sink(sink); }
+  // Subscribes `sink` to the disk tier's stores and removals (kv/tier.h; none without a disk tier). Call before
+  // start(); `sink` must outlive the engine. Events arrive on the tier's thread.
+  void set_tier_event_sink(kv::TierEventSink* sink) {
+    if (tiers_) tiers_->set_event_sink(sink);
+  }
 
   EngineCounters counters() const;
   // Seconds the step running now has taken so far; 0 between steps. Lock-free (an atomic), so a liveness probe can

@@ -125,6 +125,28 @@ void KvEventPublisher::on_block_event(const kv::BlockEvent& e) {
   if (e.kind == kv::BlockEventKind::Purged && n_live_ == 0) all_blocks_cleared();
 }
 
+bool KvEventPublisher::on_tier_stored(const char* /*tier*/, const kv::RecordMeta& meta) {
+  if (meta.kv_type == "state") return false;  // a recurrent-state snapshot is no block (docs/deploy.md)
+  KvEventRecord r;
+  r.kind = KvEventRecord::Kind::Stored;
+  r.hash = meta.hash;
+  r.parent = meta.parent;
+  r.first_in_chain = meta.parent == meta.ns;
+  r.root = meta.ns;
+  r.tokens = meta.tokens;
+  r.medium = config_.tier_medium;
+  push(std::move(r));
+  return true;
+}
+
+void KvEventPublisher::on_tier_removed(const char* /*tier*/, const kv::Digest& hash) {
+  KvEventRecord r;
+  r.kind = KvEventRecord::Kind::Removed;
+  r.hash = hash;
+  r.medium = config_.tier_medium;
+  push(std::move(r));
+}
+
 void KvEventPublisher::all_blocks_cleared() {
   KvEventRecord r;
   r.kind = KvEventRecord::Kind::Cleared;

@@ -12,6 +12,11 @@
 // empty]. A consumer that sees a gap in seq, or joins late, asks for what it missed; the batch at seq 0 holds the
 // start-up AllBlocksCleared while the buffer still reaches back to it. Malformed requests are ignored and counted.
 //
+// Tier events (kv::TierEventSink): a block record written to this replica's disk tier -> BlockStored with medium
+// config.tier_medium ("CPU": vLLM's offloading connector names its tier below the GPU so, and routers weigh it
+// below the compute tier), its removal -> BlockRemoved of that medium; state snapshot records are not announced.
+// These arrive on the tier's thread; they take no part in the AllBlocksCleared count below.
+//
 // Mapping: Registered -> BlockStored; Evicted, Expired, Purged -> BlockRemoved; all_blocks_cleared() (the server
 // calls it at start-up: a restarted replica holds nothing) -> AllBlocksCleared. A purge (DELETE /v1/cache) that
 // leaves no block registered is followed by an AllBlocksCleared too: a consumer may take it as a point where its
@@ -34,6 +39,7 @@
 
 #include "engine/kv_event_wire.h"
 #include "kv/block_events.h"
+#include "kv/tier.h"
 
 namespace preface::engine {
 
@@ -46,9 +52,10 @@ struct KvEventPublisherConfig {
   int send_hwm = 100000;               // ZMQ_SNDHWM of the PUB socket, in messages
   std::string replay_endpoint;         // "" = no replay socket; else a ROUTER socket bound there
   size_t replay_buffer_batches = 10000;  // messages kept for replay (the oldest dropped first)
+  std::string tier_medium = "CPU";     // the medium of the disk tier's events
 };
 
-class KvEventPublisher final : public kv::BlockEventSink {
+class KvEventPublisher final : public kv::BlockEventSink, public kv::TierEventSink {
  public:
   // Opens the socket (on the publisher thread) and binds or connects it. Throws preface::Error when ZeroMQ refuses
   // the endpoint (malformed, port taken).
@@ -59,6 +66,8 @@ class KvEventPublisher final : public kv::BlockEventSink {
   KvEventPublisher& operator=(const KvEventPublisher&) = delete;
 
   void on_block_event(const kv::BlockEvent& event) override;  // never blocks on I/O
+  bool on_tier_stored(const char* tier, const kv::RecordMeta& meta) override;
+  void on_tier_removed(const char* tier, const kv::Digest& hash) override;
   void all_blocks_cleared();                                  // queues one AllBlocksCleared
 
   // The bound endpoint with a wildcard port resolved (ZMQ_LAST_ENDPOINT, e.g. "tcp://0.0.0.0:40123"), or the

@@ -84,6 +84,10 @@ class KvTiers final : public kv::BlockEventSink {
   // queue to drain.
   void flush_pool();
   void purge_namespace(const kv::Digest& ns);
+  // Reports the disk tier's stores and removals to `sink` (kv::KvTier::set_event_sink); Redis reports none.
+  void set_event_sink(kv::TierEventSink* sink) {
+    if (disk_) disk_->set_event_sink(sink);
+  }
   // "disk" when the disk tier holds (or is writing) a record under hash, else "" (Redis is not asked).
   std::string holder(const kv::Digest& hash) const { return disk_ && disk_->contains(hash) ? "disk" : ""; }
   std::vector<kv::TierStats> stats() const;

@@ -152,20 +152,22 @@ void DiskTier::scan() {
   evict_locked();
 }
 
-void DiskTier::add_locked(const Digest& hash, const Digest& ns, uint64_t bytes) {
+void DiskTier::add_locked(const Digest& hash, const Digest& ns, uint64_t bytes, bool announced) {
   if (const auto it = index_.find(hash); it != index_.end()) {
+    announced = announced || it->second.announced;
     total_bytes_ -= it->second.bytes;
     lru_.erase(it->second.lru);
     index_.erase(it);
   }
   lru_.push_back(hash);
-  index_.emplace(hash, Entry{std::prev(lru_.end()), bytes, ns});
+  index_.emplace(hash, Entry{std::prev(lru_.end()), bytes, ns, announced});
   total_bytes_ += bytes;
 }
 
 void DiskTier::remove_locked(Digest hash, bool unlink_file) {
   const auto it = index_.find(hash);
   if (it == index_.end()) return;
+  if (TierEventSink* sink = sink_.load(); sink != nullptr && it->second.announced) sink->on_tier_removed("disk", hash);
   total_bytes_ -= it->second.bytes;
   lru_.erase(it->second.lru);
   index_.erase(it);
@@ -276,7 +278,9 @@ void DiskTier::write(const TierWrite& w) {
   }
   ++stats_.n_written_records;
   stats_.n_written_bytes += static_cast<int64_t>(record.size());
-  add_locked(w.meta.hash, w.meta.ns, record.size());
+  TierEventSink* sink = sink_.load();
+  const bool fresh = !index_.contains(w.meta.hash);
+  add_locked(w.meta.hash, w.meta.ns, record.size(), sink != nullptr && fresh && sink->on_tier_stored("disk", w.meta));
   evict_locked();
 }
 

@@ -13,7 +13,10 @@
 // parse, files whose name is not their hash or whose size is not the record's are unlinked and counted; records of
 // another model (another model file's digest) are counted as other_model and kept (another server may share the
 // directory), taking their place in the LRU.
+// Events (set_event_sink): each record written is offered to the sink, and the removal of one it announced is
+// reported; records found by the start-up scan are not announced.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <list>
 #include <mutex>
@@ -44,6 +47,7 @@ class DiskTier final : public KvTier {
   ~DiskTier() override;
 
   const char* name() const override { return "disk"; }
+  void set_event_sink(TierEventSink* sink) override { sink_.store(sink); }
   std::vector<std::vector<uint8_t>> fetch(std::span<const RecordMeta> expect) override;
   bool contains(const Digest& hash) const override;
   void offer(const RecordMeta& meta, std::shared_ptr<const std::vector<uint8_t>> payload) override;
@@ -58,15 +62,17 @@ class DiskTier final : public KvTier {
     std::list<Digest>::iterator lru;  // position in lru_ (front = least recently used)
     uint64_t bytes = 0;
     Digest ns;
+    bool announced = false;  // the event sink announced it: its removal is reported
   };
   void scan();
   void write(const TierWrite& w);     // queue thread
-  void add_locked(const Digest& hash, const Digest& ns, uint64_t bytes);
+  void add_locked(const Digest& hash, const Digest& ns, uint64_t bytes, bool announced = false);
   void remove_locked(Digest hash, bool unlink_file);  // hash by value: it may be an lru_ element it erases
   void evict_locked();
   void reject(const Digest& hash, RecordStatus status);
 
   DiskTierOptions opt_;
+  std::atomic<TierEventSink*> sink_{nullptr};
   mutable std::mutex mu_;  // index and stats
   std::list<Digest> lru_;
   std::unordered_map<Digest, Entry, DigestHash> index_;

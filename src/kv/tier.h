@@ -37,6 +37,17 @@ struct TierStats {
   int up = 1;
 };
 
+// Told when a tier's own store gains or loses a block record, for KV events (engine/kv_event_publisher.h). Called
+// on the tier's threads, under its lock: it must not call back into the tier.
+class TierEventSink {
+ public:
+  virtual ~TierEventSink() = default;
+  // A record was stored; returns whether it was announced (a removal is then reported too).
+  virtual bool on_tier_stored(const char* tier, const RecordMeta& meta) = 0;
+  // An announced record left the tier (evicted past its size, purged, rejected).
+  virtual void on_tier_removed(const char* tier, const Digest& hash) = 0;
+};
+
 class KvTier {
  public:
   virtual ~KvTier() = default;
@@ -53,6 +64,9 @@ class KvTier {
   // Removes every record of namespace root `ns` that this tier can find (a purge; best effort).
   virtual void purge_namespace(const Digest& ns) = 0;
   virtual TierStats stats() const = 0;
+  // Reports the records this process stores and removes from now on (a tier whose store is this replica's own; a
+  // shared tier such as Redis reports nothing: what it holds is no one replica's). Set before the first offer().
+  virtual void set_event_sink(TierEventSink* /*sink*/) {}
 };
 
 }  // namespace preface::kv

@@ -293,6 +293,49 @@ TEST(ServeKvEvents, TenantsIdenticalPromptsDifferInExtraKeysAndReplayReachesStar
   for (uint64_t h : hashes[0]) EXPECT_FALSE(hashes[1].contains(h)) << "a block shared between tenants";
 }
 
+TEST(ServeKvEvents, TheDiskTierAnnouncesItsBlocksAsCpuMedium) {
+  const std::string model = shared_file("models/stories260K.gguf").string();
+  if (model.empty()) GTEST_SKIP() << "stories260K.gguf not available";
+  const auto dir = temp_dir("kv-events-disk");
+  ServeProcess srv({"-m", model, "--threads", "1", "--kv-cache-mem", "8MiB", "--quiet", "--admin-key", "adm",
+                    "--cache-dir", dir.string(), "--cache-disk-size", "64MiB", "--cache-write-through",
+                    "--kv-events-endpoint", "tcp://127.0.0.1:*", "--kv-events-replay-endpoint", "tcp://127.0.0.1:*"},
+                   "kv-events-disk");
+  ASSERT_FALSE(srv.url().empty()) << srv.log();
+  std::smatch m;
+  const std::string log = srv.log();
+  ASSERT_TRUE(std::regex_search(log, m, std::regex(R"(replay on (tcp://127\.0\.0\.1:[0-9]+))"))) << log;
+  const std::string replay = m[1].str();
+  ASSERT_EQ(complete(srv.url(), prompt_of(4)), 200);
+  // Every event so far, by medium: what was stored, and what was removed.
+  const auto by_medium = [&](const char* tag) {
+    std::map<std::string, std::set<uint64_t>> out;
+    for (const auto& [seq, payload] : replay_all(replay)) {
+      for (const Event& e : decode(payload)) {
+        if (e.tag == tag) out[e.medium].insert(e.hashes.begin(), e.hashes.end());
+      }
+    }
+    return out;
+  };
+  std::map<std::string, std::set<uint64_t>> stored;
+  for (int i = 0; i < 200 && (stored = by_medium("BlockStored"))["CPU"].size() < 12; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(stored["GPU"].size(), 12u);
+  EXPECT_EQ(stored["CPU"], stored["GPU"]) << "the disk tier holds the same blocks, announced as CPU";
+
+  httplib::Client c(srv.url());
+  const auto res = c.Delete("/v1/cache", {{"Authorization", "Bearer adm"}}, json{{"tenant", ""}}.dump(),
+                            "application/json");
+  ASSERT_TRUE(res && res->status == 200);
+  std::map<std::string, std::set<uint64_t>> removed;
+  for (int i = 0; i < 200 && (removed = by_medium("BlockRemoved"))["CPU"].size() < 12; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(removed["CPU"], stored["CPU"]) << "the purge removed the disk tier's records";
+  EXPECT_EQ(removed["GPU"], stored["GPU"]);
+}
+
 TEST(ServeKvEvents, RefusedEndpointFailsAtStart) {
   const std::string model = shared_file("models/stories260K.gguf").string();
   if (model.empty()) GTEST_SKIP() << "stories260K.gguf not available";
