@@ -366,6 +366,8 @@ TEST(KvEventPublisher, ReplayReturnsTheBufferedBatchesFromASequenceNumber) {
   ASSERT_EQ(all.size(), 3u);
   EXPECT_EQ(all.front().first, 2);
   EXPECT_TRUE(replay_from(ctx, pub.replay_endpoint(), 9).empty());
+  // The count follows the last answer's sending (the client may read the answer first).
+  for (int k = 0; k < 500 && pub.stats().n_replays < 3; ++k) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   EXPECT_EQ(pub.stats().n_replays, 3u);
   // A malformed request (a 4-byte sequence number) is ignored and counted; the socket keeps answering.
   zmq::socket_t bad(ctx, zmq::socket_type::dealer);

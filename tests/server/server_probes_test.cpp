@@ -54,7 +54,7 @@ TEST(ServerProbes, ADrainAnswersHealth503AndServesWhatWasArriving) {
   const std::string gen_req = completion(4, false);
   ASSERT_TRUE(send_all(health, health_req.substr(0, 10)));
   ASSERT_TRUE(send_all(gen, gen_req.substr(0, 40)));
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // both connections are being served
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // both connections are being served
   auto drained = std::async(std::launch::async, [&] { return server.server().drain(std::chrono::seconds(30)); });
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   ASSERT_TRUE(send_all(health, health_req.substr(10)));
