@@ -88,31 +88,9 @@ void Engine::cancel_requested() {
   }
 }
 
-namespace {
-
-int64_t steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
-}
-
-// Marks a step as running for step_running_seconds() while it lives.
-struct StepTimer {
-  explicit StepTimer(std::atomic<int64_t>& began) : began_(began) { began_.store(std::max<int64_t>(steady_ns(), 1)); }
-  ~StepTimer() { began_.store(0); }
-  StepTimer(const StepTimer&) = delete;
-  StepTimer& operator=(const StepTimer&) = delete;
-  std::atomic<int64_t>& began_;
-};
-
-}  // namespace
-
-double Engine::step_running_seconds() const {
-  const int64_t began = step_began_ns_.load();
-  return began == 0 ? 0.0 : static_cast<double>(std::max<int64_t>(steady_ns() - began, 0)) * 1e-9;
-}
-
 bool Engine::step() {
   std::lock_guard step_lock(step_mu_);
-  const StepTimer timer(step_began_ns_);
+  const StepClock::Scope timed(step_clock_);
   drain_inbox();
   cancel_requested();
   verify_yield_to_live();

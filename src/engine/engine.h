@@ -13,7 +13,6 @@
 // chunked, which requests shared a batch, and how many threads ran.
 #pragma once
 #include <array>
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -34,6 +33,7 @@
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "engine/shadow_verifier.h"
+#include "engine/step_clock.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
 
@@ -217,7 +217,7 @@ class Engine {
   EngineCounters counters() const;
   // Seconds the step running now has taken so far; 0 between steps. Lock-free (an atomic), so a liveness probe can
   // read it while the engine thread is stuck inside a step: the one thing that shows a wedged engine.
-  double step_running_seconds() const;
+  double step_running_seconds() const { return step_clock_.running_seconds(); }
   // Throws std::logic_error when the pool's or scheduler's invariants fail. Takes the step lock, so it is safe
   // beside the background loop (e.g. from a /metrics scrape); never call it from inside a step.
   void check_invariants() const;
@@ -291,8 +291,7 @@ class Engine {
     bool stopping = false;
   } inbox_;
   EngineCounters published_;            // refreshed after every step
-  // steady_clock nanoseconds when the running step began; 0 between steps (step_running_seconds).
-  std::atomic<int64_t> step_began_ns_{0};
+  StepClock step_clock_;                // step_running_seconds
   std::thread loop_;
 
   // Held by step(), stop()'s tail and the purges, so a purge never runs inside a step.

@@ -278,9 +278,11 @@ void DiskTier::write(const TierWrite& w) {
   }
   ++stats_.n_written_records;
   stats_.n_written_bytes += static_cast<int64_t>(record.size());
-  TierEventSink* sink = sink_.load();
-  const bool fresh = !index_.contains(w.meta.hash);
-  add_locked(w.meta.hash, w.meta.ns, record.size(), sink != nullptr && fresh && sink->on_tier_stored("disk", w.meta));
+  bool announced = false;  // a record already indexed was announced (or not) when first written
+  if (TierEventSink* sink = sink_.load(); sink != nullptr && !index_.contains(w.meta.hash)) {
+    announced = sink->on_tier_stored("disk", w.meta);
+  }
+  add_locked(w.meta.hash, w.meta.ns, record.size(), announced);
   evict_locked();
 }
 

@@ -208,7 +208,7 @@ std::string HttpListener::client_of(const httplib::Request& req) const {
 
 bool HttpListener::enter(const std::string& client) {
   std::lock_guard lock(mu_);
-  return ++per_client_[client] <= std::max<int32_t>(config_.max_per_client, 1);
+  return ++per_client_[client] <= max_per_client();
 }
 
 void HttpListener::leave(const std::string& client) {
