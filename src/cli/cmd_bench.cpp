@@ -86,7 +86,7 @@ void bench_engine(const BenchOptions& opts) {
   const auto tokenizer = Tokenizer::from_gguf(model->file());
   engine::EngineConfig cfg;
   cfg.kv_format = kv_format(opts.model, model->memory());
-  cfg.block_size = opts.model.block_size;
+  cfg.block_size = block_size_of(opts.model);
   cfg.kv_cache_bytes = parse_bytes(opts.kv_cache_mem);
   cfg.max_batch_tokens = opts.max_batch_tokens;
   cfg.n_threads = resolve_threads(opts.model.threads);

@@ -53,7 +53,7 @@ void run(const RunOptions& opts) {
   std::fflush(stdout);
 
   std::fprintf(stderr, "\nmodel %s | %d threads | kv %s, blocks of %d | seed %llu\n", path.c_str(),
-               resolve_threads(opts.model.threads), kv_types_text(opts.model).c_str(), opts.model.block_size,
+               resolve_threads(opts.model.threads), kv_types_text(opts.model).c_str(), block_size_of(opts.model),
                static_cast<unsigned long long>(seed));
   // prefill_ms runs to the first token (whose sampling it includes); decode_ms from there to the end.
   const int32_t n_decoded = std::max(stats.n_generated_tokens - 1, 0);

@@ -189,7 +189,7 @@ void serve(ServeOptions& opts) {
   identity.aliases = opts.aliases;
   resolve_chat_template(opts, identity);
   engine::EngineConfig config;
-  config.block_size = opts.model.block_size;
+  config.block_size = block_size_of(opts.model);
   config.kv_cache_bytes = opts.kv_cache_mem.empty() ? 0 : parse_bytes(opts.kv_cache_mem);
   config.state_snapshot_bytes = opts.state_cache_mem.empty() ? 0 : parse_bytes(opts.state_cache_mem);
   config.state_snapshot_interval = opts.state_snapshot_interval;

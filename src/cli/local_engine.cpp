@@ -11,12 +11,12 @@ std::unique_ptr<engine::Engine> local_engine(model::Model& model, const Tokenize
                                              const ModelOptions& opts, int32_t n_tokens) {
   engine::EngineConfig c;
   c.kv_format = kv_format(opts, model.memory());
-  c.block_size = opts.block_size;
+  c.block_size = block_size_of(opts);
   c.n_threads = resolve_threads(opts.threads);
   c.max_running = 1;
   c.max_batch_tokens = model.max_batch_tokens();
   c.prefix_cache = false;
-  const int64_t positions = std::clamp<int64_t>(n_tokens, 1, model.config().ctx_len) + opts.block_size;
+  const int64_t positions = std::clamp<int64_t>(n_tokens, 1, model.config().ctx_len) + block_size_of(opts);
   c.kv_cache_bytes = engine::kv_bytes_per_token(model.memory(), c.kv_format) * static_cast<uint64_t>(positions);
   return std::make_unique<engine::Engine>(model, engine::with_eog(c, tokenizer));
 }

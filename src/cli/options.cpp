@@ -49,21 +49,25 @@ void add_model_options(CLI::App& cmd, ModelOptions& opts) {
   cmd.add_option("--threads", opts.threads, "Worker threads (default: number of cores)")
       ->check(CLI::Range(0, 1024));
   add_kv_format_options(cmd, opts);
-  cmd.add_option("--block-size", opts.block_size, "Tokens per KV cache block")
-      ->check(CLI::Range(1, 4096))
-      ->capture_default_str();
+  cmd.add_option("--block-size", opts.block_size,
+                 "Tokens per KV cache block (default 16; 32 with per-channel keys, q8_pc or q4_pc)")
+      ->check(CLI::Range(1, 4096));
 }
 
 void add_kv_format_options(CLI::App& cmd, ModelOptions& opts) {
   std::vector<std::string> names;
   for (kernels::KvType t : kernels::kAllKvTypes) names.emplace_back(kernels::kv_type_name(t));
   const auto types = CLI::IsMember(names, CLI::ignore_case);
+  std::vector<std::string> k_names = names;
+  for (kernels::KvType t : kernels::kChannelKvTypes) k_names.emplace_back(kernels::kv_type_name(t));
   cmd.add_option("--kv-type", opts.kv_type,
                  "KV cache value type of K and V: f32, f16 (default), bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0 or q5_1 "
                  "(the block types store rows of whole 32-value blocks)")
       ->check(types);
-  cmd.add_option("--kv-type-k,--cache-type-k", opts.kv_type_k, "The K rows' type (overrides --kv-type; also -ctk)")
-      ->check(types);
+  cmd.add_option("--kv-type-k,--cache-type-k", opts.kv_type_k,
+                 "The K rows' type (overrides --kv-type; also -ctk); also q8_pc or q4_pc: keys quantized per channel "
+                 "over each 32 positions once they are all stored (needs --block-size a multiple of 32)")
+      ->check(CLI::IsMember(k_names, CLI::ignore_case));
   cmd.add_option("--kv-type-v,--cache-type-v", opts.kv_type_v, "The V rows' type (overrides --kv-type; also -ctv)")
       ->check(types);
   cmd.add_option("--kv-rotate", opts.kv_rotate,
@@ -89,6 +93,12 @@ kernels::KvFormat kv_format(const ModelOptions& opts, const model::MemoryLayout&
                                                          memory.k_rotation_fits(), memory.v_rotation_fits());
   if (check) memory.check_type_fits(f);
   return f;
+}
+
+int32_t block_size_of(const ModelOptions& opts) {
+  if (opts.block_size > 0) return opts.block_size;
+  const auto k = kernels::kv_type_from_name(side_type(opts, opts.kv_type_k));
+  return k && kernels::kv_type_is_per_channel(*k) ? kernels::kKvChannelGroup : 16;
 }
 
 std::string kv_types_text(const ModelOptions& opts) {

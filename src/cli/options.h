@@ -17,8 +17,12 @@ struct ModelOptions {
   std::string kv_type_k;        // --kv-type-k / --cache-type-k / -ctk: overrides --kv-type for K
   std::string kv_type_v;        // --kv-type-v / --cache-type-v / -ctv: overrides --kv-type for V
   std::string kv_rotate = "auto";  // --kv-rotate auto|on|off
-  int32_t block_size = 16;     // --block-size, tokens per KV block
+  int32_t block_size = 0;      // --block-size, tokens per KV block; 0: block_size_of's default
 };
+
+// The block size the options ask for: --block-size, else 16, or kernels::kKvChannelGroup (32) when the keys are
+// quantized per channel (whose groups blocks must hold whole).
+int32_t block_size_of(const ModelOptions& opts);
 
 // Adds -m/--model only (for commands that need no forward pass).
 void add_model_path_option(CLI::App& cmd, ModelOptions& opts);

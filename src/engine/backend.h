@@ -35,6 +35,9 @@ class Backend : public kv::BlockStorage {
   virtual int32_t n_state_slots() const = 0;
   // Blocks of the sliding-window layers' own pool (kv/window_pool.h); 0: they share the main pool's blocks.
   virtual int32_t n_window_blocks() const { return 0; }
+  // Floats of each running sequence's open keys (model::ForwardBatch::open_keys) when the keys are quantized per
+  // channel; 0 otherwise.
+  virtual size_t open_key_floats() const { return 0; }
 
   // Runs the batch (1 <= size <= max_batch_tokens; block tables cover every position) and writes the logits of
   // tokens with want_logits, in batch order, to logits: [n_want][n_vocab]. Throws on a malformed batch or a

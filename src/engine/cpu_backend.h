@@ -29,6 +29,7 @@ class CpuBackend final : public Backend {
   int32_t n_kv_blocks() const override { return storage_.n_blocks(); }
   size_t kv_bytes() const override { return storage_.size_bytes(); }
   int32_t n_state_slots() const override { return storage_.n_state_slots(); }
+  size_t open_key_floats() const override { return storage_.view().open_key_floats(); }
   int32_t n_window_blocks() const override { return storage_.n_window_blocks(); }
 
   void forward(const model::ForwardBatch& batch, float* logits) override;

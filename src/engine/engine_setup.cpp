@@ -94,6 +94,7 @@ Engine::Engine(std::unique_ptr<Backend> backend, const EngineConfig& config)
       verifier_(config.verify_fraction, config.max_pending_verifications) {
   config_.kv_format = backend_->kv_format();
   config_.block_size = backend_->block_size();
+  if (kernels::kv_type_is_per_channel(config_.kv_format.k)) scheduler_.set_hit_granularity(kernels::kKvChannelGroup);
   std::sort(config_.end_of_generation.begin(), config_.end_of_generation.end());
   if (config_.max_batch_tokens < 1 || config_.max_batch_tokens > backend_->max_batch_tokens()) {
     throw Error("max batch tokens must be in [1, " + std::to_string(backend_->max_batch_tokens()) + "], got " +

@@ -15,9 +15,15 @@ StepOutput ModelRunner::run(const std::vector<ScheduledChunk>& plan) {
   batch_.block_tables.clear();
   batch_.state_slots.clear();
   batch_.window_tables.clear();
+  batch_.open_keys.clear();
+  const size_t n_open = backend_.open_key_floats();
   size_t n_rows = 0;
   for (size_t s = 0; s < plan.size(); ++s) {
-    const Sequence& seq = *plan[s].seq;
+    Sequence& seq = *plan[s].seq;
+    if (n_open > 0) {  // per-channel keys: the rows of the sequence's unsealed group (allocated on its first step)
+      if (seq.open_keys.size() != n_open) seq.open_keys.assign(n_open, 0.0f);
+      batch_.open_keys.push_back(seq.open_keys.data());
+    }
     batch_.block_tables.push_back(&seq.block_table);
     batch_.state_slots.push_back(seq.state_slot);
     if (backend_.n_window_blocks() > 0) batch_.window_tables.push_back(&seq.window_table);

@@ -122,6 +122,14 @@ Scheduler::Admit Scheduler::try_admit(Sequence& seq, int32_t budget, std::vector
       if (!seq.admitted_once) seq.stats.n_tier_tokens = n_loaded * block_size;
     }
     match = cache_.acquire_prefix(seq.ns, seq.tokens, hashes, max_cached);
+    if (match.partial_src_block >= 0 && match.n_partial_tokens % hit_granularity_ != 0) {
+      const int32_t keep = match.n_partial_tokens / hit_granularity_ * hit_granularity_;
+      if (keep == 0) {
+        cut_match(seq, hashes, match, match.block_ids.size());
+      } else {
+        match.n_partial_tokens = keep;
+      }
+    }
     if (recurrent_) {
       const auto n_blocks = static_cast<int32_t>(match.block_ids.size());
       if (tiers_ != nullptr && !seq.state_tiers_checked && n_blocks > 0) load_snapshot(seq, hashes, match.block_ids.size());

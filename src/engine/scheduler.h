@@ -36,6 +36,7 @@
 // offered to them when filed (a reply snapshot when its sequence ends), and an admission whose cached blocks end
 // without one in RAM asks them for the longest they hold (engine/kv_tiers.h).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -62,6 +63,9 @@ class Scheduler {
 
   // Cache tiers below RAM (nullptr: none): a prompt's first admission loads the blocks past its RAM hits from them.
   void set_tiers(KvTiers* tiers) { tiers_ = tiers; }
+  // Hits end at a multiple of `tokens` positions (per-channel keys: kernels::kKvChannelGroup, since a partial
+  // block's copied rows must be whole sealed groups); 1 (the default): anywhere.
+  void set_hit_granularity(int32_t tokens) { hit_granularity_ = std::max(tokens, 1); }
 
   void add(std::unique_ptr<Sequence> seq);  // to the back of the waiting queue
   // Plans one step of at most `budget` tokens. The returned sequences hold blocks covering their chunks.
@@ -119,6 +123,7 @@ class Scheduler {
   bool recurrent_;  // the model has State layers: state slots and snapshots
   int32_t snapshot_interval_;  // a multiple of the block size; 0: no interval snapshots
   int32_t max_running_;
+  int32_t hit_granularity_ = 1;
   std::vector<std::unique_ptr<Sequence>> owned_;  // every live sequence
   std::vector<Sequence*> running_;                // admission order (oldest first)
   std::deque<Sequence*> waiting_;                 // arrival order; preempted ones go to the front

@@ -68,6 +68,10 @@ struct Sequence {
   // With a window pool (kv/window_pool.h): that pool's blocks of the same positions, -1 where given back.
   std::vector<int32_t> window_table;
   int32_t state_slot = -1;              // the recurrent-state slot held while running (models with State layers)
+  // Per-channel keys: the f32 K rows of the positions of the last unsealed group below n_computed
+  // (model::ForwardBatch::open_keys; ModelRunner sizes it). A hit ends where a group does, so after one nothing
+  // here is read.
+  std::vector<float> open_keys;
   // Recurrent models with a prefix cache: the prompt's snapshot points, ascending positions (set at the first
   // admission; a junction may be added at a later one), and where the reply snapshot this sequence filed last lies
   // (replaced as decode passes each block boundary; 0: none).

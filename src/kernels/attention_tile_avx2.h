@@ -157,6 +157,8 @@ inline WidenRowFn widen_row_fn(KvType t) {
     case KvType::IQ4_NL: return widen_row<KvType::IQ4_NL>;
     case KvType::Q5_0: return widen_row<KvType::Q5_0>;
     case KvType::Q5_1: return widen_row<KvType::Q5_1>;
+    case KvType::Q8_PC:  // never in pages: model/layers/paged_attention widens per-channel keys to f32 pages
+    case KvType::Q4_PC: break;
   }
   return widen_row<KvType::F32>;
 }

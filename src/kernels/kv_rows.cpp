@@ -4,6 +4,8 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <stdexcept>
 
 #include "kernels/dot.h"
 #include "kernels/kv_block_decode.h"
@@ -122,6 +124,8 @@ void kv_write_row(KvType t, const float* x, uint8_t* dst, size_t n) {
     case KvType::IQ4_NL: quantize_iq4_nl(x, dst, n); return;
     case KvType::Q5_0: quantize_symmetric(x, dst, n, 16, 22, true); return;
     case KvType::Q5_1: quantize_offset(x, dst, n, 31, 24, true); return;
+    case KvType::Q8_PC:
+    case KvType::Q4_PC: throw std::logic_error("kv_write_row: per-channel keys are written a group at a time");
   }
 }
 
@@ -134,6 +138,8 @@ float kv_value(KvType t, const uint8_t* row, size_t i) {
     }
     case KvType::F16: return f16_to_f32(kv_load_u16(row + 2 * i));
     case KvType::BF16: return bf16_to_f32(kv_load_u16(row + 2 * i));
+    case KvType::Q8_PC:
+    case KvType::Q4_PC: return std::numeric_limits<float>::quiet_NaN();  // a group's value: kv_widen_group
     default: {
       const uint8_t* block = row + i / 32 * kv_type_block_bytes(t);
       const float v = f16_to_f32(kv_load_u16(block)) *

@@ -15,10 +15,12 @@
 
 namespace preface::kernels {
 
-// Writes n values (a multiple of kv_type_block_values(t)) of x as type t to dst (kv_row_bytes(t, n) bytes).
+// Writes n values (a multiple of kv_type_block_values(t)) of x as type t to dst (kv_row_bytes(t, n) bytes). Not for
+// the per-channel key types (kernels/kv_channels.h writes a group of rows at once): throws std::logic_error.
 void kv_write_row(KvType t, const float* x, uint8_t* dst, size_t n);
 
-// Value i of a stored row of type t, widened to f32 exactly as every attention path widens it.
+// Value i of a stored row of type t, widened to f32 exactly as every attention path widens it (NaN for a
+// per-channel type, whose rows are no unit: kernels/kv_channels.h).
 float kv_value(KvType t, const uint8_t* row, size_t i);
 
 }  // namespace preface::kernels

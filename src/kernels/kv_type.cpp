@@ -27,6 +27,8 @@ const char* kv_type_name(KvType t) {
     case KvType::IQ4_NL: return "iq4_nl";
     case KvType::Q5_0: return "q5_0";
     case KvType::Q5_1: return "q5_1";
+    case KvType::Q8_PC: return "q8_pc";
+    case KvType::Q4_PC: return "q4_pc";
   }
   return "?";
 }
@@ -36,13 +38,16 @@ std::optional<KvType> kv_type_from_name(std::string_view name) {
   for (KvType t : kAllKvTypes) {
     if (n == kv_type_name(t)) return t;
   }
+  for (KvType t : kChannelKvTypes) {
+    if (n == kv_type_name(t)) return t;
+  }
   return std::nullopt;
 }
 
 KvType parse_kv_type(std::string_view name) {
   if (auto t = kv_type_from_name(name)) return *t;
   throw Error("unknown KV type '" + std::string(name) +
-              "' (choose f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0 or q5_1)");
+              "' (choose f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0 or q5_1; for keys also q8_pc or q4_pc)");
 }
 
 double kv_bytes_per_value(KvType t) {
@@ -85,9 +90,14 @@ KvRotate parse_kv_rotate(std::string_view name) {
 }
 
 KvFormat resolve_kv_format(KvType k, KvType v, KvRotate rotate, bool k_heads_fit, bool v_heads_fit) {
+  if (kv_type_is_per_channel(v)) {
+    throw Error(std::string("KV type ") + kv_type_name(v) +
+                " quantizes keys per channel; it is a K type only (use it with --kv-type-k, and a row type for V)");
+  }
+  const bool rotate_k_auto = kv_type_is_quantized(k) && !kv_type_is_per_channel(k) && k_heads_fit;
   switch (rotate) {
     case KvRotate::Off: return {k, v, false, false};
-    case KvRotate::Auto: return {k, v, kv_type_is_quantized(k) && k_heads_fit, kv_type_is_quantized(v) && v_heads_fit};
+    case KvRotate::Auto: return {k, v, rotate_k_auto, kv_type_is_quantized(v) && v_heads_fit};
     case KvRotate::On:
       if (!k_heads_fit || !v_heads_fit) {
         throw Error("--kv-rotate on needs heads whose size is a multiple of 64 (the Hadamard blocks); this model's "

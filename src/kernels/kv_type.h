@@ -15,6 +15,14 @@
 // quantizes a cache row; a head need not start on a block (stories260K's heads are 8 values). Widening a stored
 // value to f32 is exact on every path: d * q is an 11-bit by at most 8-bit significand product, and adding m rounds
 // once, the same once whether or not it is fused.
+//
+// Two key types are quantized per channel instead (KIVI's grouping; kernels/kv_channels.h): q8_pc and q4_pc keep,
+// for each group of kKvChannelGroup consecutive positions (a block's first 32, next 32, ...), one f16 scale and one
+// f16 minimum per channel of the row over the group's tokens, and 8- or 4-bit levels per value. A group is written
+// once, when its last position is stored ("sealed"); until then its rows are the sequence's own f32 rows. Its bytes
+// per token (levels plus a 32nd of the group's 4 bytes per channel) are those of a 32-value block of 36 (q8_pc) or
+// 20 (q4_pc) bytes, so every per-token size below holds for them too; they are K types only, and need blocks of
+// whole groups.
 #pragma once
 #include <array>
 #include <cstddef>
@@ -25,18 +33,25 @@
 
 namespace preface::kernels {
 
-enum class KvType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, Q4_1, IQ4_NL, Q5_0, Q5_1 };
+enum class KvType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, Q4_1, IQ4_NL, Q5_0, Q5_1, Q8_PC, Q4_PC };
 
 inline constexpr std::array<KvType, 9> kAllKvTypes = {KvType::F32,  KvType::F16,    KvType::BF16,
                                                       KvType::Q8_0, KvType::Q4_0,   KvType::Q4_1,
                                                       KvType::IQ4_NL, KvType::Q5_0, KvType::Q5_1};
+// The per-channel key types (not in kAllKvTypes, whose types store each row on its own).
+inline constexpr std::array<KvType, 2> kChannelKvTypes = {KvType::Q8_PC, KvType::Q4_PC};
+// Positions per per-channel group.
+inline constexpr int32_t kKvChannelGroup = 32;
 
-const char* kv_type_name(KvType t);                            // "f32" | "f16" | "bf16" | "q8_0" | "q4_0" | ...
+const char* kv_type_name(KvType t);  // "f32" | "f16" | "bf16" | "q8_0" | "q4_0" | ... | "q8_pc" | "q4_pc"
 std::optional<KvType> kv_type_from_name(std::string_view name);  // the names above, case-insensitive
 KvType parse_kv_type(std::string_view name);                   // throws preface::Error naming the choices
 
-// Whether the type stores 32-value blocks (every type but f32, f16 and bf16).
+// Whether the type stores 32-value blocks (every type but f32, f16 and bf16; the per-channel types count as such
+// for sizes).
 constexpr bool kv_type_is_quantized(KvType t) { return t != KvType::F32 && t != KvType::F16 && t != KvType::BF16; }
+// Whether the type quantizes keys per channel over groups of positions (q8_pc, q4_pc).
+constexpr bool kv_type_is_per_channel(KvType t) { return t == KvType::Q8_PC || t == KvType::Q4_PC; }
 // Values per storage block of the type: 1, or 32 for the block types. A row of n values needs n % this == 0.
 constexpr size_t kv_type_block_values(KvType t) { return kv_type_is_quantized(t) ? 32 : 1; }
 // Bytes per storage block (per value for f32/f16/bf16).
@@ -51,6 +66,8 @@ constexpr size_t kv_type_block_bytes(KvType t) {
     case KvType::IQ4_NL: return 18;
     case KvType::Q5_0: return 22;
     case KvType::Q5_1: return 24;
+    case KvType::Q8_PC: return 36;  // 32 levels + 32 x 4 bytes of scale and minimum / 32 positions
+    case KvType::Q4_PC: return 20;  // 16 bytes of nibbles + the same 4
   }
   return 0;
 }
@@ -103,12 +120,13 @@ struct KvFormat {
   std::string describe() const;
 };
 
-// --kv-rotate: auto rotates a side whose type is a block type, where its heads fit (kv_rotation_fits); on rotates
-// both sides (an error where heads do not fit); off rotates neither.
+// --kv-rotate: auto rotates a side whose type is a row block type, where its heads fit (kv_rotation_fits), and never
+// per-channel keys (their per-channel scales are what holds an outlier channel; a rotation would spread it over
+// the others); on rotates both sides (an error where heads do not fit); off rotates neither.
 enum class KvRotate : uint8_t { Auto, On, Off };
 KvRotate parse_kv_rotate(std::string_view name);  // "auto" | "on" | "off"; throws preface::Error otherwise
 // The format of a pool of these types; k_heads_fit / v_heads_fit: every K (V) head of the model's paged layers
-// passes kv_rotation_fits. Throws preface::Error for `On` where heads do not fit.
+// passes kv_rotation_fits. Throws preface::Error for `On` where heads do not fit, and for a per-channel V type.
 KvFormat resolve_kv_format(KvType k, KvType v, KvRotate rotate, bool k_heads_fit, bool v_heads_fit);
 
 }  // namespace preface::kernels

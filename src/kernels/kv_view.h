@@ -12,6 +12,7 @@
 // space of n_window_blocks blocks, addressed by the sequence's window table (model::ForwardBatch::window_tables)
 // instead of its block table.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -45,6 +46,18 @@ struct KvView {
   }
   uint8_t* v_row(int layer, int32_t block_id, int32_t slot) const {
     return at(layer).v + (static_cast<size_t>(block_id) * block_size + slot) * v_row_bytes(layer);
+  }
+  // Per-channel keys (kv_type_is_per_channel(format.k)): a running sequence's open keys, the f32 K rows of the
+  // positions of its last group not yet sealed (kernels/kv_channels.h), are kept outside the pool, as
+  // [n_layers][kKvChannelGroup][open_key_stride()] floats (model::ForwardBatch::open_keys); 0 floats otherwise.
+  size_t open_key_stride() const {
+    size_t widest = 0;
+    for (const KvLayerView& l : layers) widest = std::max(widest, static_cast<size_t>(l.k_values));
+    return widest;
+  }
+  size_t open_key_floats() const {
+    return kv_type_is_per_channel(format.k) ? layers.size() * static_cast<size_t>(kKvChannelGroup) * open_key_stride()
+                                            : 0;
   }
   uint8_t* state(int layer, int32_t state_slot) const {
     return at(layer).state + static_cast<size_t>(state_slot) * at(layer).state_bytes;

@@ -24,6 +24,12 @@ KvStorage::KvStorage(const model::MemoryLayout& layout, const kernels::KvFormat&
                 std::to_string(n_blocks) + ")");
   }
   if (layout.n_layers() < 1) throw Error("KV storage needs a memory layout with at least one layer");
+  if (kernels::kv_type_is_per_channel(type.k) && block_size % kernels::kKvChannelGroup != 0) {
+    throw Error(std::string("per-channel keys (") + kernels::kv_type_name(type.k) + ") are sealed in groups of " +
+                std::to_string(kernels::kKvChannelGroup) + " positions, which blocks must hold whole: use --block-size " +
+                "a multiple of " + std::to_string(kernels::kKvChannelGroup) + " (got " + std::to_string(block_size) +
+                ")");
+  }
   if (layout.has_state() && (n_state_slots < 1 || n_state_slots > (1 << 20))) {
     throw Error("KV storage: a layout with recurrent state needs 1 to 2^20 state slots (got " +
                 std::to_string(n_state_slots) + ")");

@@ -29,7 +29,8 @@ namespace preface::kv {
 
 class KvStorage {
  public:
-  // Throws preface::Error when a size is not positive or too large, the type cannot store a paged layer's heads
+  // Throws preface::Error when a size is not positive or too large, per-channel keys meet a block size that is not
+  // a multiple of kernels::kKvChannelGroup, the type cannot store a paged layer's heads
   // (MemoryLayout::check_type_fits: a block type needs rows of whole 32-value blocks; rotation heads of 64s) or the allocation fails. n_state_slots:
   // slots per state layer (>= 1 when the layout has one; ignored otherwise).
   // n_window_blocks: 0, or the windowed layers' own block count (throws when the layout cannot split windows).

@@ -21,6 +21,12 @@ struct ForwardBatch {
   // (kernels::KvView::n_window_blocks > 0; empty otherwise): like block_tables, in that pool's block ids, where
   // blocks wholly below kernels::attention_first_read of a token's query may be -1 (given back).
   std::vector<const std::vector<int32_t>*> window_tables;
+  // [n_seqs] each sequence's open keys, for storage whose keys are quantized per channel (kernels::KvView::
+  // open_key_floats() > 0; empty otherwise): [n_layers][kKvChannelGroup][KvView::open_key_stride()] f32, row
+  // p % kKvChannelGroup holding the K row of position p for the positions of the sequence's last unsealed group
+  // before its first token here (what earlier passes wrote there). A pass keeps them current: it seals each group
+  // whose last position it computes, and leaves the rows of the group it ends inside.
+  std::vector<float*> open_keys;
   // The table a layer's rows are addressed by: window_tables[seq] for a window_pool layer, else block_tables[seq].
   const std::vector<int32_t>& table(int32_t seq_index, bool window_pool) const {
     return *(window_pool ? window_tables : block_tables)[static_cast<size_t>(seq_index)];

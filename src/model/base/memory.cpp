@@ -176,6 +176,12 @@ bool MemoryLayout::has_state() const {
 
 void MemoryLayout::check_type_fits(const kernels::KvFormat& f) const {
   for (const MemoryGroup& g : groups_) {
+    // A layer reading another's rows would need that layer's open keys of every group of the batch, which are
+    // kept only while that layer runs (model/layers/paged_attention.h).
+    if (kernels::kv_type_is_per_channel(f.k) && g.spec.kind == MemoryKind::None && g.spec.source_layer >= 0) {
+      throw Error(std::string("KV type ") + kernels::kv_type_name(f.k) + " cannot serve layers " + g.layer_list() +
+                  ", which read another layer's K/V rows; use a row type for K (q8_0, q4_0, ...)");
+    }
     if (g.spec.kind != MemoryKind::PagedRows) continue;
     try {
       kernels::check_kv_type_fits(f.k, g.spec.k_row_values());

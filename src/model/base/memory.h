@@ -91,7 +91,8 @@ class MemoryLayout {
   bool has_state() const;
 
   // Throws preface::Error naming the layer group when format f's types cannot store a paged row of its size
-  // (kernels::check_kv_type_fits) or f rotates a side whose heads cannot be rotated (kernels::kv_rotation_fits).
+  // (kernels::check_kv_type_fits), f rotates a side whose heads cannot be rotated (kernels::kv_rotation_fits), or
+  // f's keys are per channel and a layer reads another layer's rows.
   void check_type_fits(const kernels::KvFormat& f) const;
   // Whether every paged layer's K (V) heads can be rotated (kernels::kv_rotation_fits); true without paged layers.
   bool k_rotation_fits() const { return rotation_fits(&MemorySpec::k_head_dim); }

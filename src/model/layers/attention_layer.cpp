@@ -128,8 +128,18 @@ void AttentionLayer::forward(const Step& s, int32_t il) const {
     }
     if (stores) detail::store_kv(s.batch, s.kv, il, a.k.data(), a.v.data(), t0, t1);
   });
+  // Per-channel keys: the groups the batch completes are sealed before attention reads them, and the rows of the
+  // group each sequence ends inside kept after (model/layers/channel_keys.h).
+  const bool channel_keys = stores && kernels::kv_type_is_per_channel(s.kv.format.k);
+  std::vector<detail::SeqSpan> spans;
+  if (channel_keys) {
+    spans = detail::channel_key_spans(s.batch, s.kv);
+    detail::seal_keys(s.pool, s.batch, spans, s.kv, il, a.k.data());
+  }
   detail::attention(s.pool, c, s.batch, s.kv, il, a.q.data(), sinks_.empty() ? nullptr : sinks_.data(),
-                    a.attn_out.data(), a.attn_scratch);
+                    a.attn_out.data(), a.attn_scratch, channel_keys ? a.k.data() : nullptr,
+                    channel_keys ? &spans : nullptr);
+  if (channel_keys) detail::keep_open_keys(s.batch, spans, s.kv, il, a.k.data());
   if (s.kv.format.rotate_v) {  // a weighted sum of rotated V rows: rotated back by the same (self-inverse) blocks
     for_tokens(s.pool, nt, [&](size_t t0, size_t t1) {
       kernels::hadamard_rotate(a.attn_out.data() + t0 * q_dim, (t1 - t0) * q_dim, kernels::kHadamardVBlock);

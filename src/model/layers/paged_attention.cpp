@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "util/error.h"
 #include "kernels/kv_rows.h"
+#include "model/layers/channel_keys.h"
 
 namespace preface::model::detail {
 namespace {
@@ -26,13 +28,21 @@ void store_kv(const ForwardBatch& batch, const kernels::KvView& kv, int layer, c
     const std::vector<int32_t>& table = batch.table(batch.seq[t], kv.layers[static_cast<size_t>(layer)].window_pool);
     const int32_t block_id = table[static_cast<size_t>(pos / kv.block_size)];
     const int32_t slot = pos % kv.block_size;
-    kernels::kv_write_row(kv.format.k, k + t * k_row, kv.k_row(layer, block_id, slot), k_row);
+    // Per-channel keys are written a group at a time (seal_keys).
+    if (!kernels::kv_type_is_per_channel(kv.format.k)) {
+      kernels::kv_write_row(kv.format.k, k + t * k_row, kv.k_row(layer, block_id, slot), k_row);
+    }
     kernels::kv_write_row(kv.format.v, v + t * v_row, kv.v_row(layer, block_id, slot), v_row);
   }
 }
 
 void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch, const kernels::KvView& kv, int layer,
-               const float* q, const float* sinks, float* out, std::vector<float>& scratch) {
+               const float* q, const float* sinks, float* out, std::vector<float>& scratch, const float* k,
+               const std::vector<SeqSpan>* spans) {
+  const bool channel_keys = kernels::kv_type_is_per_channel(kv.format.k);
+  if (channel_keys && (spans == nullptr || k == nullptr)) {
+    throw Error("attention: per-channel keys need the batch's K rows and sequence spans");
+  }
   const size_t head_dim = static_cast<size_t>(config.head_dim_of(layer));
   const size_t n_heads = static_cast<size_t>(config.n_heads);
   const size_t group = static_cast<size_t>(config.n_heads / config.kv_heads_of(layer));
@@ -42,7 +52,11 @@ void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch
   std::vector<std::pair<size_t, size_t>> runs;
   for (size_t t = 0; t < batch.size();) {
     size_t end = t + 1;
-    while (end < batch.size() && end - t < kTileTokens && batch.seq[end] == batch.seq[t]) ++end;
+    // With per-channel keys a run never straddles a group (all its queries read the same groups sealed).
+    while (end < batch.size() && end - t < kTileTokens && batch.seq[end] == batch.seq[t] &&
+           (!channel_keys || batch.pos[end] / kernels::kKvChannelGroup == batch.pos[t] / kernels::kKvChannelGroup)) {
+      ++end;
+    }
     runs.emplace_back(t, end);
     t = end;
   }
@@ -76,11 +90,18 @@ void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch
     // Two items' tiles: the next item's are built and its first rows asked for before the current one runs.
     std::vector<kernels::AttnQuery> queries(2 * heads_per_item * tile_queries);  // [2][heads_per_item][tile_queries]
     std::vector<kernels::AttnTile> tiles(2 * heads_per_item);                    // [2][heads_per_item]
+    ChannelPages channel_pages[2];  // per-channel keys: each buffer's f32 pages
     // Fills buffer `buf` with item's tiles; returns their count.
     const auto build = [&](int64_t item, size_t buf) {
       const auto [t0, t1] = runs[static_cast<size_t>(item) / items_per_run];
       const size_t h0 = static_cast<size_t>(item) % items_per_run * heads_per_item;
       const size_t h1 = std::min(h0 + heads_per_item, n_kv_heads);
+      kernels::KvPages item_pages = pages;
+      if (channel_keys) {
+        const SeqSpan& span = (*spans)[static_cast<size_t>(batch.seq[t0])];
+        item_pages = channel_pages[buf].build(batch, span, kv, static_cast<int>(rows), k, t0, t1, h0, h1, head_dim,
+                                              window);
+      }
       for (size_t kv_head = h0; kv_head < h1; ++kv_head) {
         kernels::AttnQuery* tq = queries.data() + (buf * heads_per_item + kv_head - h0) * tile_queries;
         size_t n_q = 0;
@@ -93,9 +114,13 @@ void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch
           }
         }
         kernels::AttnTile& tile = tiles[buf * heads_per_item + kv_head - h0];
-        tile.kv = pages;
-        tile.kv.block_table = batch.table(batch.seq[t0], kv.layers[rows].window_pool).data();
-        tile.kv.head_value = kv_head * head_dim;
+        tile.kv = item_pages;
+        if (channel_keys) {
+          tile.kv.head_value = (kv_head - h0) * head_dim;
+        } else {
+          tile.kv.block_table = batch.table(batch.seq[t0], kv.layers[rows].window_pool).data();
+          tile.kv.head_value = kv_head * head_dim;
+        }
         tile.head_dim = head_dim;
         tile.scale = scale;
         tile.softcap = config.attn_softcap;

@@ -7,12 +7,14 @@
 #include "kernels/kv_view.h"
 #include "model/base/config.h"
 #include "model/base/batch.h"
+#include "model/layers/channel_keys.h"
 #include "util/thread_pool.h"
 
 namespace preface::model::detail {
 
 // Converts the K and V rows of batch tokens t_begin..t_end-1 to kv.format's types (kernels::kv_write_row: a block
-// type quantizes the whole row in blocks of 32; a row's bytes depend on its f32 values only) and writes them to layer
+// type quantizes the whole row in blocks of 32; a row's bytes depend on its f32 values only; per-channel K rows are
+// left to seal_keys, model/layers/channel_keys.h) and writes them to layer
 // `layer` at each token's (block, slot). k: [n][K row values], v: [n][V row values] f32 (kernels/kv_view.h).
 void store_kv(const ForwardBatch& batch, const kernels::KvView& kv, int layer, const float* k, const float* v, size_t t_begin,
               size_t t_end);
@@ -33,7 +35,11 @@ void store_kv(const ForwardBatch& batch, const kernels::KvView& kv, int layer, c
 // q, out: [n][n_heads][head_dim]. sinks: nullptr, or [n_heads] logits that join each head's softmax denominator
 // (kernels::AttnQuery::sink; gpt-oss). scratch: the tiles' working memory, grown here when too small (so it is
 // allocated once, by the first call that needs that much).
+// Per-channel keys (kv.format.k, model/layers/channel_keys.h): K and V are read from f32 pages built per run, and
+// runs never straddle a group; k: the batch's K rows ([n][K row values]) and spans: channel_key_spans of the
+// batch (both unused, and may be null, otherwise).
 void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch, const kernels::KvView& kv, int layer,
-               const float* q, const float* sinks, float* out, std::vector<float>& scratch);
+               const float* q, const float* sinks, float* out, std::vector<float>& scratch, const float* k = nullptr,
+               const std::vector<SeqSpan>* spans = nullptr);
 
 }  // namespace preface::model::detail
