@@ -16,6 +16,9 @@ formats=(
   "--kv-type q4_1 --kv-rotate off" "--kv-type q4_1 --kv-rotate on"
   "--kv-type iq4_nl --kv-rotate off" "--kv-type iq4_nl --kv-rotate on"
   "--kv-type q4_0 --kv-rotate off" "--kv-type q4_0 --kv-rotate on"
+  "-ctk q8_pc -ctv f16" "-ctk q4_pc -ctv f16" "-ctk q8_pc -ctv q8_0" "-ctk q8_pc -ctv q4_0 --kv-rotate off"
+  "-ctk q8_pc -ctv q4_0 --kv-rotate auto" "-ctk q4_pc -ctv q4_0 --kv-rotate off" "-ctk q4_pc -ctv q4_0 --kv-rotate auto"
+  "-ctk q4_pc -ctv q4_0 --kv-rotate on"
 )
 echo "| K / V | bytes per token (f16: 100%) | perplexity (f16 KV) | mean KL vs f16 | p99 KL | top-1 same |"
 echo "| --- | --- | --- | --- | --- | --- |"

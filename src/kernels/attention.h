@@ -20,7 +20,8 @@
 // first_pos (a sliding window) may be loaded with its chunk's other rows, but never reach its output (a NaN there
 // changes nothing). Chunks are fixed multiples of kAttnChunk in absolute positions, so a window changes which
 // positions count, never how the counted ones are summed: the result depends on (q, first_pos, n_pos, rows) only.
-// K_i, V_i are the stored rows widened to f32 as kernels::kv_value gives them (kv_rows.h): F16/BF16 widen exactly,
+// K_i, V_i are the stored rows widened to f32 as kernels::kv_value gives them (kv_rows.h; per-channel keys as
+// widen_channel_chunk gives them, the query unrounded): F16/BF16 widen exactly,
 // and a block type's value is f32(d) * f32(q) (exact) plus f32(m) for q4_1/q5_1 (one rounding), so every path sees
 // the same K_i, V_i.
 #pragma once
@@ -57,7 +58,21 @@ struct KvPages {
   size_t k_row_bytes = 0;  // one token's K row, all KV heads
   size_t v_row_bytes = 0;  // one token's V row
   size_t head_value = 0;   // this KV head's first value within a row (kv_head * head_dim)
+  // Per-channel keys (k_type q8_pc or q4_pc, kernels/kv_channels.h), rows of k_row_values values: a chunk is one
+  // group (kAttnChunk == kKvChannelGroup, both aligned to absolute positions); a chunk below open_from reads its
+  // sealed group (at the chunk's first row of k_base), the chunk at open_from reads the f32 rows of open_k instead,
+  // position p's K row at open_k + (p - open_from) * open_k_stride (all KV heads; this one at head_value). Queries
+  // of one tile must all lie in the group at open_from.
+  size_t k_row_values = 0;
+  const float* open_k = nullptr;
+  size_t open_k_stride = 0;
+  int32_t open_from = INT32_MAX;
 };
+static_assert(kAttnChunk == kKvChannelGroup, "a chunk of per-channel keys is one sealed or open group");
+
+// Widens values [head_value, head_value + hd) of K rows c0 .. c0 + n_rows - 1 (c0 a multiple of kAttnChunk) of
+// per-channel pages to dst[i * dst_stride + d]: the sealed group's values (kv_channels.h) or the open rows'.
+void widen_channel_chunk(const KvPages& kv, int32_t c0, int32_t n_rows, size_t hd, float* dst, size_t dst_stride);
 
 struct AttnQuery {
   const float* q = nullptr;  // [head_dim] query head

@@ -7,6 +7,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/attention_layout.h"
+#include "kernels/kv_channels.h"
 #include "kernels/kv_rows.h"
 #include "kernels/ops.h"
 #include "util/fp16.h"
@@ -50,6 +51,18 @@ void prefetch_bytes(const void* p, size_t n_bytes, bool to_l1) {
 }
 
 }  // namespace
+
+void widen_channel_chunk(const KvPages& kv, int32_t c0, int32_t n_rows, size_t hd, float* dst, size_t dst_stride) {
+  if (c0 >= kv.open_from) {
+    for (int32_t i = 0; i < n_rows; ++i) {
+      const float* src = kv.open_k + static_cast<size_t>(c0 + i - kv.open_from) * kv.open_k_stride + kv.head_value;
+      std::memcpy(dst + static_cast<size_t>(i) * dst_stride, src, hd * sizeof(float));
+    }
+    return;
+  }
+  kv_widen_group(kv.k_type, row_at(kv, kv.k_base, kv.k_row_bytes, c0), kv.k_row_values, kv.head_value, hd,
+                 static_cast<size_t>(n_rows), dst, dst_stride);
+}
 
 size_t attention_scratch_floats(size_t head_dim, size_t n_queries) { return AttnLayout(head_dim, n_queries).total; }
 
@@ -114,11 +127,13 @@ void attention_tile(const AttnTile& tile, float* scratch) {
   const float inv_cap = tile.softcap > 0.0f ? 1.0f / tile.softcap : 0.0f;
   for (int32_t c0 = first_pos_min / kAttnChunk * kAttnChunk; c0 < n_pos_max; c0 += kAttnChunk) {
     const int32_t n_rows = std::min(kAttnChunk, n_pos_max - c0);
+    const bool channel_keys = kv_type_is_per_channel(kv.k_type);
+    if (channel_keys) widen_channel_chunk(kv, c0, n_rows, hd, kbuf, hp);
     for (int32_t i = 0; i < n_rows; ++i) {
-      const uint8_t* k_row = row_at(kv, kv.k_base, kv.k_row_bytes, c0 + i);
+      const uint8_t* k_row = channel_keys ? nullptr : row_at(kv, kv.k_base, kv.k_row_bytes, c0 + i);
       const uint8_t* v_row = row_at(kv, kv.v_base, kv.v_row_bytes, c0 + i);
       for (size_t d = 0; d < hd; ++d) {
-        kbuf[static_cast<size_t>(i) * hp + d] = kv_value(kv.k_type, k_row, kv.head_value + d);
+        if (!channel_keys) kbuf[static_cast<size_t>(i) * hp + d] = kv_value(kv.k_type, k_row, kv.head_value + d);
         vbuf[static_cast<size_t>(i) * hp + d] = kv_value(kv.v_type, v_row, kv.head_value + d);
       }
     }

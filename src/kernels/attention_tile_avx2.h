@@ -13,6 +13,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <vector>
 
 #include "kernels/attention.h"
 #include "kernels/attention_layout.h"
@@ -188,6 +189,17 @@ void widen_chunk(const KvPages& kv, int32_t c0, int32_t n_rows, int32_t n_pos_ma
         Ops::widen_f16(kv.v_base + row[i] * kv.v_row_bytes + off, hd, vbuf + static_cast<size_t>(i) * hp);
         Ops::widen_f16(kv.v_base + row[i + 1] * kv.v_row_bytes + off, hd, vbuf + static_cast<size_t>(i + 1) * hp);
       }
+    }
+  }
+  if (kv_type_is_per_channel(kv.k_type)) {  // the group's values (attention.h), then rows as f32 ones
+    thread_local std::vector<float> group;
+    if (group.size() < static_cast<size_t>(kAttnChunk) * hd) group.resize(static_cast<size_t>(kAttnChunk) * hd);
+    widen_channel_chunk(kv, c0, n_rows, hd, group.data(), hd);
+    const WidenRowFn widen_v = widen_row_fn(kv.v_type);
+    for (; i < n_rows; ++i) {
+      widen_row<KvType::F32>(reinterpret_cast<const uint8_t*>(group.data() + static_cast<size_t>(i) * hd), 0, hd, hp,
+                             Ops::k_row(kbuf, hp, i), Ops::kKSegStride);
+      widen_v(kv.v_base + row[i] * kv.v_row_bytes, kv.head_value, hd, hp, vbuf + static_cast<size_t>(i) * hp, 8);
     }
   }
   const WidenRowFn widen_k = widen_row_fn(kv.k_type), widen_v = widen_row_fn(kv.v_type);

@@ -5,6 +5,7 @@
 // with their own pool (gpt-oss, gemma3) and on a hybrid (qwen35); refused where a layer reads another's rows.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,8 @@ namespace {
 
 using kernels::KvFormat;
 using kernels::KvType;
+
+namespace fs = std::filesystem;
 
 constexpr int32_t kGroup = kernels::kKvChannelGroup;
 
@@ -123,6 +126,52 @@ INSTANTIATE_TEST_SUITE_P(Models, EngineChannelKeys,
                                            "qwen2-h32-f16", "synth-gpt-oss-d128-f16.gguf",
                                            "synth-gemma3-d256-f16.gguf", "synth-qwen35-d128-f16.gguf"),
                          [](const auto& info) { return q8_0_kv_model_test_name(info.param); });
+
+// The disk tier: sealed blocks written by one engine and served to another after a restart, bit-exact; records of
+// the same prompt in another format are not served.
+TEST(EngineChannelKeysTiers, RestartServesSealedBlocksFromDiskBitExact) {
+  auto lm = load_shared_model("stories260K.gguf");
+  if (!lm.model) GTEST_SKIP() << "stories260K.gguf not available";
+  const std::string dir = (temp_dir("engine-channel-keys") / "disk").string();
+  fs::remove_all(dir);
+  const Prompts p = make_prompts(*lm.tokenizer);
+  const KvFormat f(KvType::Q4_PC, KvType::Q4_0);
+  auto tiered = [&](const KvFormat& format) {
+    auto cfg = config_for(64, 1, format);
+    cfg.tiers.disk_dir = dir;
+    cfg.tiers.disk_bytes = 1ull << 30;
+    return engine::with_eog(cfg, *lm.tokenizer);
+  };
+  Outcome cold;
+  {
+    auto cfg = config_for(512, 1, f);
+    cfg.prefix_cache = false;
+    engine::Engine eng(*lm.model, engine::with_eog(cfg, *lm.tokenizer));
+    auto s = eng.submit(greedy_request(p.a, 4));
+    eng.run_until_idle();
+    cold = collect(*s);
+  }
+  {
+    engine::Engine eng(*lm.model, tiered(f));
+    auto s = eng.submit(greedy_request(p.a, 4));
+    eng.run_until_idle();
+    expect_identical(collect(*s), cold, "populating run");
+    eng.stop();  // writes the cached blocks
+  }
+  {
+    engine::Engine other(*lm.model, tiered(KvFormat(KvType::Q8_PC, KvType::Q4_0)));
+    auto s = other.submit(greedy_request(p.a, 4));
+    other.run_until_idle();
+    EXPECT_EQ(collect(*s).stats.n_tier_tokens, 0) << "another key type's records are not served";
+  }
+  engine::Engine eng(*lm.model, tiered(f));
+  auto s = eng.submit(greedy_request(p.a, 4));
+  eng.run_until_idle();
+  const Outcome o = collect(*s);
+  expect_identical(o, cold, "served from disk");
+  EXPECT_EQ(o.stats.n_tier_tokens, (static_cast<int32_t>(p.a.size()) - 1) / kGroup * kGroup);
+  eng.check_invariants();
+}
 
 TEST(EngineChannelKeysRefusals, BlocksOfPartGroupsAndLayersReadingOthersRows) {
   auto lm = load_shared_model("stories260K.gguf");

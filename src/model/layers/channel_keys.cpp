@@ -5,9 +5,7 @@
 #include <string>
 
 #include "kernels/kv_channels.h"
-#include "kernels/kv_rows.h"
 #include "util/error.h"
-#include "util/fp16.h"
 
 namespace preface::model::detail {
 namespace {
@@ -25,23 +23,6 @@ const float* key_row(const ForwardBatch& batch, size_t seq, const SeqSpan& span,
   const size_t k_values = static_cast<size_t>(kv.layers[static_cast<size_t>(layer)].k_values);
   if (pos >= span.first_pos) return k + (span.t_first + static_cast<size_t>(pos - span.first_pos)) * k_values;
   return open_rows(batch.open_keys[seq], kv, layer) + static_cast<size_t>(pos % kGroup) * kv.open_key_stride();
-}
-
-// Values [first, first + count) of a stored V row of type t, widened to f32 as kernels::kv_value gives them.
-void widen_values(kernels::KvType t, const uint8_t* row, size_t first, size_t count, float* out) {
-  switch (t) {
-    case kernels::KvType::F32: std::memcpy(out, row + 4 * first, count * sizeof(float)); return;
-    case kernels::KvType::F16:
-    case kernels::KvType::BF16:
-      for (size_t i = 0; i < count; ++i) {
-        uint16_t bits;
-        std::memcpy(&bits, row + 2 * (first + i), sizeof(bits));
-        out[i] = t == kernels::KvType::F16 ? f16_to_f32(bits) : bf16_to_f32(bits);
-      }
-      return;
-    default:
-      for (size_t i = 0; i < count; ++i) out[i] = kernels::kv_value(t, row, first + i);
-  }
 }
 
 }  // namespace
@@ -115,56 +96,21 @@ void keep_open_keys(const ForwardBatch& batch, const std::vector<SeqSpan>& spans
   }
 }
 
-kernels::KvPages ChannelPages::build(const ForwardBatch& batch, const SeqSpan& span, const kernels::KvView& kv,
-                                     int layer, const float* k, size_t t0, size_t t1, size_t h0, size_t h1,
-                                     size_t head_dim, int32_t window) {
-  const kernels::KvLayerView& lv = kv.layers[static_cast<size_t>(layer)];
+void ChannelPages::build(const ForwardBatch& batch, const SeqSpan& span, const kernels::KvView& kv, int layer,
+                         const float* k, size_t t0, size_t t1, kernels::KvPages& pages) {
   const auto seq = static_cast<size_t>(batch.seq[t0]);
-  const std::vector<int32_t>& table = batch.table(batch.seq[t0], lv.window_pool);
-  const int32_t open_group = batch.pos[t0] / kGroup;
-  const int32_t last_pos = batch.pos[t1 - 1];
-  const int32_t first_group = kernels::attention_first_read(batch.pos[t0] + 1, window) / kGroup;
-  const auto n_groups = static_cast<size_t>(open_group - first_group + 1);
-  const size_t w = (h1 - h0) * head_dim;                  // values per page row
-  const size_t group_floats = static_cast<size_t>(kGroup) * w;
-  const size_t first_value = h0 * head_dim;
-  const auto k_values = static_cast<size_t>(lv.k_values);
-  if (rows_.size() < 2 * n_groups * group_floats) rows_.resize(2 * n_groups * group_floats);
-  float* k_pages = rows_.data();
-  float* v_pages = rows_.data() + n_groups * group_floats;
-  table_.assign(static_cast<size_t>(open_group) + 1, 0);
-  for (int32_t g = first_group; g <= open_group; ++g) {
-    const auto i = static_cast<size_t>(g - first_group);
-    table_[static_cast<size_t>(g)] = static_cast<int32_t>(i);
-    const int32_t pos0 = g * kGroup;
-    const int32_t n_rows = g < open_group ? kGroup : last_pos - pos0 + 1;
-    const int32_t block = table[static_cast<size_t>(pos0 / kv.block_size)];
-    if (g < open_group) {
-      kernels::kv_widen_group(kv.format.k, kv.k_row(layer, block, pos0 % kv.block_size), k_values, first_value, w,
-                              static_cast<size_t>(kGroup), k_pages + i * group_floats, w);
-    } else {
-      for (int32_t r = 0; r < n_rows; ++r) {
-        const float* src = key_row(batch, seq, span, kv, layer, k, pos0 + r);
-        std::memcpy(k_pages + i * group_floats + static_cast<size_t>(r) * w, src + first_value, w * sizeof(float));
-      }
-    }
-    for (int32_t r = 0; r < n_rows; ++r) {
-      const int32_t pos = pos0 + r;
-      const uint8_t* v_row = kv.v_row(layer, table[static_cast<size_t>(pos / kv.block_size)], pos % kv.block_size);
-      widen_values(kv.format.v, v_row, first_value, w, v_pages + i * group_floats + static_cast<size_t>(r) * w);
-    }
+  const int32_t open_from = batch.pos[t0] / kGroup * kGroup;
+  const auto n = static_cast<size_t>(kv.layers[static_cast<size_t>(layer)].k_values);
+  const int32_t n_rows = batch.pos[t1 - 1] - open_from + 1;
+  if (open_.size() < static_cast<size_t>(kGroup) * n) open_.resize(static_cast<size_t>(kGroup) * n);
+  for (int32_t r = 0; r < n_rows; ++r) {
+    std::memcpy(open_.data() + static_cast<size_t>(r) * n, key_row(batch, seq, span, kv, layer, k, open_from + r),
+                n * sizeof(float));
   }
-  kernels::KvPages pages;
-  pages.k_type = kernels::KvType::F32;
-  pages.v_type = kernels::KvType::F32;
-  pages.k_base = reinterpret_cast<const uint8_t*>(k_pages);
-  pages.v_base = reinterpret_cast<const uint8_t*>(v_pages);
-  pages.block_table = table_.data();
-  pages.block_size = kGroup;
-  pages.k_row_bytes = w * sizeof(float);
-  pages.v_row_bytes = w * sizeof(float);
-  pages.head_value = 0;
-  return pages;
+  pages.k_row_values = n;
+  pages.open_k = open_.data();
+  pages.open_k_stride = n;
+  pages.open_from = open_from;
 }
 
 }  // namespace preface::model::detail

@@ -8,9 +8,9 @@
 // - A pass seals each group whose last position it computes (seal_keys, before attention: later queries of the
 //   pass read it sealed), and keeps the rows of the group it ends inside in the sequence's open keys
 //   (keep_open_keys, after attention: the pass's own queries of that group still read the rows it had before).
-// - Attention reads f32 pages built per run of queries (ChannelPages): the run's KV heads' keys, sealed groups
-//   widened and the open group copied, and its values widened to f32 (the same values every attention path widens
-//   a stored row to). Runs never straddle a group, so all of a run's queries agree on which groups are sealed.
+// - Attention reads the pool's pages, sealed groups widened chunk by chunk in the kernels (kernels::KvPages: a
+//   chunk of kAttnChunk positions is one group), and the open group from f32 rows gathered per run of queries
+//   (ChannelPages). Runs never straddle a group, so all of a run's queries agree on which groups are sealed.
 // - A cache hit must end where a group does (engine/scheduler.cpp): a partial block's copied rows are whole sealed
 //   groups, never the open rows, which are not in the pool.
 #pragma once
@@ -45,18 +45,17 @@ void seal_keys(ThreadPool& pool, const ForwardBatch& batch, const std::vector<Se
 void keep_open_keys(const ForwardBatch& batch, const std::vector<SeqSpan>& spans, const kernels::KvView& kv,
                     int layer, const float* k);
 
-// f32 K and V pages for one run of queries (see the header), reused from run to run.
+// The open group's K rows of one run of queries (see the header), reused from run to run.
 class ChannelPages {
  public:
-  // Pages for the queries of batch tokens [t0, t1) of one sequence (span), all in one group, over KV heads
-  // [h0, h1) of head_dim values of layer `layer` (its K and V heads are as wide); window as the layer's. The pages'
-  // head_value is 0 for KV head h0; add (h - h0) * head_dim for head h. Valid until the next build.
-  kernels::KvPages build(const ForwardBatch& batch, const SeqSpan& span, const kernels::KvView& kv, int layer,
-                         const float* k, size_t t0, size_t t1, size_t h0, size_t h1, size_t head_dim, int32_t window);
+  // Sets pages' per-channel fields (kernels::KvPages::open_k ...) for the queries of batch tokens [t0, t1) of one
+  // sequence (span), all in one group, of layer `layer`: the group's rows up to the last query's position, from
+  // the sequence's open keys and the batch's K rows k. Valid until the next build.
+  void build(const ForwardBatch& batch, const SeqSpan& span, const kernels::KvView& kv, int layer, const float* k,
+             size_t t0, size_t t1, kernels::KvPages& pages);
 
  private:
-  std::vector<float> rows_;      // K then V: [2][n groups][kKvChannelGroup][(h1 - h0) * head_dim]
-  std::vector<int32_t> table_;   // group -> its rows' group index
+  std::vector<float> open_;  // [kKvChannelGroup][K row values]
 };
 
 }  // namespace preface::model::detail

@@ -90,17 +90,17 @@ void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch
     // Two items' tiles: the next item's are built and its first rows asked for before the current one runs.
     std::vector<kernels::AttnQuery> queries(2 * heads_per_item * tile_queries);  // [2][heads_per_item][tile_queries]
     std::vector<kernels::AttnTile> tiles(2 * heads_per_item);                    // [2][heads_per_item]
-    ChannelPages channel_pages[2];  // per-channel keys: each buffer's f32 pages
+    ChannelPages channel_pages[2];  // per-channel keys: each buffer's open group
     // Fills buffer `buf` with item's tiles; returns their count.
     const auto build = [&](int64_t item, size_t buf) {
       const auto [t0, t1] = runs[static_cast<size_t>(item) / items_per_run];
       const size_t h0 = static_cast<size_t>(item) % items_per_run * heads_per_item;
       const size_t h1 = std::min(h0 + heads_per_item, n_kv_heads);
       kernels::KvPages item_pages = pages;
+      item_pages.block_table = batch.table(batch.seq[t0], kv.layers[rows].window_pool).data();
       if (channel_keys) {
         const SeqSpan& span = (*spans)[static_cast<size_t>(batch.seq[t0])];
-        item_pages = channel_pages[buf].build(batch, span, kv, static_cast<int>(rows), k, t0, t1, h0, h1, head_dim,
-                                              window);
+        channel_pages[buf].build(batch, span, kv, static_cast<int>(rows), k, t0, t1, item_pages);
       }
       for (size_t kv_head = h0; kv_head < h1; ++kv_head) {
         kernels::AttnQuery* tq = queries.data() + (buf * heads_per_item + kv_head - h0) * tile_queries;
@@ -115,12 +115,7 @@ void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch
         }
         kernels::AttnTile& tile = tiles[buf * heads_per_item + kv_head - h0];
         tile.kv = item_pages;
-        if (channel_keys) {
-          tile.kv.head_value = (kv_head - h0) * head_dim;
-        } else {
-          tile.kv.block_table = batch.table(batch.seq[t0], kv.layers[rows].window_pool).data();
-          tile.kv.head_value = kv_head * head_dim;
-        }
+        tile.kv.head_value = kv_head * head_dim;
         tile.head_dim = head_dim;
         tile.scale = scale;
         tile.softcap = config.attn_softcap;

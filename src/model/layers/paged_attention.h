@@ -35,8 +35,8 @@ void store_kv(const ForwardBatch& batch, const kernels::KvView& kv, int layer, c
 // q, out: [n][n_heads][head_dim]. sinks: nullptr, or [n_heads] logits that join each head's softmax denominator
 // (kernels::AttnQuery::sink; gpt-oss). scratch: the tiles' working memory, grown here when too small (so it is
 // allocated once, by the first call that needs that much).
-// Per-channel keys (kv.format.k, model/layers/channel_keys.h): K and V are read from f32 pages built per run, and
-// runs never straddle a group; k: the batch's K rows ([n][K row values]) and spans: channel_key_spans of the
+// Per-channel keys (kv.format.k, model/layers/channel_keys.h): sealed groups are read from the pool, each run's
+// open group from its f32 rows, and runs never straddle a group; k: the batch's K rows ([n][K row values]) and spans: channel_key_spans of the
 // batch (both unused, and may be null, otherwise).
 void attention(ThreadPool& pool, const Config& config, const ForwardBatch& batch, const kernels::KvView& kv, int layer,
                const float* q, const float* sinks, float* out, std::vector<float>& scratch, const float* k = nullptr,
