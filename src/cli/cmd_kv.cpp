@@ -29,7 +29,7 @@ namespace {
 struct KvOptions {
   ModelOptions model;
   std::string shape;
-  int32_t block_size = 16;
+  int32_t block_size = 0;  // 0: 16, or 32 with per-channel keys (block_size_of)
   std::string mem;          // --mem, parse_bytes syntax; empty: a table of common budgets
   std::string prefix;       // --prefix, tokens (decimal digits); empty: no prefix
   std::string context;      // --context, tokens: what one sequence of that length holds, per memory group
@@ -299,7 +299,9 @@ void print_text(const KvOptions& o, const Report& r) {
   }
 }
 
-void run_kv(const KvOptions& o) {
+void run_kv(const KvOptions& given) {
+  KvOptions o = given;
+  if (o.block_size == 0) o.block_size = block_size_of(o.model);
   if (o.list_shapes) {
     for (const std::string& name : model::builtin_shape_names()) {
       const model::KvShape s = *model::builtin_shape(name);
@@ -355,9 +357,8 @@ void register_kv(CLI::App& app) {
       ->excludes(cmd->get_option("--model"));
   cmd->add_flag("--list-shapes", opts->list_shapes, "List the built-in shapes and exit");
   add_kv_format_options(*cmd, opts->model);
-  cmd->add_option("--block-size", opts->block_size, "Tokens per KV block")
-      ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
+  cmd->add_option("--block-size", opts->block_size, "Tokens per KV block (default 16; 32 with per-channel keys)")
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--mem", opts->mem, "Memory budget, e.g. 2GiB, 512MiB, 8GB, 1e9 (default: a few common sizes)")
       ->type_name("BYTES");
   cmd->add_option("--prefix", opts->prefix, "Prefix length in tokens: its cost and savings")->type_name("TOKENS");

@@ -88,10 +88,17 @@ void kv_widen_group(KvType t, const uint8_t* group, size_t n, size_t first, size
         for (size_t j = 0; j < nb; ++j) dst[j] = d[j] * static_cast<float>(levels[j]) + m[j];
       } else {
         const uint8_t* packed = q + r * n / 2;
-        for (size_t j = 0; j < nb; ++j) {
-          const size_t c = first + j0 + j;
-          dst[j] = d[j] * static_cast<float>((packed[c / 2] >> (c % 2 == 0 ? 0 : 4)) & 0xF) + m[j];
+        uint8_t levels[kBlock] = {};
+        const size_t c0 = first + j0;
+        if (c0 % 2 == 0 && nb % 2 == 0) {  // whole bytes: low nibble, then high
+          for (size_t j = 0; j < nb / 2; ++j) {
+            levels[2 * j] = packed[c0 / 2 + j] & 0xF;
+            levels[2 * j + 1] = packed[c0 / 2 + j] >> 4;
+          }
+        } else {
+          for (size_t j = 0; j < nb; ++j) levels[j] = (packed[(c0 + j) / 2] >> ((c0 + j) % 2 == 0 ? 0 : 4)) & 0xF;
         }
+        for (size_t j = 0; j < nb; ++j) dst[j] = d[j] * static_cast<float>(levels[j]) + m[j];
       }
     }
   }

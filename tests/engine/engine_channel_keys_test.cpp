@@ -27,20 +27,19 @@ struct Prompts {
   std::vector<int32_t> a, b, c;  // b: a's first 45 tokens, then its own; c: a, then more
 };
 
+// A story and two variations of it, built so that every shared prefix ends inside a group.
 Prompts make_prompts(const Tokenizer& tok) {
   Prompts p;
-  p.a = tok.encode(
-      "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her "
-      "friends, and every day she would run to the big tree at the end of the road to look for birds, "
-      "squirrels and shiny stones that she kept in a small red box under her bed. Her mother told her to be "
-      "careful near the pond, because the water was deep and cold in the morning",
-      tok.add_bos_default());
+  const std::string story =
+      "Tom had a small boat that he took to the lake on sunny days. One morning a duck swam up to the boat and "
+      "looked at him, so Tom gave it some bread from his bag. The duck came back the next day with three little "
+      "ducks, and soon the whole family followed the boat wherever it went on the water, all through the long "
+      "summer until the leaves began to fall";
+  p.a = tok.encode(story, tok.add_bos_default());
   p.b.assign(p.a.begin(), p.a.begin() + 45);
-  const auto tail = tok.encode(" and then a dog came by and barked at the bird", false);
-  p.b.insert(p.b.end(), tail.begin(), tail.end());
+  for (int32_t t : tok.encode(" when the wind started to blow and the sky turned grey", false)) p.b.push_back(t);
   p.c = p.a;
-  const auto more = tok.encode(" until the sun went down.", false);
-  p.c.insert(p.c.end(), more.begin(), more.end());
+  for (int32_t t : tok.encode(", and Tom was happy.", false)) p.c.push_back(t);
   return p;
 }
 
@@ -58,17 +57,8 @@ void check_channel_keys(const LoadedModel& lm, const std::string& name, const Kv
   const Prompts p = make_prompts(*lm.tokenizer);
   ASSERT_GT(p.a.size(), 2u * kGroup + 8) << "the prompt should span several groups";
   constexpr int32_t kNew = 6;
-  std::vector<Outcome> ref;  // each prompt alone, caching off, one chunk, one thread
-  {
-    auto cfg = config_for(512, 1, f);
-    cfg.prefix_cache = false;
-    engine::Engine eng(*lm.model, engine::with_eog(cfg, *lm.tokenizer));
-    for (const auto* prompt : {&p.a, &p.b, &p.c}) {
-      auto s = eng.submit(greedy_request(*prompt, kNew));
-      eng.run_until_idle();
-      ref.push_back(collect(*s));
-    }
-  }
+  const std::vector<Outcome> ref =  // one chunk, one thread
+      cold_outcomes(*lm.model, *lm.tokenizer, config_for(512, 1, f), {&p.a, &p.b, &p.c}, kNew);
   const bool recurrent = lm.model->memory().has_state();
   for (int32_t threads : {1, 2}) {
     for (int32_t chunk : {1, 5, 32, 33, 512}) {

@@ -57,18 +57,8 @@ void check_exactness(const LoadedModel& lm, const std::string& model_name, const
   constexpr int32_t kNew = 6;
 
   // References: each prompt alone on a cold engine with caching off, one chunk, one thread.
-  std::vector<Outcome> ref;
-  {
-    auto cfg = config_for(512, 1, kv_type);
-    cfg.prefix_cache = false;
-    engine::Engine eng(*lm.model, engine::with_eog(cfg, *lm.tokenizer));
-    for (const auto* prompt : {&p.a, &p.b, &p.c}) {
-      auto s = eng.submit(greedy_request(*prompt, kNew));
-      eng.run_until_idle();
-      ref.push_back(collect(*s));
-      EXPECT_EQ(ref.back().stats.n_cached_tokens, 0);
-    }
-  }
+  const std::vector<Outcome> ref =
+      cold_outcomes(*lm.model, *lm.tokenizer, config_for(512, 1, kv_type), {&p.a, &p.b, &p.c}, kNew);
   // Models with windowed and global layers run with the windowed layers' own pool (reclaim: every chunk size and
   // thread count) and without it (two configurations). The pool serves no partial block: b's hit stops at 32.
   const bool splits = lm.model->memory().can_split_windows();

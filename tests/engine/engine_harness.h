@@ -54,6 +54,21 @@ inline engine::RequestParams greedy_request(std::vector<int32_t> prompt, int32_t
   return p;
 }
 
+// The references hits are compared with: each prompt alone, in order, on one engine of cfg with caching off.
+inline std::vector<Outcome> cold_outcomes(model::Model& model, const Tokenizer& tok, engine::EngineConfig cfg,
+                                          const std::vector<const std::vector<int32_t>*>& prompts, int32_t n_new) {
+  cfg.prefix_cache = false;
+  engine::Engine eng(model, engine::with_eog(cfg, tok));
+  std::vector<Outcome> out;
+  for (const std::vector<int32_t>* prompt : prompts) {
+    auto s = eng.submit(greedy_request(*prompt, n_new));
+    eng.run_until_idle();
+    out.push_back(collect(*s));
+    EXPECT_EQ(out.back().stats.n_cached_tokens, 0);
+  }
+  return out;
+}
+
 // Bit-exact comparison of two outcomes' tokens and logits.
 inline void expect_identical(const Outcome& a, const Outcome& b, const std::string& what) {
   ASSERT_EQ(a.tokens, b.tokens) << what;
