@@ -125,17 +125,18 @@ void attention_tile(const AttnTile& tile, float* scratch) {
   }
 
   const float inv_cap = tile.softcap > 0.0f ? 1.0f / tile.softcap : 0.0f;
+  const bool channel_keys = kv_type_is_per_channel(kv.k_type);
   for (int32_t c0 = first_pos_min / kAttnChunk * kAttnChunk; c0 < n_pos_max; c0 += kAttnChunk) {
     const int32_t n_rows = std::min(kAttnChunk, n_pos_max - c0);
-    const bool channel_keys = kv_type_is_per_channel(kv.k_type);
     if (channel_keys) widen_channel_chunk(kv, c0, n_rows, hd, kbuf, hp);
     for (int32_t i = 0; i < n_rows; ++i) {
-      const uint8_t* k_row = channel_keys ? nullptr : row_at(kv, kv.k_base, kv.k_row_bytes, c0 + i);
+      float* k = kbuf + static_cast<size_t>(i) * hp;
+      float* v = vbuf + static_cast<size_t>(i) * hp;
       const uint8_t* v_row = row_at(kv, kv.v_base, kv.v_row_bytes, c0 + i);
-      for (size_t d = 0; d < hd; ++d) {
-        if (!channel_keys) kbuf[static_cast<size_t>(i) * hp + d] = kv_value(kv.k_type, k_row, kv.head_value + d);
-        vbuf[static_cast<size_t>(i) * hp + d] = kv_value(kv.v_type, v_row, kv.head_value + d);
-      }
+      for (size_t d = 0; d < hd; ++d) v[d] = kv_value(kv.v_type, v_row, kv.head_value + d);
+      if (channel_keys) continue;
+      const uint8_t* k_row = row_at(kv, kv.k_base, kv.k_row_bytes, c0 + i);
+      for (size_t d = 0; d < hd; ++d) k[d] = kv_value(kv.k_type, k_row, kv.head_value + d);
     }
     for (size_t j = 0; j < tile.n_queries; ++j) {
       // Rows [i_lo, n_valid) of the chunk are the query's.

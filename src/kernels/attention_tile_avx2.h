@@ -12,6 +12,7 @@
 #pragma once
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -158,7 +159,7 @@ inline WidenRowFn widen_row_fn(KvType t) {
     case KvType::IQ4_NL: return widen_row<KvType::IQ4_NL>;
     case KvType::Q5_0: return widen_row<KvType::Q5_0>;
     case KvType::Q5_1: return widen_row<KvType::Q5_1>;
-    case KvType::Q8_PC:  // never in pages: model/layers/paged_attention widens per-channel keys to f32 pages
+    case KvType::Q8_PC:  // never asked for: widen_chunk widens a per-channel group itself
     case KvType::Q4_PC: break;
   }
   return widen_row<KvType::F32>;
@@ -191,20 +192,18 @@ void widen_chunk(const KvPages& kv, int32_t c0, int32_t n_rows, int32_t n_pos_ma
       }
     }
   }
-  if (kv_type_is_per_channel(kv.k_type)) {  // the group's values (attention.h), then rows as f32 ones
-    thread_local std::vector<float> group;
-    if (group.size() < static_cast<size_t>(kAttnChunk) * hd) group.resize(static_cast<size_t>(kAttnChunk) * hd);
+  // Per-channel keys: the chunk's group widened once (attention.h), its rows then read as f32 ones.
+  thread_local std::vector<float> group;
+  const bool channel_keys = kv_type_is_per_channel(kv.k_type);
+  if (channel_keys) {
+    group.resize(std::max(group.size(), static_cast<size_t>(kAttnChunk) * hd));
     widen_channel_chunk(kv, c0, n_rows, hd, group.data(), hd);
-    const WidenRowFn widen_v = widen_row_fn(kv.v_type);
-    for (; i < n_rows; ++i) {
-      widen_row<KvType::F32>(reinterpret_cast<const uint8_t*>(group.data() + static_cast<size_t>(i) * hd), 0, hd, hp,
-                             Ops::k_row(kbuf, hp, i), Ops::kKSegStride);
-      widen_v(kv.v_base + row[i] * kv.v_row_bytes, kv.head_value, hd, hp, vbuf + static_cast<size_t>(i) * hp, 8);
-    }
   }
-  const WidenRowFn widen_k = widen_row_fn(kv.k_type), widen_v = widen_row_fn(kv.v_type);
+  const WidenRowFn widen_k = widen_row_fn(channel_keys ? KvType::F32 : kv.k_type), widen_v = widen_row_fn(kv.v_type);
   for (; i < n_rows; ++i) {
-    widen_k(kv.k_base + row[i] * kv.k_row_bytes, kv.head_value, hd, hp, Ops::k_row(kbuf, hp, i), Ops::kKSegStride);
+    const uint8_t* k_src = channel_keys ? reinterpret_cast<const uint8_t*>(group.data() + static_cast<size_t>(i) * hd)
+                                        : kv.k_base + row[i] * kv.k_row_bytes;
+    widen_k(k_src, channel_keys ? 0 : kv.head_value, hd, hp, Ops::k_row(kbuf, hp, i), Ops::kKSegStride);
     widen_v(kv.v_base + row[i] * kv.v_row_bytes, kv.head_value, hd, hp, vbuf + static_cast<size_t>(i) * hp, 8);
   }
   // Rows up to the end of the last 8-row group are scored (then masked): keep them finite.

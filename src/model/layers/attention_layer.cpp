@@ -133,7 +133,7 @@ void AttentionLayer::forward(const Step& s, int32_t il) const {
   const bool channel_keys = stores && kernels::kv_type_is_per_channel(s.kv.format.k);
   std::vector<detail::SeqSpan> spans;
   if (channel_keys) {
-    spans = detail::channel_key_spans(s.batch, s.kv);
+    spans = detail::channel_key_spans(s.batch);
     detail::seal_keys(s.pool, s.batch, spans, s.kv, il, a.k.data());
   }
   detail::attention(s.pool, c, s.batch, s.kv, il, a.q.data(), sinks_.empty() ? nullptr : sinks_.data(),

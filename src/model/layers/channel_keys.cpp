@@ -27,7 +27,7 @@ const float* key_row(const ForwardBatch& batch, size_t seq, const SeqSpan& span,
 
 }  // namespace
 
-std::vector<SeqSpan> channel_key_spans(const ForwardBatch& batch, const kernels::KvView& kv) {
+std::vector<SeqSpan> channel_key_spans(const ForwardBatch& batch) {
   const size_t n_seqs = batch.block_tables.size();
   if (batch.open_keys.size() != n_seqs) {
     throw Error("forward: per-channel keys need every sequence's open keys (ForwardBatch::open_keys)");
@@ -49,7 +49,6 @@ std::vector<SeqSpan> channel_key_spans(const ForwardBatch& batch, const kernels:
     spans[s] = {t, end, batch.pos[t]};
     t = end;
   }
-  (void)kv;
   return spans;
 }
 

@@ -34,7 +34,7 @@ struct SeqSpan {
 
 // [n_seqs] spans (t_end == t_first for a sequence with no token). Throws preface::Error when a sequence's tokens
 // are not consecutive in the batch with consecutive positions, or a sequence lacks open keys.
-std::vector<SeqSpan> channel_key_spans(const ForwardBatch& batch, const kernels::KvView& kv);
+std::vector<SeqSpan> channel_key_spans(const ForwardBatch& batch);
 
 // Seals, into layer `layer`'s K region, every group whose last position the batch computes. k: [n][K row values]
 // f32, the batch's K rows (rotated when the format says so).
